@@ -1,0 +1,65 @@
+"""Protocol-level exceptions and the error codes kio's ``ErrorCode`` enum lacks.
+
+kio's enum stops at Kafka's own codes; the KIP-1279 codes (134-146) are defined here as plain
+ints so they can be put on the wire through int16 fields of our generated types.
+"""
+
+from enum import IntEnum
+
+
+class ProtocolError(Exception):
+    """Base of every error the codec raises for bad input."""
+
+
+class FrameError(ProtocolError):
+    """A size prefix is negative or larger than the configured maximum."""
+
+
+class TruncatedError(ProtocolError):
+    """The buffer ends before the structure it should contain."""
+
+
+class DecodeError(ProtocolError):
+    """Bytes that cannot be decoded as the expected structure."""
+
+
+class UnknownApiKeyError(ProtocolError):
+    def __init__(self, api_key: int) -> None:
+        super().__init__(f"unknown api key {api_key}")
+        self.api_key = api_key
+
+
+class UnsupportedVersionError(ProtocolError):
+    def __init__(self, api_key: int, version: int, lo: int, hi: int) -> None:
+        super().__init__(f"api key {api_key} version {version} is not supported (serves {lo}-{hi})")
+        self.api_key = api_key
+        self.version = version
+        self.min_version = lo
+        self.max_version = hi
+
+
+class CorruptRecordError(ProtocolError):
+    """A record batch fails validation (size, magic, CRC32C, ...)."""
+
+    def __init__(self, message: str, offset: int | None = None) -> None:
+        super().__init__(message)
+        # Byte position of the failing batch in the scanned buffer, when known.
+        self.position = offset
+
+
+class MirrorErrorCode(IntEnum):
+    """KIP-1279 error codes, shared with the prototype."""
+
+    READ_ONLY_TOPIC = 134
+    INVALID_MIRROR_NAME = 135
+    MIRROR_ALREADY_EXISTS = 136
+    UNKNOWN_MIRROR = 137
+    TOPIC_ALREADY_IN_MIRROR = 138
+    TOPIC_NOT_IN_MIRROR = 139
+    MIRROR_TOPIC_ALREADY_PAUSED = 140
+    MIRROR_TOPIC_NOT_PAUSED = 141
+    MIRROR_TOPIC_BEING_REMOVED = 142
+    MIRROR_NOT_EMPTY = 143
+    MIRROR_AUTHORIZATION_FAILED = 144
+    INVALID_MIRROR_STATES = 145
+    MIRROR_TOPIC_NOT_STOPPED = 146
