@@ -23,19 +23,50 @@ class DecodeError(ProtocolError):
     """Bytes that cannot be decoded as the expected structure."""
 
 
-class UnknownApiKeyError(ProtocolError):
-    def __init__(self, api_key: int) -> None:
-        super().__init__(f"unknown api key {api_key}")
+class RequestError(ProtocolError):
+    """A request whose header could be read but which cannot be served as sent.
+
+    Carries what the server needs to answer instead of just closing the connection: the api key,
+    version and correlation id (and the client id when the header parsed fully).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        api_key: int,
+        api_version: int,
+        correlation_id: int,
+        client_id: str | None = None,
+    ) -> None:
+        super().__init__(message)
         self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
 
 
-class UnsupportedVersionError(ProtocolError):
-    def __init__(self, api_key: int, version: int, lo: int, hi: int) -> None:
-        super().__init__(f"api key {api_key} version {version} is not supported (serves {lo}-{hi})")
-        self.api_key = api_key
-        self.version = version
+class UnknownApiKeyError(RequestError):
+    def __init__(self, api_key: int, api_version: int, correlation_id: int) -> None:
+        super().__init__(f"unknown api key {api_key}", api_key, api_version, correlation_id)
+
+
+class UnsupportedVersionError(RequestError):
+    def __init__(
+        self, api_key: int, api_version: int, correlation_id: int, lo: int, hi: int, name: str = ""
+    ) -> None:
+        label = f"{name} (api key {api_key})" if name else f"api key {api_key}"
+        super().__init__(
+            f"{label} version {api_version} is not supported (supported: {lo}-{hi})",
+            api_key,
+            api_version,
+            correlation_id,
+        )
         self.min_version = lo
         self.max_version = hi
+
+
+class RequestBodyError(RequestError):
+    """The header parsed but the body did not: answered with an error response, per Kafka."""
 
 
 class CorruptRecordError(ProtocolError):

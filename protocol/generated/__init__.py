@@ -1,0 +1,1 @@
+"""Generated kio-style types (see protocol.codegen)."""
