@@ -78,6 +78,18 @@ class CorruptRecordError(ProtocolError):
         self.position = offset
 
 
+class UnknownErrorCode(int):
+    """An error code no enum here knows (a newer peer's). Has ``.value`` like an enum member, so
+    kio's writer, which reads ``error_code.value``, can still write it back."""
+
+    @property
+    def value(self) -> int:
+        return int(self)
+
+    def __repr__(self) -> str:
+        return f"UnknownErrorCode({int(self)})"
+
+
 class MirrorErrorCode(IntEnum):
     """KIP-1279 error codes, shared with the prototype."""
 

@@ -16,12 +16,13 @@ from typing import Any, Union, get_args, get_origin
 from kio.schema.errors import ErrorCode
 
 from . import readers as r
-from .errors import DecodeError, TruncatedError
+from .errors import DecodeError, MirrorErrorCode, TruncatedError, UnknownErrorCode
 
 Reader = Callable[[r.Buffer, int], tuple[Any, int]]
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
-_ERROR_CODES = {int(e.value): e for e in ErrorCode}
+_ERROR_CODES: dict[int, int] = {int(e.value): e for e in ErrorCode}
+_ERROR_CODES.update({int(e.value): e for e in MirrorErrorCode})
 
 
 def _strip_optional(tp: Any) -> tuple[Any, bool]:
@@ -43,7 +44,8 @@ def _fixed(kind: str) -> Reader:
 
 def _error_code(buf: r.Buffer, pos: int) -> tuple[Any, int]:
     v, pos = r.read_int16(buf, pos, "error_code")
-    return _ERROR_CODES.get(v, v), pos
+    known = _ERROR_CODES.get(v)
+    return (UnknownErrorCode(v) if known is None else known), pos
 
 
 def _bool(buf: r.Buffer, pos: int) -> tuple[Any, int]:
