@@ -231,7 +231,9 @@ class _Module:
             return "uuid.UUID"
         return {"string": "str", "bytes": "bytes", "records": "bytes", "bool": "bool"}[kind]
 
-    def default_expr(self, f: Field, kind: str, hint: str, nullable: bool, tagged: bool) -> str | None:
+    def default_expr(
+        self, f: Field, kind: str, hint: str, nullable: bool, tagged: bool
+    ) -> str | None:
         d = f.default
         if f.is_array:
             if d == "null" and nullable:
@@ -253,7 +255,9 @@ class _Module:
                 return 'b""'
         if d == "null":
             if not nullable and kind != "uuid":
-                raise SchemaError(f"{self.schema.name}.{f.name}: null default on a non-nullable field")
+                raise SchemaError(
+                    f"{self.schema.name}.{f.name}: null default on a non-nullable field"
+                )
             return "None"
         if kind == "uuid":
             return "None"
@@ -293,7 +297,9 @@ class _Module:
             tagged = v in f.tagged
             if tagged:
                 if not self.flexible:
-                    raise SchemaError(f"{self.schema.name} v{v}: tagged field {f.name} in a non-flexible version")
+                    raise SchemaError(
+                        f"{self.schema.name} v{v}: tagged field {f.name} in a non-flexible version"
+                    )
                 assert f.tag is not None
                 if f.tag in tags:
                     raise SchemaError(f"{self.schema.name}.{name} v{v}: duplicate tag {f.tag}")
@@ -338,8 +344,10 @@ class _Module:
         ]
         if self.schema.api_key is not None and self.schema.entity_kind in ("request", "response"):
             header.append(f"    __api_key__: ClassVar[i16] = i16({self.schema.api_key})")
-            hv = ("v2" if self.flexible else "v1") if self.schema.entity_kind == "request" else (
-                "v1" if self.flexible else "v0"
+            hv = (
+                ("v2" if self.flexible else "v1")
+                if self.schema.entity_kind == "request"
+                else ("v1" if self.flexible else "v0")
             )
             htype = "RequestHeader" if self.schema.entity_kind == "request" else "ResponseHeader"
             hmod = "request_header" if self.schema.entity_kind == "request" else "response_header"
@@ -356,7 +364,7 @@ class _Module:
         rel = self.schema.path.relative_to(ROOT).as_posix()
         parts = [
             f'"""\nGenerated from ``{rel}`` by ``python -m protocol.codegen``; do not edit.\n"""',
-            "\n".join(stdlib + [""] + dataclasses_ + typing_ + [""] + kio).strip("\n"),
+            "\n".join([*stdlib, "", *dataclasses_, *typing_, "", *kio]).strip("\n"),
             *self.classes,
         ]
         return "\n\n\n".join(parts) + "\n"
@@ -403,7 +411,9 @@ def render_index(schemas: list[Schema]) -> str:
 def render_all(schema_dir: Path = SCHEMAS) -> dict[Path, str]:
     """Every generated file, relative to ``protocol/generated``, with its content."""
     schemas = [load_schema(p) for p in sorted(schema_dir.glob("*.json"))]
-    out: dict[Path, str] = {Path("__init__.py"): '"""Generated kio-style types (see protocol.codegen)."""\n'}
+    out: dict[Path, str] = {
+        Path("__init__.py"): '"""Generated kio-style types (see protocol.codegen)."""\n'
+    }
     for s in schemas:
         for rel, text in render_schema(s):
             out[rel] = text

@@ -64,7 +64,7 @@ def _not_null(read: Reader, what: str) -> Reader:
     return read_required
 
 
-def _primitive(kind: str, flexible: bool, nullable: bool, what: str) -> Reader:  # noqa: C901
+def _primitive(kind: str, flexible: bool, nullable: bool, what: str) -> Reader:
     read: Reader
     if kind in r.FIXED:
         return _fixed(kind)
@@ -190,13 +190,17 @@ def entity_reader(entity_type: type) -> Reader:
                 size, pos = r.read_uvarint(buf, pos, f"{name} tag {tag} size")
                 end = pos + size
                 if end > len(buf):
-                    raise TruncatedError(f"{name}: tagged field {tag} of {size} bytes runs past the end")
+                    raise TruncatedError(
+                        f"{name}: tagged field {tag} of {size} bytes runs past the end"
+                    )
                 known = tagged.get(tag)
                 if known is not None:
                     fname, read_field = known
                     values[fname], used = read_field(buf[:end], pos)
                     if used != end:
-                        raise DecodeError(f"{name}: tagged field {tag} is {size} bytes but decodes to {used - pos}")
+                        raise DecodeError(
+                            f"{name}: tagged field {tag} is {size} bytes but decodes to {used - pos}"
+                        )
                 pos = end  # unknown tags are skipped, as the protocol requires
             for fname, f in defaults.items():
                 if fname not in values:

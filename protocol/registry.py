@@ -194,7 +194,9 @@ class Registry:
         try:
             header, pos = parse_request_header(view, self.request_header_version)
         except ProtocolError as e:
-            raise RequestBodyError(f"{spec.name} v{version}: bad request header: {e}", key, version, corr) from None
+            raise RequestBodyError(
+                f"{spec.name} v{version}: bad request header: {e}", key, version, corr
+            ) from None
         try:
             body = decode_body(spec.request_type(version), view, pos)
         except ProtocolError as e:
@@ -247,6 +249,7 @@ def _finish_frame(out: io.BytesIO) -> bytes:
 def decode_body(entity_type: type, buf: Buffer, pos: int) -> Any:
     """Decode a message body that must end exactly at the end of ``buf``."""
     try:
+        body: Any
         body, size = kio_entity_reader(entity_type)(buf, pos)
         end = pos + size
     except Exception:
@@ -275,4 +278,3 @@ REGISTRY: Final = Registry.default()
 
 def decode_request(frame: Buffer) -> DecodedRequest:
     return REGISTRY.decode_request(frame)
-

@@ -48,7 +48,9 @@ def _primitive(kind: str, hint: Any) -> st.SearchStrategy[Any]:
     if kind == "error_code":
         return st.sampled_from(list(ErrorCode))
     if kind == "timedelta_i32":
-        return st.integers(0, 2**31 - 1).map(lambda ms: hint.parse(datetime.timedelta(milliseconds=ms)))
+        return st.integers(0, 2**31 - 1).map(
+            lambda ms: hint.parse(datetime.timedelta(milliseconds=ms))
+        )
     if kind == "timedelta_i64":
         return st.integers(0, 2**40).map(lambda ms: hint.parse(datetime.timedelta(milliseconds=ms)))
     if kind == "datetime_i64":

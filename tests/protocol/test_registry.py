@@ -1,3 +1,4 @@
+import contextlib
 import io
 from typing import Any
 
@@ -30,7 +31,9 @@ def _kio_bytes(body: Any) -> bytes:
 
 @settings(max_examples=500, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data(), which=st.sampled_from(ALL_VERSIONS), corr=st.integers(0, 2**31 - 1))
-def test_every_request_and_response_round_trips(data: st.DataObject, which: tuple[int, int], corr: int) -> None:
+def test_every_request_and_response_round_trips(
+    data: st.DataObject, which: tuple[int, int], corr: int
+) -> None:
     key, version = which
     spec = REGISTRY.spec(key)
     req = data.draw(entities(spec.request_type(version)))
@@ -48,7 +51,9 @@ def test_every_request_and_response_round_trips(data: st.DataObject, which: tupl
 
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data(), which=st.sampled_from(ALL_VERSIONS), response=st.booleans())
-def test_lenient_decoder_agrees_with_kio(data: st.DataObject, which: tuple[int, int], response: bool) -> None:
+def test_lenient_decoder_agrees_with_kio(
+    data: st.DataObject, which: tuple[int, int], response: bool
+) -> None:
     spec = REGISTRY.spec(which[0])
     cls = spec.response_type(which[1]) if response else spec.request_type(which[1])
     body = data.draw(entities(cls))
@@ -80,12 +85,13 @@ def test_unknown_tagged_field_in_nested_struct_is_skipped() -> None:
 
 
 def test_error_codes_unknown_to_kio_decode_as_ints() -> None:
+    from kio.schema.errors import ErrorCode
     from kio.schema.metadata.v12.response import MetadataResponse, MetadataResponseTopic
 
-    from kio.schema.errors import ErrorCode
-
     topic = MetadataResponseTopic(error_code=ErrorCode.none, name="t", topic_id=None, partitions=())
-    resp = MetadataResponse(throttle_time=__import__("datetime").timedelta(0), brokers=(), topics=(topic,))
+    resp = MetadataResponse(
+        throttle_time=__import__("datetime").timedelta(0), brokers=(), topics=(topic,)
+    )
     raw = bytearray(_kio_bytes(resp))
     at = raw.index(b"\x02t") - 2  # topic error_code precedes the compact name "t"
     raw[at : at + 2] = (134).to_bytes(2, "big")
@@ -137,15 +143,15 @@ def test_header_too_short_is_a_decode_error() -> None:
 @settings(max_examples=1500, deadline=None)
 @given(st.binary(max_size=200))
 def test_random_bytes_only_raise_protocol_errors(raw: bytes) -> None:
-    try:
+    with contextlib.suppress(ProtocolError):
         decode_request(raw)
-    except ProtocolError:
-        pass
 
 
 @settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data(), which=st.sampled_from(ALL_VERSIONS))
-def test_mutated_valid_frames_only_raise_protocol_errors(data: st.DataObject, which: tuple[int, int]) -> None:
+def test_mutated_valid_frames_only_raise_protocol_errors(
+    data: st.DataObject, which: tuple[int, int]
+) -> None:
     spec = REGISTRY.spec(which[0])
     body = data.draw(entities(spec.request_type(which[1])))
     frame = bytearray(REGISTRY.encode_request(which[1], 1, "c", body)[4:])
@@ -153,7 +159,5 @@ def test_mutated_valid_frames_only_raise_protocol_errors(data: st.DataObject, wh
         i = data.draw(st.integers(0, len(frame) - 1))
         frame[i] = data.draw(st.integers(0, 255))
     cut = data.draw(st.integers(0, len(frame)))
-    try:
+    with contextlib.suppress(ProtocolError):
         decode_request(bytes(frame[:cut]))
-    except ProtocolError:
-        pass

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Create/refresh the project's virtualenv (.venv) with everything the tests and tools need.
+# Idempotent and quick when nothing changed: it reinstalls only when pyproject.toml changes.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+py="${PYTHON:-python3.11}"
+command -v "$py" >/dev/null 2>&1 || py=python3
+if ! "$py" -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)'; then
+  echo "kmirror needs Python 3.11 (found: $("$py" --version 2>&1)); set PYTHON=/path/to/python3.11" >&2
+  exit 1
+fi
+extras="${KMIRROR_EXTRAS:-test}"
+stamp_want="$(sha256sum pyproject.toml | cut -c1-16)-$extras"
+if [ ! -x .venv/bin/python ]; then
+  "$py" -m venv .venv
+fi
+if [ "$(cat .venv/.kmirror-stamp 2>/dev/null)" != "$stamp_want" ]; then
+  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+  .venv/bin/python -m pip install -q -e ".[$extras]"
+  echo "$stamp_want" > .venv/.kmirror-stamp
+fi

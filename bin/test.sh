@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The whole test suite: set-up, static checks (ruff, mypy, import-linter contracts), then pytest.
+# Extra arguments go to pytest (e.g. bin/test.sh -k registry).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+bin/setup.sh
+. .venv/bin/activate
+echo "== ruff"; ruff check protocol tests bench
+echo "== ruff format"; ruff format --check protocol tests bench
+echo "== mypy"; mypy protocol
+echo "== import-linter"; lint-imports
+echo "== pytest"; python -m pytest -q "$@"
