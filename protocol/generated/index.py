@@ -2,8 +2,173 @@
 
 # api key -> module name of the request/response pair
 API_KEYS: dict[int, str] = {
+    1: 'fetch',
+    19: 'create_topics',
+    32: 'describe_configs',
+    44: 'incremental_alter_configs',
+    94: 'create_mirror',
+    95: 'add_topics_to_mirror',
+    96: 'remove_topics_from_mirror',
+    98: 'list_mirrors',
+    99: 'describe_mirrors',
+    100: 'read_mirror_states',
+    101: 'write_mirror_states',
+    102: 'pause_mirror_topics',
+    103: 'resume_mirror_topics',
+    104: 'delete_mirror',
+    105: 'bump_leader_epochs',
 }
 
 # module name (requests/responses) or message name (data) -> version -> kind -> "module:Class"
 TYPES: dict[str, dict[int, dict[str, str]]] = {
+    'AccessControlEntryRecord': {
+        0: {'data': 'protocol.generated.access_control_entry_record.v0.data:AccessControlEntryRecord'},
+    },
+    'BeginTransactionRecord': {
+        0: {'data': 'protocol.generated.begin_transaction_record.v0.data:BeginTransactionRecord'},
+    },
+    'BrokerRegistrationChangeRecord': {
+        0: {'data': 'protocol.generated.broker_registration_change_record.v0.data:BrokerRegistrationChangeRecord'},
+        1: {'data': 'protocol.generated.broker_registration_change_record.v1.data:BrokerRegistrationChangeRecord'},
+        2: {'data': 'protocol.generated.broker_registration_change_record.v2.data:BrokerRegistrationChangeRecord'},
+    },
+    'ClientQuotaRecord': {
+        0: {'data': 'protocol.generated.client_quota_record.v0.data:ClientQuotaRecord'},
+    },
+    'ConfigRecord': {
+        0: {'data': 'protocol.generated.config_record.v0.data:ConfigRecord'},
+    },
+    'EndTransactionRecord': {
+        0: {'data': 'protocol.generated.end_transaction_record.v0.data:EndTransactionRecord'},
+    },
+    'FeatureLevelRecord': {
+        0: {'data': 'protocol.generated.feature_level_record.v0.data:FeatureLevelRecord'},
+    },
+    'FenceBrokerRecord': {
+        0: {'data': 'protocol.generated.fence_broker_record.v0.data:FenceBrokerRecord'},
+    },
+    'LastMirrorEpochsKey': {
+        0: {'data': 'protocol.generated.last_mirror_epochs_key.v0.data:LastMirrorEpochsKey'},
+    },
+    'LastMirrorEpochsValue': {
+        0: {'data': 'protocol.generated.last_mirror_epochs_value.v0.data:LastMirrorEpochsValue'},
+    },
+    'MirrorPartitionStateKey': {
+        0: {'data': 'protocol.generated.mirror_partition_state_key.v0.data:MirrorPartitionStateKey'},
+    },
+    'MirrorPartitionStateValue': {
+        0: {'data': 'protocol.generated.mirror_partition_state_value.v0.data:MirrorPartitionStateValue'},
+    },
+    'MirrorPidResetRecord': {
+        0: {'data': 'protocol.generated.mirror_pid_reset_record.v0.data:MirrorPidResetRecord'},
+    },
+    'NoOpRecord': {
+        0: {'data': 'protocol.generated.no_op_record.v0.data:NoOpRecord'},
+    },
+    'PartitionChangeRecord': {
+        0: {'data': 'protocol.generated.partition_change_record.v0.data:PartitionChangeRecord'},
+        1: {'data': 'protocol.generated.partition_change_record.v1.data:PartitionChangeRecord'},
+        2: {'data': 'protocol.generated.partition_change_record.v2.data:PartitionChangeRecord'},
+    },
+    'PartitionRecord': {
+        0: {'data': 'protocol.generated.partition_record.v0.data:PartitionRecord'},
+        1: {'data': 'protocol.generated.partition_record.v1.data:PartitionRecord'},
+        2: {'data': 'protocol.generated.partition_record.v2.data:PartitionRecord'},
+    },
+    'ProducerIdsRecord': {
+        0: {'data': 'protocol.generated.producer_ids_record.v0.data:ProducerIdsRecord'},
+    },
+    'RegisterBrokerRecord': {
+        0: {'data': 'protocol.generated.register_broker_record.v0.data:RegisterBrokerRecord'},
+        1: {'data': 'protocol.generated.register_broker_record.v1.data:RegisterBrokerRecord'},
+        2: {'data': 'protocol.generated.register_broker_record.v2.data:RegisterBrokerRecord'},
+        3: {'data': 'protocol.generated.register_broker_record.v3.data:RegisterBrokerRecord'},
+    },
+    'RemoveAccessControlEntryRecord': {
+        0: {'data': 'protocol.generated.remove_access_control_entry_record.v0.data:RemoveAccessControlEntryRecord'},
+    },
+    'RemoveTopicRecord': {
+        0: {'data': 'protocol.generated.remove_topic_record.v0.data:RemoveTopicRecord'},
+    },
+    'TopicRecord': {
+        0: {'data': 'protocol.generated.topic_record.v0.data:TopicRecord'},
+    },
+    'UnfenceBrokerRecord': {
+        0: {'data': 'protocol.generated.unfence_broker_record.v0.data:UnfenceBrokerRecord'},
+    },
+    'UnregisterBrokerRecord': {
+        0: {'data': 'protocol.generated.unregister_broker_record.v0.data:UnregisterBrokerRecord'},
+    },
+    'add_topics_to_mirror': {
+        0: {'request': 'protocol.generated.add_topics_to_mirror.v0.request:AddTopicsToMirrorRequest', 'response': 'protocol.generated.add_topics_to_mirror.v0.response:AddTopicsToMirrorResponse'},
+    },
+    'bump_leader_epochs': {
+        0: {'request': 'protocol.generated.bump_leader_epochs.v0.request:BumpLeaderEpochsRequest', 'response': 'protocol.generated.bump_leader_epochs.v0.response:BumpLeaderEpochsResponse'},
+    },
+    'create_mirror': {
+        0: {'request': 'protocol.generated.create_mirror.v0.request:CreateMirrorRequest', 'response': 'protocol.generated.create_mirror.v0.response:CreateMirrorResponse'},
+    },
+    'create_topics': {
+        2: {'request': 'protocol.generated.create_topics.v2.request:CreateTopicsRequest', 'response': 'protocol.generated.create_topics.v2.response:CreateTopicsResponse'},
+        3: {'request': 'protocol.generated.create_topics.v3.request:CreateTopicsRequest', 'response': 'protocol.generated.create_topics.v3.response:CreateTopicsResponse'},
+        4: {'request': 'protocol.generated.create_topics.v4.request:CreateTopicsRequest', 'response': 'protocol.generated.create_topics.v4.response:CreateTopicsResponse'},
+        5: {'request': 'protocol.generated.create_topics.v5.request:CreateTopicsRequest', 'response': 'protocol.generated.create_topics.v5.response:CreateTopicsResponse'},
+        6: {'request': 'protocol.generated.create_topics.v6.request:CreateTopicsRequest', 'response': 'protocol.generated.create_topics.v6.response:CreateTopicsResponse'},
+        7: {'request': 'protocol.generated.create_topics.v7.request:CreateTopicsRequest', 'response': 'protocol.generated.create_topics.v7.response:CreateTopicsResponse'},
+        8: {'request': 'protocol.generated.create_topics.v8.request:CreateTopicsRequest', 'response': 'protocol.generated.create_topics.v8.response:CreateTopicsResponse'},
+    },
+    'delete_mirror': {
+        0: {'request': 'protocol.generated.delete_mirror.v0.request:DeleteMirrorRequest', 'response': 'protocol.generated.delete_mirror.v0.response:DeleteMirrorResponse'},
+    },
+    'describe_configs': {
+        1: {'request': 'protocol.generated.describe_configs.v1.request:DescribeConfigsRequest', 'response': 'protocol.generated.describe_configs.v1.response:DescribeConfigsResponse'},
+        2: {'request': 'protocol.generated.describe_configs.v2.request:DescribeConfigsRequest', 'response': 'protocol.generated.describe_configs.v2.response:DescribeConfigsResponse'},
+        3: {'request': 'protocol.generated.describe_configs.v3.request:DescribeConfigsRequest', 'response': 'protocol.generated.describe_configs.v3.response:DescribeConfigsResponse'},
+        4: {'request': 'protocol.generated.describe_configs.v4.request:DescribeConfigsRequest', 'response': 'protocol.generated.describe_configs.v4.response:DescribeConfigsResponse'},
+        5: {'request': 'protocol.generated.describe_configs.v5.request:DescribeConfigsRequest', 'response': 'protocol.generated.describe_configs.v5.response:DescribeConfigsResponse'},
+    },
+    'describe_mirrors': {
+        0: {'request': 'protocol.generated.describe_mirrors.v0.request:DescribeMirrorsRequest', 'response': 'protocol.generated.describe_mirrors.v0.response:DescribeMirrorsResponse'},
+    },
+    'fetch': {
+        4: {'request': 'protocol.generated.fetch.v4.request:FetchRequest', 'response': 'protocol.generated.fetch.v4.response:FetchResponse'},
+        5: {'request': 'protocol.generated.fetch.v5.request:FetchRequest', 'response': 'protocol.generated.fetch.v5.response:FetchResponse'},
+        6: {'request': 'protocol.generated.fetch.v6.request:FetchRequest', 'response': 'protocol.generated.fetch.v6.response:FetchResponse'},
+        7: {'request': 'protocol.generated.fetch.v7.request:FetchRequest', 'response': 'protocol.generated.fetch.v7.response:FetchResponse'},
+        8: {'request': 'protocol.generated.fetch.v8.request:FetchRequest', 'response': 'protocol.generated.fetch.v8.response:FetchResponse'},
+        9: {'request': 'protocol.generated.fetch.v9.request:FetchRequest', 'response': 'protocol.generated.fetch.v9.response:FetchResponse'},
+        10: {'request': 'protocol.generated.fetch.v10.request:FetchRequest', 'response': 'protocol.generated.fetch.v10.response:FetchResponse'},
+        11: {'request': 'protocol.generated.fetch.v11.request:FetchRequest', 'response': 'protocol.generated.fetch.v11.response:FetchResponse'},
+        12: {'request': 'protocol.generated.fetch.v12.request:FetchRequest', 'response': 'protocol.generated.fetch.v12.response:FetchResponse'},
+        13: {'request': 'protocol.generated.fetch.v13.request:FetchRequest', 'response': 'protocol.generated.fetch.v13.response:FetchResponse'},
+        14: {'request': 'protocol.generated.fetch.v14.request:FetchRequest', 'response': 'protocol.generated.fetch.v14.response:FetchResponse'},
+        15: {'request': 'protocol.generated.fetch.v15.request:FetchRequest', 'response': 'protocol.generated.fetch.v15.response:FetchResponse'},
+        16: {'request': 'protocol.generated.fetch.v16.request:FetchRequest', 'response': 'protocol.generated.fetch.v16.response:FetchResponse'},
+        17: {'request': 'protocol.generated.fetch.v17.request:FetchRequest', 'response': 'protocol.generated.fetch.v17.response:FetchResponse'},
+        18: {'request': 'protocol.generated.fetch.v18.request:FetchRequest', 'response': 'protocol.generated.fetch.v18.response:FetchResponse'},
+        19: {'request': 'protocol.generated.fetch.v19.request:FetchRequest', 'response': 'protocol.generated.fetch.v19.response:FetchResponse'},
+    },
+    'incremental_alter_configs': {
+        0: {'request': 'protocol.generated.incremental_alter_configs.v0.request:IncrementalAlterConfigsRequest', 'response': 'protocol.generated.incremental_alter_configs.v0.response:IncrementalAlterConfigsResponse'},
+        1: {'request': 'protocol.generated.incremental_alter_configs.v1.request:IncrementalAlterConfigsRequest', 'response': 'protocol.generated.incremental_alter_configs.v1.response:IncrementalAlterConfigsResponse'},
+        2: {'request': 'protocol.generated.incremental_alter_configs.v2.request:IncrementalAlterConfigsRequest', 'response': 'protocol.generated.incremental_alter_configs.v2.response:IncrementalAlterConfigsResponse'},
+    },
+    'list_mirrors': {
+        0: {'request': 'protocol.generated.list_mirrors.v0.request:ListMirrorsRequest', 'response': 'protocol.generated.list_mirrors.v0.response:ListMirrorsResponse'},
+    },
+    'pause_mirror_topics': {
+        0: {'request': 'protocol.generated.pause_mirror_topics.v0.request:PauseMirrorTopicsRequest', 'response': 'protocol.generated.pause_mirror_topics.v0.response:PauseMirrorTopicsResponse'},
+    },
+    'read_mirror_states': {
+        0: {'request': 'protocol.generated.read_mirror_states.v0.request:ReadMirrorStatesRequest', 'response': 'protocol.generated.read_mirror_states.v0.response:ReadMirrorStatesResponse'},
+    },
+    'remove_topics_from_mirror': {
+        0: {'request': 'protocol.generated.remove_topics_from_mirror.v0.request:RemoveTopicsFromMirrorRequest', 'response': 'protocol.generated.remove_topics_from_mirror.v0.response:RemoveTopicsFromMirrorResponse'},
+    },
+    'resume_mirror_topics': {
+        0: {'request': 'protocol.generated.resume_mirror_topics.v0.request:ResumeMirrorTopicsRequest', 'response': 'protocol.generated.resume_mirror_topics.v0.response:ResumeMirrorTopicsResponse'},
+    },
+    'write_mirror_states': {
+        0: {'request': 'protocol.generated.write_mirror_states.v0.request:WriteMirrorStatesRequest', 'response': 'protocol.generated.write_mirror_states.v0.response:WriteMirrorStatesResponse'},
+    },
 }

@@ -1,0 +1,20 @@
+"""
+Generated from ``schemas/BeginTransactionRecord.json`` by ``python -m protocol.codegen``; do not edit.
+"""
+
+
+from dataclasses import dataclass
+from dataclasses import field
+from typing import ClassVar
+
+from kio.static.constants import EntityType
+from kio.static.primitive import i16
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BeginTransactionRecord:
+    __type__: ClassVar = EntityType.data
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    name: str | None = field(metadata={"kafka_type": "string", "tag": 0}, default=None)
+    """Optional description of the transaction, or null."""

@@ -1,0 +1,42 @@
+"""
+Generated from ``schemas/CreateTopicsResponse.json`` by ``python -m protocol.codegen``; do not edit.
+"""
+
+
+from dataclasses import dataclass
+from dataclasses import field
+from typing import ClassVar
+
+from kio.schema.response_header.v0.header import ResponseHeader
+from kio.schema.types import TopicName
+from kio.static.constants import EntityType
+from kio.static.primitive import i16
+from kio.static.primitive import i32Timedelta
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreatableTopicResult:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(3)
+    __flexible__: ClassVar[bool] = False
+    __api_key__: ClassVar[i16] = i16(19)
+    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
+    name: TopicName = field(metadata={"kafka_type": "string"})
+    """Topic name."""
+    error_code: i16 = field(metadata={"kafka_type": "int16"})
+    """Error for this topic, or 0."""
+    error_message: str | None = field(metadata={"kafka_type": "string"})
+    """Error detail, or null."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreateTopicsResponse:
+    __type__: ClassVar = EntityType.response
+    __version__: ClassVar[i16] = i16(3)
+    __flexible__: ClassVar[bool] = False
+    __api_key__: ClassVar[i16] = i16(19)
+    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
+    throttle_time: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
+    """Time in milliseconds the request was held back by a quota, or 0 if no quota applied."""
+    topics: tuple[CreatableTopicResult, ...]
+    """Result per requested topic."""

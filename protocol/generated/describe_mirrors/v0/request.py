@@ -1,0 +1,25 @@
+"""
+Generated from ``schemas/DescribeMirrorsRequest.json`` by ``python -m protocol.codegen``; do not edit.
+"""
+
+
+from dataclasses import dataclass
+from dataclasses import field
+from typing import ClassVar
+
+from kio.schema.request_header.v2.header import RequestHeader
+from kio.static.constants import EntityType
+from kio.static.primitive import i16
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DescribeMirrorsRequest:
+    __type__: ClassVar = EntityType.request
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(99)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    mirror_names: tuple[str, ...] = field(metadata={"kafka_type": "string"}, default=())
+    """Mirrors to describe; an empty array means all (the array is not nullable on the wire)."""
+    include_authorized_operations: bool = field(metadata={"kafka_type": "bool"}, default=False)
+    """Whether authorized operations are wanted."""

@@ -1,0 +1,81 @@
+"""
+Generated from ``schemas/DescribeMirrorsResponse.json`` by ``python -m protocol.codegen``; do not edit.
+"""
+
+
+from dataclasses import dataclass
+from dataclasses import field
+from typing import ClassVar
+
+from kio.schema.response_header.v1.header import ResponseHeader
+from kio.static.constants import EntityType
+from kio.static.primitive import i16
+from kio.static.primitive import i32
+from kio.static.primitive import i32Timedelta
+from kio.static.primitive import i64
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionDetail:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(99)
+    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
+    partition_index: i32 = field(metadata={"kafka_type": "int32"})
+    """Partition index."""
+    source_offset: i64 = field(metadata={"kafka_type": "int64"}, default=i64(-1))
+    """High watermark of the source leader, or -1 while unknown."""
+    destination_offset: i64 = field(metadata={"kafka_type": "int64"}, default=i64(-1))
+    """Log end offset on this (destination) cluster, or -1 while unknown."""
+    lag: i64 = field(metadata={"kafka_type": "int64"}, default=i64(-1))
+    """SourceOffset minus DestinationOffset, or -1 while unknown."""
+    state: str = field(metadata={"kafka_type": "string"})
+    """Mirror partition state name (PREPARING, MIRRORING, PAUSED, STOPPED, FAILED, ...)."""
+    last_mirror_epoch: i32 = field(metadata={"kafka_type": "int32"}, default=i32(-1))
+    """Last mirrored leader epoch (LME), or -1 when there is none."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicPartitions:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(99)
+    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
+    topic_name: str = field(metadata={"kafka_type": "string"})
+    """Topic name."""
+    partitions: tuple[PartitionDetail, ...]
+    """Partitions of the topic."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DescribedMirror:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(99)
+    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
+    error_code: i16 = field(metadata={"kafka_type": "int16"})
+    """Error for this mirror, or 0."""
+    mirror_name: str = field(metadata={"kafka_type": "string"})
+    """Name of the cluster mirror."""
+    topics: tuple[TopicPartitions, ...]
+    """Topics attached to the mirror."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DescribeMirrorsResponse:
+    __type__: ClassVar = EntityType.response
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(99)
+    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
+    throttle_time: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
+    """Time in milliseconds the request was held back by a quota, or 0 if no quota applied."""
+    error_code: i16 = field(metadata={"kafka_type": "int16"})
+    """Error for the whole request, or 0."""
+    error_message: str | None = field(metadata={"kafka_type": "string"}, default=None)
+    """Detail for ErrorCode, or null."""
+    mirrors: tuple[DescribedMirror, ...]
+    """One entry per described mirror."""

@@ -1,0 +1,69 @@
+"""
+Generated from ``schemas/FetchRequest.json`` by ``python -m protocol.codegen``; do not edit.
+"""
+
+
+from dataclasses import dataclass
+from dataclasses import field
+from typing import ClassVar
+
+from kio.schema.request_header.v1.header import RequestHeader
+from kio.schema.types import BrokerId
+from kio.schema.types import TopicName
+from kio.static.constants import EntityType
+from kio.static.primitive import i16
+from kio.static.primitive import i32
+from kio.static.primitive import i32Timedelta
+from kio.static.primitive import i64
+from kio.static.primitive import i8
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FetchPartition:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(5)
+    __flexible__: ClassVar[bool] = False
+    __api_key__: ClassVar[i16] = i16(1)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    partition: i32 = field(metadata={"kafka_type": "int32"})
+    """Partition index."""
+    fetch_offset: i64 = field(metadata={"kafka_type": "int64"})
+    """Offset to start reading from."""
+    log_start_offset: i64 = field(metadata={"kafka_type": "int64"}, default=i64(-1))
+    """Log start offset of a fetching follower; -1 when sent by a consumer."""
+    partition_max_bytes: i32 = field(metadata={"kafka_type": "int32"})
+    """Soft upper bound on the bytes returned for this partition."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FetchTopic:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(5)
+    __flexible__: ClassVar[bool] = False
+    __api_key__: ClassVar[i16] = i16(1)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    topic: TopicName = field(metadata={"kafka_type": "string"})
+    """Topic name (v12 and older)."""
+    partitions: tuple[FetchPartition, ...]
+    """Partitions of this topic to read from."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FetchRequest:
+    __type__: ClassVar = EntityType.request
+    __version__: ClassVar[i16] = i16(5)
+    __flexible__: ClassVar[bool] = False
+    __api_key__: ClassVar[i16] = i16(1)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    replica_id: BrokerId = field(metadata={"kafka_type": "int32"}, default=BrokerId(-1))
+    """Broker id of a fetching follower, or -1 for a consumer (moved into ReplicaState from v15)."""
+    max_wait: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
+    """Longest time in milliseconds the broker may park the request while waiting for MinBytes."""
+    min_bytes: i32 = field(metadata={"kafka_type": "int32"})
+    """Smallest amount of data the broker should collect before it answers."""
+    max_bytes: i32 = field(metadata={"kafka_type": "int32"}, default=i32(2147483647))
+    """Soft upper bound on the response size in bytes (a first batch larger than this is still returned)."""
+    isolation_level: i8 = field(metadata={"kafka_type": "int8"}, default=i8(0))
+    """0 = READ_UNCOMMITTED (read up to the high watermark); 1 = READ_COMMITTED (read up to the last stable offset and receive the aborted-transaction list)."""
+    topics: tuple[FetchTopic, ...]
+    """Topics to read from."""

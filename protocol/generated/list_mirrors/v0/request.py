@@ -1,0 +1,20 @@
+"""
+Generated from ``schemas/ListMirrorsRequest.json`` by ``python -m protocol.codegen``; do not edit.
+"""
+
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from kio.schema.request_header.v2.header import RequestHeader
+from kio.static.constants import EntityType
+from kio.static.primitive import i16
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ListMirrorsRequest:
+    __type__: ClassVar = EntityType.request
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(98)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader

@@ -1,0 +1,22 @@
+"""
+Generated from ``schemas/RemoveAccessControlEntryRecord.json`` by ``python -m protocol.codegen``; do not edit.
+"""
+
+
+import uuid
+
+from dataclasses import dataclass
+from dataclasses import field
+from typing import ClassVar
+
+from kio.static.constants import EntityType
+from kio.static.primitive import i16
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveAccessControlEntryRecord:
+    __type__: ClassVar = EntityType.data
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    id: uuid.UUID | None = field(metadata={"kafka_type": "uuid"})
+    """Id of the removed ACL."""
