@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ..errors import DecodeError, TruncatedError
+from ..readers import read_fixed, read_uvarint, skip_tagged_fields
 from .primitives import (
     EMPTY_TAGS,
     I32,
@@ -146,10 +147,21 @@ _ACKS_TIMEOUT: Final = struct.Struct(">hi")
 _I16: Final = struct.Struct(">h")
 _I32: Final = struct.Struct(">i")
 _ZERO_UUID: Final = bytes(16)
-_MAX_VARINT_BYTES: Final = 5  # lengths and counts are int32-sized
 
 
 def parse_produce_request(buf: Buffer, offset: int, version: int) -> ProduceRequestView:
+    """Parse a Produce request body starting at ``offset`` (just after the request header).
+
+    Records stay memoryviews into ``buf``. Unknown tagged fields are skipped; malformed input
+    raises `DecodeError`/`TruncatedError` with a message naming the field.
+    """
+    try:
+        return _parse(buf, offset, version)
+    except (DecodeError, TruncatedError) as e:
+        raise type(e)(f"produce request: {e}") from None
+
+
+def _parse(buf: Buffer, offset: int, version: int) -> ProduceRequestView:
     """Parse a Produce request body starting at ``offset`` (just after the request header).
 
     Lengths, counts and tag sections are nearly always one-byte varints, so each is read
@@ -165,25 +177,25 @@ def parse_produce_request(buf: Buffer, offset: int, version: int) -> ProduceRequ
     by_id = version >= 13
     pos = offset
     if pos < 0 or pos > n:
-        raise TruncatedError(f"produce request: offset {pos} outside a buffer of {n} bytes")
+        raise TruncatedError(f"offset {pos} outside a buffer of {n} bytes")
 
     # transactional_id: nullable string
     if not flexible:
-        length, pos = _fixed(_I16, mv, pos, n, "transactional_id length")
+        length, pos = read_fixed(_I16, mv, pos, "transactional_id length")
     elif pos < n and (b := mv[pos]) < 0x80:
         length = b - 1
         pos += 1
     else:
-        length, pos = _uvarint(mv, pos, n, "transactional_id length")
+        length, pos = read_uvarint(mv, pos, "transactional_id length")
         length -= 1
     transactional_id: str | None = None
     if length >= 0:
         transactional_id, pos = _text(mv, pos, n, length, "transactional_id")
     elif length != -1:
-        raise DecodeError(f"produce request: transactional_id has negative length {length}")
+        raise DecodeError(f"transactional_id has negative length {length}")
 
     if pos + 6 > n:
-        raise TruncatedError(f"produce request: buffer ends inside acks/timeout at byte {pos}")
+        raise TruncatedError(f"buffer ends inside acks/timeout at byte {pos}")
     acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(mv, pos)
     pos += 6
 
@@ -194,67 +206,65 @@ def parse_produce_request(buf: Buffer, offset: int, version: int) -> ProduceRequ
         topic_id: uuid.UUID | None = None
         if by_id:
             if pos + 16 > n:
-                raise TruncatedError(f"produce request: buffer ends inside topic_id at byte {pos}")
+                raise TruncatedError(f"buffer ends inside topic_id at byte {pos}")
             raw = mv[pos : pos + 16].tobytes()
             pos += 16
             if raw != _ZERO_UUID:
                 topic_id = _topic_id(raw)
         else:
             if not flexible:
-                length, pos = _fixed(_I16, mv, pos, n, "topic name length")
+                length, pos = read_fixed(_I16, mv, pos, "topic name length")
             elif pos < n and (b := mv[pos]) < 0x80:
                 length = b - 1
                 pos += 1
             else:
-                length, pos = _uvarint(mv, pos, n, "topic name length")
+                length, pos = read_uvarint(mv, pos, "topic name length")
                 length -= 1
             if length < 0:
-                raise DecodeError(f"produce request: topic name has length {length} (null)")
+                raise DecodeError(f"topic name has length {length} (null)")
             name, pos = _text(mv, pos, n, length, "topic name")
 
         part_count, pos = _count(mv, pos, n, flexible, "partition_data")
         partitions: list[ProducePartitionView] = []
         for _ in range(part_count):
             if pos + 4 > n:
-                raise TruncatedError(
-                    f"produce request: buffer ends inside partition index at byte {pos}"
-                )
+                raise TruncatedError(f"buffer ends inside partition index at byte {pos}")
             index = _I32.unpack_from(mv, pos)[0]
             pos += 4
             if not flexible:
-                size, pos = _fixed(_I32, mv, pos, n, "records length")
+                size, pos = read_fixed(_I32, mv, pos, "records length")
             elif pos < n and (b := mv[pos]) < 0x80:
                 size = b - 1
                 pos += 1
             else:
-                size, pos = _uvarint(mv, pos, n, "records length")
+                size, pos = read_uvarint(mv, pos, "records length")
                 size -= 1
             records: memoryview | None = None
             if size >= 0:
                 end = pos + size
                 if end > n:
                     raise TruncatedError(
-                        f"produce request: records of partition {index} declare {size} bytes "
+                        f"records of partition {index} declare {size} bytes "
                         f"but only {n - pos} remain"
                     )
                 records = mv[pos:end]
                 pos = end
             elif size != -1:
-                raise DecodeError(f"produce request: records have negative length {size}")
+                raise DecodeError(f"records have negative length {size}")
             if flexible:
                 if pos < n and mv[pos] == 0:
                     pos += 1
                 else:
-                    pos = _skip_tags(mv, pos, n, "partition_data")
+                    pos = skip_tagged_fields(mv, pos, "partition_data tagged fields")
             partitions.append(ProducePartitionView(index, records))
         if flexible:
             if pos < n and mv[pos] == 0:
                 pos += 1
             else:
-                pos = _skip_tags(mv, pos, n, "topic_data")
+                pos = skip_tagged_fields(mv, pos, "topic_data tagged fields")
         topics.append(ProduceTopicView(name, topic_id, partitions))
     if flexible:
-        pos = _skip_tags(mv, pos, n, "request")
+        pos = skip_tagged_fields(mv, pos, "request tagged fields")
     return ProduceRequestView(transactional_id, acks, timeout_ms, topics, pos)
 
 
@@ -272,66 +282,26 @@ def _topic_id(raw: bytes) -> uuid.UUID:
     return value
 
 
-def _fixed(s: struct.Struct, mv: memoryview, pos: int, n: int, what: str) -> tuple[int, int]:
-    end = pos + s.size
-    if end > n:
-        raise TruncatedError(f"produce request: buffer ends inside {what} at byte {pos}")
-    value: int = s.unpack_from(mv, pos)[0]
-    return value, end
-
-
-def _uvarint(mv: memoryview, pos: int, n: int, what: str) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    for _ in range(_MAX_VARINT_BYTES):
-        if pos >= n:
-            raise TruncatedError(f"produce request: buffer ends inside {what} at byte {pos}")
-        b = mv[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-    raise DecodeError(f"produce request: {what} varint is longer than {_MAX_VARINT_BYTES} bytes")
-
-
 def _count(mv: memoryview, pos: int, n: int, flexible: bool, what: str) -> tuple[int, int]:
     if flexible:
         if pos < n and (b := mv[pos]) < 0x80:
             count = b - 1
             pos += 1
         else:
-            count, pos = _uvarint(mv, pos, n, f"{what} count")
+            count, pos = read_uvarint(mv, pos, f"{what} count")
             count -= 1
     else:
-        count, pos = _fixed(_I32, mv, pos, n, f"{what} count")
+        count, pos = read_fixed(_I32, mv, pos, f"{what} count")
     if count < 0:
-        raise DecodeError(f"produce request: {what} array is null or negative ({count})")
+        raise DecodeError(f"{what} array is null or negative ({count})")
     return count, pos
 
 
 def _text(mv: memoryview, pos: int, n: int, length: int, what: str) -> tuple[str, int]:
     end = pos + length
     if end > n:
-        raise TruncatedError(
-            f"produce request: {what} declares {length} bytes but only {n - pos} remain"
-        )
+        raise TruncatedError(f"{what} declares {length} bytes but only {n - pos} remain")
     try:
         return str(mv[pos:end], "utf-8"), end
     except UnicodeDecodeError as e:
-        raise DecodeError(f"produce request: {what} is not valid UTF-8 ({e.reason})") from None
-
-
-def _skip_tags(mv: memoryview, pos: int, n: int, where: str) -> int:
-    if pos < n and mv[pos] == 0:  # fast path: no tagged fields
-        return pos + 1
-    count, pos = _uvarint(mv, pos, n, f"{where} tagged field count")
-    for _ in range(count):
-        _tag, pos = _uvarint(mv, pos, n, f"{where} tag")
-        size, pos = _uvarint(mv, pos, n, f"{where} tagged field size")
-        if pos + size > n:
-            raise TruncatedError(
-                f"produce request: {where} tagged field of {size} bytes runs past the end"
-            )
-        pos += size
-    return pos
+        raise DecodeError(f"{what} is not valid UTF-8 ({e.reason})") from None

@@ -23,7 +23,7 @@ from protocol.encoders.fetch import (
     fetch_response_size,
 )
 
-from ._kio_strategies import entities
+from .strategies import entities
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -14,7 +14,7 @@ from kio.serial import entity_writer
 
 from protocol.encoders.metadata import encode_metadata_response
 
-from ._kio_strategies import entities
+from .strategies import entities
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

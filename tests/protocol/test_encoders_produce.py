@@ -15,7 +15,7 @@ from protocol.encoders import primitives as p
 from protocol.encoders.produce import encode_produce_response, parse_produce_request
 from protocol.errors import DecodeError, TruncatedError
 
-from ._kio_strategies import entities
+from .strategies import entities
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 VERSIONS = range(3, 14)
@@ -178,8 +178,10 @@ def test_error_messages_name_the_field() -> None:
     null_topics = legacy[:8] + p.I32.pack(-1)
     with pytest.raises(DecodeError, match="topic_data"):
         parse_produce_request(null_topics, 0, 3)
-    with pytest.raises(DecodeError, match="varint"):
+    with pytest.raises(TruncatedError, match="transactional_id length"):
         parse_produce_request(b"\xff" * 8, 0, 9)
+    with pytest.raises(DecodeError, match="longer than 10 bytes"):
+        parse_produce_request(b"\xff" * 12, 0, 9)
     with pytest.raises(ValueError, match="version"):
         parse_produce_request(good, 0, 14)
 
