@@ -1,8 +1,8 @@
 #!/usr/bin/env sh
-# Runs the benchmarks from the repository root, in the project venv when there is one.
+# Runs every benchmark from the repository root, in the project venv (created by bin/setup.sh).
 set -eu
 cd "$(dirname "$0")/.."
-if [ -f /work/main/.venv/bin/activate ]; then
-    . /work/main/.venv/bin/activate
+if [ -f .venv/bin/activate ]; then
+    . .venv/bin/activate
 fi
 python -m bench.protocol_bench "$@"
