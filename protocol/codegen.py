@@ -378,11 +378,14 @@ def render_schema(schema: Schema) -> Iterator[tuple[Path, str]]:
 
 def render_index(schemas: list[Schema]) -> str:
     api_keys: dict[int, str] = {}
+    record_keys: dict[str, dict[int, str]] = {}
     names: dict[str, dict[int, dict[str, str]]] = {}
     for s in schemas:
         mod = module_name(s.name)
         if s.api_key is not None and s.entity_kind in ("request", "response"):
             api_keys[s.api_key] = mod
+        elif s.api_key is not None:
+            record_keys.setdefault(s.type, {})[s.api_key] = s.name
         key = mod if s.entity_kind in ("request", "response") else s.name
         for v in range(s.valid.lo, s.valid.hi + 1):
             path = f"protocol.generated.{mod}.v{v}.{s.entity_kind}:{s.name}"
@@ -393,6 +396,14 @@ def render_index(schemas: list[Schema]) -> str:
         "# api key -> module name of the request/response pair",
         "API_KEYS: dict[int, str] = {",
         *(f"    {k}: {api_keys[k]!r}," for k in sorted(api_keys)),
+        "}",
+        "",
+        "# schema type (metadata, coordinator-key, ...) -> record api key -> message name",
+        "RECORD_KEYS: dict[str, dict[int, str]] = {",
+        *(
+            f"    {t!r}: {{{', '.join(f'{k}: {record_keys[t][k]!r}' for k in sorted(record_keys[t]))}}},"
+            for t in sorted(record_keys)
+        ),
         "}",
         "",
         '# module name (requests/responses) or message name (data) -> version -> kind -> "module:Class"',

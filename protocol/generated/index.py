@@ -19,6 +19,13 @@ API_KEYS: dict[int, str] = {
     105: 'bump_leader_epochs',
 }
 
+# schema type (metadata, coordinator-key, ...) -> record api key -> message name
+RECORD_KEYS: dict[str, dict[int, str]] = {
+    'coordinator-key': {1: 'OffsetCommitKey', 2: 'MirrorPartitionStateKey'},
+    'coordinator-value': {1: 'OffsetCommitValue', 2: 'MirrorPartitionStateValue'},
+    'metadata': {0: 'RegisterBrokerRecord', 1: 'UnregisterBrokerRecord', 2: 'TopicRecord', 3: 'PartitionRecord', 4: 'ConfigRecord', 5: 'PartitionChangeRecord', 7: 'FenceBrokerRecord', 8: 'UnfenceBrokerRecord', 9: 'RemoveTopicRecord', 12: 'FeatureLevelRecord', 14: 'ClientQuotaRecord', 15: 'ProducerIdsRecord', 17: 'BrokerRegistrationChangeRecord', 18: 'AccessControlEntryRecord', 19: 'RemoveAccessControlEntryRecord', 20: 'NoOpRecord', 23: 'BeginTransactionRecord', 24: 'EndTransactionRecord'},
+}
+
 # module name (requests/responses) or message name (data) -> version -> kind -> "module:Class"
 TYPES: dict[str, dict[int, dict[str, str]]] = {
     'AccessControlEntryRecord': {
@@ -47,6 +54,16 @@ TYPES: dict[str, dict[int, dict[str, str]]] = {
     'FenceBrokerRecord': {
         0: {'data': 'protocol.generated.fence_broker_record.v0.data:FenceBrokerRecord'},
     },
+    'GroupMetadataKey': {
+        0: {'data': 'protocol.generated.group_metadata_key.v0.data:GroupMetadataKey'},
+    },
+    'GroupMetadataValue': {
+        0: {'data': 'protocol.generated.group_metadata_value.v0.data:GroupMetadataValue'},
+        1: {'data': 'protocol.generated.group_metadata_value.v1.data:GroupMetadataValue'},
+        2: {'data': 'protocol.generated.group_metadata_value.v2.data:GroupMetadataValue'},
+        3: {'data': 'protocol.generated.group_metadata_value.v3.data:GroupMetadataValue'},
+        4: {'data': 'protocol.generated.group_metadata_value.v4.data:GroupMetadataValue'},
+    },
     'LastMirrorEpochsKey': {
         0: {'data': 'protocol.generated.last_mirror_epochs_key.v0.data:LastMirrorEpochsKey'},
     },
@@ -64,6 +81,16 @@ TYPES: dict[str, dict[int, dict[str, str]]] = {
     },
     'NoOpRecord': {
         0: {'data': 'protocol.generated.no_op_record.v0.data:NoOpRecord'},
+    },
+    'OffsetCommitKey': {
+        0: {'data': 'protocol.generated.offset_commit_key.v0.data:OffsetCommitKey'},
+    },
+    'OffsetCommitValue': {
+        0: {'data': 'protocol.generated.offset_commit_value.v0.data:OffsetCommitValue'},
+        1: {'data': 'protocol.generated.offset_commit_value.v1.data:OffsetCommitValue'},
+        2: {'data': 'protocol.generated.offset_commit_value.v2.data:OffsetCommitValue'},
+        3: {'data': 'protocol.generated.offset_commit_value.v3.data:OffsetCommitValue'},
+        4: {'data': 'protocol.generated.offset_commit_value.v4.data:OffsetCommitValue'},
     },
     'PartitionChangeRecord': {
         0: {'data': 'protocol.generated.partition_change_record.v0.data:PartitionChangeRecord'},

@@ -25,7 +25,7 @@ from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32
 
-from .kio_build import build
+from protocol.build import build
 
 NODE_ID = 0
 CLUSTER_ID = "golden-cluster"
