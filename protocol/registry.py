@@ -198,7 +198,7 @@ class Registry:
                 f"{spec.name} v{version}: bad request header: {e}", key, version, corr
             ) from None
         try:
-            body = decode_body(spec.request_type(version), view, pos)
+            body = decode_body(spec.request_type(version), view, pos, strict=False)
         except ProtocolError as e:
             raise RequestBodyError(
                 f"{spec.name} v{version} request: {e}", key, version, corr, header.client_id
@@ -246,8 +246,12 @@ def _finish_frame(out: io.BytesIO) -> bytes:
     return out.getvalue()
 
 
-def decode_body(entity_type: type, buf: Buffer, pos: int) -> Any:
-    """Decode a message body that must end exactly at the end of ``buf``."""
+def decode_body(entity_type: type, buf: Buffer, pos: int, *, strict: bool = True) -> Any:
+    """Decode a message body. ``strict``: it must end exactly at the end of ``buf``.
+
+    Requests are decoded non-strictly, as Kafka does: librdkafka 2.16 sends an all-topics
+    Metadata v13 request with three stray bytes after the body, and Kafka serves it.
+    """
     try:
         body: Any
         body, size = kio_entity_reader(entity_type)(buf, pos)
@@ -256,7 +260,7 @@ def decode_body(entity_type: type, buf: Buffer, pos: int) -> Any:
         # kio refused it: either something the protocol allows (unknown tag, new error code)
         # or real garbage. The lenient reader decides which, and names the field if garbage.
         body, end = lenient.decode(entity_type, buf, pos)
-    if end != len(buf):
+    if strict and end != len(buf):
         raise DecodeError(
             f"{entity_type.__name__}: {len(buf) - end} unexpected bytes after the message"
         )

@@ -1,0 +1,1 @@
+"""kmirror broker daemon (see ../shared design: app -> api -> coordinator|controller -> replication -> log)."""

@@ -1,0 +1,7 @@
+"""``python -m broker server.properties``: run one node in the foreground."""
+
+import sys
+
+from .app import main
+
+sys.exit(main())

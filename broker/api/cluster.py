@@ -1,0 +1,140 @@
+"""DescribeCluster v0-v2, FindCoordinator v0-v6, InitProducerId v0-v5.
+
+Group coordinators live on this node's ``__consumer_offsets`` partitions (created on first use,
+as Kafka does). Transactions are not served yet: a transactional InitProducerId or a transaction
+coordinator lookup gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which stock clients treat as fatal,
+so nothing waits forever; the transaction RPCs are not advertised in ApiVersions.
+"""
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from protocol.build import build
+from protocol.registry import REGISTRY
+
+from ..controller.controller import TopicSpec
+from .context import RequestContext
+from .metadata import broker_rows
+from .services import Services
+
+DESCRIBE_CLUSTER, FIND_COORDINATOR, INIT_PRODUCER_ID = 60, 10, 22
+GROUP_KEY, TXN_KEY = 0, 1
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+class ClusterApi:
+    def __init__(self, services: Services, offsets_partitions: int, offsets_rf: int) -> None:
+        self.s = services
+        self._offsets_partitions = offsets_partitions
+        self._offsets_rf = offsets_rf
+        self._pid_next = 0
+        self._pid_end = 0
+
+    async def describe_cluster(self, ctx: RequestContext, req: Any) -> Any:
+        img = self.s.image()
+        brokers = [
+            {**b, "broker_id": b["node_id"], "is_fenced": False}
+            for b in broker_rows(self.s, img, ctx.listener)
+        ]
+        cls = REGISTRY.spec(DESCRIBE_CLUSTER).response_type(ctx.api_version)
+        return build(
+            cls,
+            {
+                "throttle_time": 0,
+                "error_code": ErrorCode.none,
+                "endpoint_type": getattr(req, "endpoint_type", 1),
+                "cluster_id": self.s.cluster_id,
+                "controller_id": self.s.node_id,
+                "brokers": brokers,
+                "cluster_authorized_operations": -(2**31),
+            },
+        )
+
+    async def ensure_offsets_topic(self) -> None:
+        if OFFSETS_TOPIC not in self.s.image().topics:
+            await self.s.controller.create_topics(
+                [
+                    TopicSpec(
+                        OFFSETS_TOPIC,
+                        self._offsets_partitions,
+                        self._offsets_rf,
+                        configs={
+                            "cleanup.policy": "compact",
+                            "compression.type": "producer",
+                            "segment.bytes": "104857600",
+                        },
+                    )
+                ],
+                False,
+            )
+
+    async def find_coordinator(self, ctx: RequestContext, req: Any) -> Any:
+        keys = list(getattr(req, "coordinator_keys", ()) or ())
+        if not keys and hasattr(req, "key"):
+            keys = [req.key]
+        key_type = getattr(req, "key_type", GROUP_KEY)
+        img = self.s.image()
+        me = img.brokers.get(self.s.node_id)
+        ep = me.endpoint(ctx.listener) if me else None
+        rows = []
+        for key in keys:
+            row: dict[str, Any] = {
+                "key": key,
+                "node_id": -1,
+                "host": "",
+                "port": -1,
+                "error_code": ErrorCode.none,
+                "error_message": None,
+            }
+            if key_type == TXN_KEY:
+                row["error_code"] = ErrorCode.transactional_id_authorization_failed
+                row["error_message"] = "Transactions are not supported by this broker yet"
+            elif key_type != GROUP_KEY:
+                row["error_code"] = ErrorCode.invalid_request
+                row["error_message"] = f"Unsupported coordinator key type {key_type}"
+            elif ep is None:
+                row["error_code"] = ErrorCode.coordinator_not_available
+            else:
+                await self.ensure_offsets_topic()
+                row.update(node_id=self.s.node_id, host=ep.host, port=ep.port)
+            rows.append(row)
+        cls = REGISTRY.spec(FIND_COORDINATOR).response_type(ctx.api_version)
+        data: dict[str, Any] = {"throttle_time": 0, "coordinators": rows}
+        if ctx.api_version < 4 and rows:
+            first = rows[0]
+            data.update(
+                error_code=first["error_code"],
+                error_message=first["error_message"],
+                node_id=first["node_id"],
+                host=first["host"],
+                port=first["port"],
+            )
+        return build(cls, data)
+
+    async def init_producer_id(self, ctx: RequestContext, req: Any) -> Any:
+        cls = REGISTRY.spec(INIT_PRODUCER_ID).response_type(ctx.api_version)
+        if req.transactional_id is not None:
+            return build(
+                cls,
+                {
+                    "throttle_time": 0,
+                    "error_code": ErrorCode.transactional_id_authorization_failed,
+                    "producer_id": -1,
+                    "producer_epoch": -1,
+                },
+            )
+        if self._pid_next >= self._pid_end:
+            start, size = await self.s.controller.allocate_producer_ids(0)
+            self._pid_next, self._pid_end = start, start + size
+        pid = self._pid_next
+        self._pid_next += 1
+        return build(
+            cls,
+            {
+                "throttle_time": 0,
+                "error_code": ErrorCode.none,
+                "producer_id": pid,
+                "producer_epoch": 0,
+            },
+        )

@@ -1,0 +1,115 @@
+"""DescribeConfigs v1-v4, AlterConfigs v0-v2, IncrementalAlterConfigs v0-v1 for topics and brokers.
+
+Describe rows come from the composition root's config describers as dicts with keys name, value,
+read_only, source, sensitive, synonyms ([{name, value, source}]) and type (Kafka's ConfigType).
+Sensitive values are reported as null, as Kafka does. Changes go through the controller, which
+validates every key and value (INVALID_CONFIG with the reason otherwise).
+"""
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from protocol.build import build
+from protocol.registry import REGISTRY
+
+from ..controller.controller import SET, ConfigChange
+from ..metadata.image import BROKER_LOGGER_RESOURCE, BROKER_RESOURCE, TOPIC_RESOURCE
+from .context import RequestContext
+from .services import Services
+
+DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
+
+
+class ConfigsApi:
+    def __init__(self, services: Services) -> None:
+        self.s = services
+
+    def _rows(
+        self, resource_type: int, name: str
+    ) -> tuple[ErrorCode, str | None, list[dict[str, Any]]]:
+        if resource_type == TOPIC_RESOURCE:
+            if name not in self.s.image().topics:
+                return ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist", []
+            return ErrorCode.none, None, self.s.describe_topic_configs(name)
+        if resource_type == BROKER_RESOURCE:
+            if name not in ("", str(self.s.node_id)):
+                return (
+                    ErrorCode.invalid_request,
+                    f"Unexpected broker id, expected {self.s.node_id} or empty string, but received {name}",
+                    [],
+                )
+            return ErrorCode.none, None, self.s.describe_broker_configs()
+        if resource_type == BROKER_LOGGER_RESOURCE:
+            return ErrorCode.none, None, []
+        return ErrorCode.invalid_request, f"Unsupported resource type {resource_type}", []
+
+    async def describe_configs(self, ctx: RequestContext, req: Any) -> Any:
+        synonyms = getattr(req, "include_synonyms", False)
+        results = []
+        for r in req.resources:
+            code, message, rows = self._rows(r.resource_type, r.resource_name)
+            keys = set(r.configuration_keys) if r.configuration_keys is not None else None
+            results.append(
+                {
+                    "error_code": code,
+                    "error_message": message,
+                    "resource_type": r.resource_type,
+                    "resource_name": r.resource_name,
+                    "configs": [
+                        {
+                            "name": row["name"],
+                            "value": None if row["sensitive"] else row["value"],
+                            "read_only": row["read_only"],
+                            "config_source": row["source"],
+                            "is_sensitive": row["sensitive"],
+                            "synonyms": row.get("synonyms", []) if synonyms else [],
+                            "config_type": row.get("type", 0),
+                            "documentation": None,
+                        }
+                        for row in rows
+                        if keys is None or row["name"] in keys
+                    ],
+                }
+            )
+        cls = REGISTRY.spec(DESCRIBE_CONFIGS).response_type(ctx.api_version)
+        return build(cls, {"throttle_time": 0, "results": results})
+
+    async def alter_configs(self, ctx: RequestContext, req: Any) -> Any:
+        changes = [
+            ConfigChange(
+                r.resource_type,
+                r.resource_name,
+                [(c.name, SET, c.value) for c in r.configs],
+                replace_all=True,
+            )
+            for r in req.resources
+        ]
+        return await self._alter(ALTER_CONFIGS, ctx, changes, req.validate_only)
+
+    async def incremental_alter_configs(self, ctx: RequestContext, req: Any) -> Any:
+        changes = [
+            ConfigChange(
+                r.resource_type,
+                r.resource_name,
+                [(c.name, c.config_operation, c.value) for c in r.configs],
+            )
+            for r in req.resources
+        ]
+        return await self._alter(INCREMENTAL_ALTER_CONFIGS, ctx, changes, req.validate_only)
+
+    async def _alter(
+        self, key: int, ctx: RequestContext, changes: list[ConfigChange], validate_only: bool
+    ) -> Any:
+        results = await self.s.controller.alter_configs(changes, validate_only)
+        rows = [
+            {
+                "error_code": r.error,
+                "error_message": r.message,
+                "resource_type": r.resource_type,
+                "resource_name": r.resource_name,
+            }
+            for r in results
+        ]
+        cls = REGISTRY.spec(key).response_type(ctx.api_version)
+        return build(cls, {"throttle_time": 0, "responses": rows})

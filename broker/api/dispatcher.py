@@ -1,0 +1,174 @@
+"""Request dispatch: decode a frame, run the handler for its api key, encode the response.
+
+ApiVersions is derived from the handler table here (the intersection of what each handler serves
+and what the codec knows), never written by hand. A request whose header parses but whose body
+does not gets an error response built from the response schema (top-level error code
+INVALID_REQUEST with the decoder's message where the schema has room for one).
+"""
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from protocol.build import build
+from protocol.errors import (
+    DecodeError,
+    RequestBodyError,
+    RequestError,
+    UnknownApiKeyError,
+    UnsupportedVersionError,
+)
+from protocol.headers import encode_response_header, parse_request_header
+from protocol.readers import Buffer
+from protocol.registry import REGISTRY, Registry, body_bytes
+
+from .context import RequestContext
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[RequestContext, Any], Awaitable[Any]]
+# Raw handlers see the frame and where the body starts; they return the encoded body parts,
+# or None for "no response" (Produce with acks=0).
+RawHandler = Callable[[RequestContext, memoryview, int], Awaitable[list[Buffer] | None]]
+Encoder = Callable[[Any, int], bytes]
+
+API_VERSIONS = 18
+
+
+@dataclass(slots=True)
+class Api:
+    key: int
+    handler: Handler | None = None
+    raw: RawHandler | None = None
+    min_version: int = 0
+    max_version: int = 1 << 15
+    encoder: Encoder | None = None  # hand-written response encoder for a hot API
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        apis: Sequence[Api],
+        registry: Registry = REGISTRY,
+        on_request: Callable[[int, float], None] | None = None,
+    ) -> None:
+        self._registry = registry
+        self._apis: dict[int, Api] = {}
+        self._ranges: dict[int, tuple[int, int]] = {}
+        self._on_request = on_request
+        for api in apis:
+            spec = registry.spec(api.key)
+            lo = max(api.min_version, spec.min_version)
+            hi = min(api.max_version, spec.max_version)
+            if lo > hi:
+                raise ValueError(f"api {api.key}: no version both the handler and codec serve")
+            self._apis[api.key] = api
+            self._ranges[api.key] = (lo, hi)
+
+    def supported_versions(self) -> dict[int, tuple[int, int]]:
+        return dict(self._ranges)
+
+    def _header_version(self, key: int, version: int) -> int:
+        return self._registry.request_header_version(key, version)
+
+    async def handle(
+        self, ctx_factory: Callable[[Any], RequestContext], frame: memoryview
+    ) -> list[Buffer] | None:
+        """Handle one request frame; returns the response payload parts (no size prefix)."""
+        started = time.perf_counter()
+        try:
+            header, pos = parse_request_header(frame, self._header_version)
+        except DecodeError:
+            raise  # not even a header: the connection is closed by the caller
+        except RequestError:
+            raise
+        except Exception as e:  # e.g. a truncated client id: treat like an undecodable header
+            raise DecodeError(str(e)) from e
+        key, version = header.api_key, header.api_version
+        api = self._apis.get(key)
+        ctx = ctx_factory(header)
+        try:
+            if api is None:
+                raise UnknownApiKeyError(key, version, header.correlation_id)
+            lo, hi = self._ranges[key]
+            if not lo <= version <= hi:
+                raise UnsupportedVersionError(key, version, header.correlation_id, lo, hi)
+            if api.raw is not None:
+                parts = await api.raw(ctx, frame, pos)
+                if parts is None:
+                    return None
+                return [
+                    encode_response_header(header.correlation_id, self._resp_header(key, version)),
+                    *parts,
+                ]
+            from protocol.registry import decode_body
+
+            spec = self._registry.spec(key)
+            try:
+                body = decode_body(spec.request_type(version), frame, pos, strict=False)
+            except Exception as e:
+                raise RequestBodyError(
+                    f"{spec.name} v{version} request: {e}",
+                    key,
+                    version,
+                    header.correlation_id,
+                    header.client_id,
+                ) from None
+            assert api.handler is not None
+            resp = await api.handler(ctx, body)
+            if resp is None:
+                return None
+            payload = api.encoder(resp, version) if api.encoder else body_bytes(resp)
+            return [
+                encode_response_header(header.correlation_id, self._resp_header(key, version)),
+                payload,
+            ]
+        except UnsupportedVersionError as e:
+            if key == API_VERSIONS:
+                return self._api_versions_unsupported(header.correlation_id)
+            log.info("closing: %s from client %r", e, header.client_id)
+            raise
+        except UnknownApiKeyError as e:
+            log.info("closing: %s from client %r", e, header.client_id)
+            raise
+        except RequestBodyError as e:
+            log.info("bad request from %r: %s", header.client_id, e)
+            return self._error_response(
+                header.correlation_id, key, version, ErrorCode.invalid_request, str(e)
+            )
+        finally:
+            if self._on_request is not None:
+                self._on_request(key, time.perf_counter() - started)
+
+    def _resp_header(self, key: int, version: int) -> int:
+        return self._registry.spec(key).response_header_version(version)
+
+    def _api_versions_unsupported(self, corr: int) -> list[Buffer]:
+        """Kafka answers an ApiVersions version it doesn't know with a v0 response."""
+        from kio.schema.api_versions.v0.response import ApiVersion, ApiVersionsResponse
+
+        resp = ApiVersionsResponse(
+            error_code=ErrorCode.unsupported_version,
+            api_keys=tuple(
+                ApiVersion(api_key=k, min_version=lo, max_version=hi)  # type: ignore[arg-type]
+                for k, (lo, hi) in sorted(self._ranges.items())
+            ),
+        )
+        return [encode_response_header(corr, 0), body_bytes(resp)]
+
+    def _error_response(
+        self, corr: int, key: int, version: int, code: ErrorCode, message: str
+    ) -> list[Buffer]:
+        cls: Any = self._registry.spec(key).response_type(version)
+        names = set(cls.__dataclass_fields__)
+        data: dict[str, Any] = {}
+        if "error_code" in names:
+            data["error_code"] = code
+        if "error_message" in names:
+            data["error_message"] = message
+        resp: Any = build(cls, data)
+        return [encode_response_header(corr, self._resp_header(key, version)), body_bytes(resp)]

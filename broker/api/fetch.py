@@ -1,0 +1,200 @@
+"""Fetch v4-v18 (consumers; replica fetching arrives with replication): long-poll reads.
+
+Reads return the log's byte ranges untouched; the hand encoder puts them on the wire without
+copying. ``max_wait``/``min_bytes`` long-poll on the replica manager's append signal; ``max_bytes``
+and each partition's ``partition_max_bytes`` bound the response, except that the first batch is
+always returned whole (KIP-74). READ_COMMITTED reads stop at the last stable offset.
+Sessions: see `fetch_sessions`.
+"""
+
+import logging
+import time
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from protocol.build import build
+from protocol.encoders.fetch import encode_fetch_response
+from protocol.readers import Buffer
+from protocol.registry import REGISTRY, decode_body
+
+from .context import RequestContext
+from .fetch_sessions import FetchSessionCache, SessionError, SessionPartition
+from .services import Services
+
+log = logging.getLogger(__name__)
+
+API_KEY = 1
+VERSIONS = (4, 18)
+READ_COMMITTED = 1
+
+
+class FetchApi:
+    def __init__(self, services: Services, on_bytes_out: Any = None) -> None:
+        self.s = services
+        self.sessions = FetchSessionCache()
+        self._on_bytes_out = on_bytes_out
+
+    async def handle_raw(
+        self, ctx: RequestContext, frame: memoryview, pos: int
+    ) -> list[Buffer] | None:
+        version = ctx.api_version
+        req = decode_body(REGISTRY.spec(API_KEY).request_type(version), frame, pos, strict=False)
+        resp = await self.fetch(ctx, req)
+        return encode_fetch_response(resp, version)
+
+    async def fetch(self, ctx: RequestContext, req: Any) -> Any:
+        version = ctx.api_version
+        by_id = version >= 13
+        cls = REGISTRY.spec(API_KEY).response_type(version)
+        try:
+            session, full = self.sessions.resolve(req.session_id, req.session_epoch)
+        except SessionError as e:
+            return build(
+                cls,
+                {
+                    "throttle_time": 0,
+                    "error_code": e.code,
+                    "session_id": req.session_id,
+                    "responses": (),
+                },
+            )
+        wanted: dict[tuple[Any, int], SessionPartition] = session.partitions if session else {}  # type: ignore[assignment]
+        if full:
+            wanted.clear()
+        for t in req.topics:
+            key = t.topic_id if by_id else t.topic
+            for p in t.partitions:
+                wanted[(key, p.partition)] = SessionPartition(
+                    p.fetch_offset, p.partition_max_bytes, getattr(p, "current_leader_epoch", -1)
+                )
+        for ft in req.forgotten_topics_data or ():
+            key = ft.topic_id if by_id else ft.topic
+            for part in ft.partitions:
+                wanted.pop((key, part), None)
+
+        deadline = time.monotonic() + max(0, int(req.max_wait.total_seconds() * 1000)) / 1000
+        committed = getattr(req, "isolation_level", 0) == READ_COMMITTED
+        while True:
+            rows, total = self._read(wanted, req.max_bytes, committed, by_id, full)
+            remaining = deadline - time.monotonic()
+            if total >= req.min_bytes or remaining <= 0 or any(r["error_code"] for _, r in rows):
+                break
+            await self.s.replicas.wait_for_data(remaining)
+        if session is not None:
+            for key, row in rows:
+                sp = wanted.get(key)
+                if sp is not None:
+                    sp.last_hw, sp.last_lso, sp.last_log_start = (
+                        row["high_watermark"],
+                        row["last_stable_offset"],
+                        row["log_start_offset"],
+                    )
+        topics: dict[Any, list[dict[str, Any]]] = {}
+        for (tkey, _p), row in rows:
+            topics.setdefault(tkey, []).append(row)
+        responses = [
+            {("topic_id" if by_id else "topic"): tkey, "partitions": parts}
+            for tkey, parts in topics.items()
+        ]
+        if self._on_bytes_out is not None and total:
+            self._on_bytes_out(total)
+        return build(
+            cls,
+            {
+                "throttle_time": 0,
+                "error_code": ErrorCode.none,
+                "session_id": session.id if session else 0,
+                "responses": responses,
+            },
+        )
+
+    def _read(
+        self,
+        wanted: dict[tuple[Any, int], SessionPartition],
+        max_bytes: int,
+        committed: bool,
+        by_id: bool,
+        full: bool,
+    ) -> tuple[list[tuple[tuple[Any, int], dict[str, Any]]], int]:
+        img = self.s.image()
+        rows: list[tuple[tuple[Any, int], dict[str, Any]]] = []
+        budget = max_bytes
+        total = 0
+        for key, sp in wanted.items():
+            tkey, partition = key
+            topic = img.topic_by_id(tkey) if by_id else img.topics.get(tkey)
+            row: dict[str, Any] = {
+                "partition_index": partition,
+                "error_code": ErrorCode.none,
+                "high_watermark": -1,
+                "last_stable_offset": -1,
+                "log_start_offset": -1,
+                "aborted_transactions": [] if committed else None,
+                "preferred_read_replica": -1,
+                "records": b"",
+            }
+            hosted = self.s.replicas.get(topic.name, partition) if topic is not None else None
+            if hosted is None:
+                if topic is None and by_id:
+                    row["error_code"] = ErrorCode.unknown_topic_id
+                else:
+                    row["error_code"] = ErrorCode.unknown_topic_or_partition
+                rows.append((key, row))
+                continue
+            plog = hosted.log
+            if sp.current_leader_epoch >= 0 and sp.current_leader_epoch != hosted.leader_epoch:
+                row["error_code"] = (
+                    ErrorCode.fenced_leader_epoch
+                    if sp.current_leader_epoch < hosted.leader_epoch
+                    else ErrorCode.unknown_leader_epoch
+                )
+                rows.append((key, row))
+                continue
+            hw = plog.high_watermark
+            lso = self._lso(plog)
+            row["high_watermark"] = hw
+            row["last_stable_offset"] = lso
+            row["log_start_offset"] = plog.log_start_offset
+            limit = min(sp.max_bytes, budget)
+            records: list[Buffer] = []
+            if limit > 0 or total == 0:
+                try:
+                    result = plog.read(
+                        sp.fetch_offset,
+                        max(limit, 1),
+                        upper_bound=lso if committed else hw,
+                        min_one_batch=total == 0,
+                    )
+                    records = list(result.records)
+                except Exception as e:
+                    code = getattr(e, "error_code", None)
+                    if type(e).__name__ == "OffsetOutOfRange":
+                        code = ErrorCode.offset_out_of_range
+                    if code is None:
+                        log.exception(
+                            "read of %s-%d failed", topic.name if topic else tkey, partition
+                        )
+                        code = ErrorCode.unknown_server_error
+                    row["error_code"] = code
+            size = sum(len(b) for b in records)
+            if size:
+                row["records"] = records
+                budget -= size
+                total += size
+            changed = (
+                full
+                or size > 0
+                or row["error_code"] != ErrorCode.none
+                or hw != sp.last_hw
+                or lso != sp.last_lso
+                or plog.log_start_offset != sp.last_log_start
+            )
+            if changed:
+                rows.append((key, row))
+        return rows, total
+
+    @staticmethod
+    def _lso(plog: Any) -> int:
+        lso = getattr(plog, "last_stable_offset", None)
+        return int(lso) if lso is not None else int(plog.high_watermark)

@@ -1,0 +1,78 @@
+"""Incremental fetch sessions (KIP-227).
+
+epoch -1 with id 0: a sessionless full fetch. epoch 0: a new session (full request; the response
+carries the new id). epoch > 0: an incremental request against an existing session: partitions in
+the request are added or updated, forgotten ones removed, and the response lists only partitions
+with news (records, an error, or a changed high watermark / log start offset). epoch -1 with an id
+closes that session.
+"""
+
+import itertools
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from kio.schema.errors import ErrorCode
+
+MAX_SESSIONS: Final = 1000
+FINAL_EPOCH: Final = -1
+INITIAL_EPOCH: Final = 0
+
+
+@dataclass(slots=True)
+class SessionPartition:
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int = -1
+    last_hw: int = -1
+    last_lso: int = -1
+    last_log_start: int = -1
+
+
+@dataclass(slots=True)
+class FetchSession:
+    id: int
+    epoch: int
+    # (topic key, partition) -> state; topic key is the name (v<13) or the topic id (v13+)
+    partitions: "OrderedDict[tuple[Any, int], SessionPartition]" = field(
+        default_factory=OrderedDict
+    )
+
+
+class SessionError(Exception):
+    def __init__(self, code: ErrorCode) -> None:
+        super().__init__(code.name)
+        self.code = code
+
+
+class FetchSessionCache:
+    def __init__(self, max_sessions: int = MAX_SESSIONS) -> None:
+        self._sessions: OrderedDict[int, FetchSession] = OrderedDict()
+        self._ids = itertools.count(1)
+        self._max = max_sessions
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def resolve(self, session_id: int, epoch: int) -> tuple[FetchSession | None, bool]:
+        """The session for a request and whether the request is a full one."""
+        if epoch == FINAL_EPOCH:
+            if session_id:
+                self._sessions.pop(session_id, None)
+            return None, True
+        if epoch == INITIAL_EPOCH:
+            if session_id:
+                self._sessions.pop(session_id, None)
+            new = FetchSession(next(self._ids), 1)
+            self._sessions[new.id] = new
+            while len(self._sessions) > self._max:
+                self._sessions.popitem(last=False)  # evict the least recently used
+            return new, True
+        s = self._sessions.get(session_id)
+        if s is None:
+            raise SessionError(ErrorCode.fetch_session_id_not_found)
+        if s.epoch != epoch:
+            raise SessionError(ErrorCode.invalid_fetch_session_epoch)
+        s.epoch += 1
+        self._sessions.move_to_end(session_id)
+        return s, False

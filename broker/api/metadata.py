@@ -1,0 +1,132 @@
+"""Metadata v0-v13: brokers, cluster id, controller, topics with partitions, leaders and topic ids.
+
+``topics`` null means every topic; an empty list (v1+) means none. Unknown topics are auto-created
+when both the request and ``auto.create.topics.enable`` allow it (and answered in the same
+response, since our controller commits before returning).
+"""
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from protocol.build import build
+from protocol.registry import REGISTRY
+
+from ..controller.controller import TopicSpec
+from ..controller.topics import topic_name_error
+from ..metadata.image import METADATA_TOPIC, MetadataImage, TopicImage
+from .context import RequestContext
+from .services import Services
+
+API_KEY = 3
+VERSIONS = (0, 13)
+_UNSET_OPS = -(2**31)
+
+
+def broker_rows(s: Services, img: MetadataImage, listener: str) -> list[dict[str, Any]]:
+    rows = []
+    for b in sorted(img.brokers.values(), key=lambda b: b.broker_id):
+        ep = b.endpoint(listener)
+        if ep is None or b.fenced:
+            continue
+        rows.append({"node_id": b.broker_id, "host": ep.host, "port": ep.port, "rack": b.rack})
+    return rows
+
+
+def topic_row(t: TopicImage) -> dict[str, Any]:
+    return {
+        "error_code": ErrorCode.none,
+        "name": t.name,
+        "topic_id": t.topic_id,
+        "is_internal": t.is_internal,
+        "partitions": [
+            {
+                "error_code": ErrorCode.none,
+                "partition_index": p.partition,
+                "leader_id": p.leader,
+                "leader_epoch": p.leader_epoch,
+                "replica_nodes": p.replicas,
+                "isr_nodes": p.isr,
+                "offline_replicas": (),
+            }
+            for _, p in sorted(t.partitions.items())
+        ],
+        "topic_authorized_operations": _UNSET_OPS,
+    }
+
+
+class MetadataApi:
+    def __init__(self, services: Services) -> None:
+        self.s = services
+
+    async def handle(self, ctx: RequestContext, req: Any) -> Any:
+        s = self.s
+        img = s.image()
+        version = ctx.api_version
+        topics: list[dict[str, Any]] = []
+        if req.topics is None or (version == 0 and not req.topics):
+            topics = [topic_row(t) for n, t in sorted(img.topics.items()) if n != METADATA_TOPIC]
+        else:
+            to_create: list[str] = []
+            for rt in req.topics:
+                name = getattr(rt, "name", None)
+                topic_id = getattr(rt, "topic_id", None)
+                t = (
+                    img.topics.get(name)
+                    if name
+                    else (img.topic_by_id(topic_id) if topic_id else None)
+                )
+                if t is not None:
+                    topics.append(topic_row(t))
+                    continue
+                if name and topic_name_error(name):
+                    topics.append(
+                        {
+                            "error_code": ErrorCode.invalid_topic_exception,
+                            "name": name,
+                            "topic_id": None,
+                            "partitions": (),
+                        }
+                    )
+                    continue
+                allow = getattr(req, "allow_auto_topic_creation", True)
+                if name and allow and s.auto_create_topics:
+                    to_create.append(name)
+                    continue
+                code = (
+                    ErrorCode.unknown_topic_id
+                    if name is None
+                    else ErrorCode.unknown_topic_or_partition
+                )
+                topics.append(
+                    {"error_code": code, "name": name, "topic_id": topic_id, "partitions": ()}
+                )
+            if to_create:
+                results = await s.controller.create_topics([TopicSpec(n) for n in to_create], False)
+                img = s.image()
+                for r in results:
+                    t = img.topics.get(r.name)
+                    if t is not None:
+                        topics.append(topic_row(t))
+                    elif r.error == ErrorCode.topic_already_exists:
+                        topics.append(
+                            {
+                                "error_code": ErrorCode.leader_not_available,
+                                "name": r.name,
+                                "partitions": (),
+                            }
+                        )
+                    else:
+                        topics.append({"error_code": r.error, "name": r.name, "partitions": ()})
+        cls = REGISTRY.spec(API_KEY).response_type(version)
+        return build(
+            cls,
+            {
+                "throttle_time": 0,
+                "brokers": broker_rows(s, img, ctx.listener),
+                "cluster_id": s.cluster_id,
+                "controller_id": s.node_id,
+                "topics": topics,
+                "cluster_authorized_operations": _UNSET_OPS,
+            },
+        )

@@ -1,0 +1,119 @@
+"""ListOffsets v1-v10 and OffsetForLeaderEpoch v0-v4.
+
+ListOffsets special timestamps: -1 latest (the high watermark, or the LSO for READ_COMMITTED),
+-2 earliest, -3 max timestamp (v7+), -4 earliest local (v8+: the log start, no tiered storage
+here), -5 earliest pending upload (v9+: none, so -1 with no error, as Kafka does without tiered
+storage).
+"""
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from protocol.build import build
+from protocol.registry import REGISTRY
+
+from .context import RequestContext
+from .services import Services
+
+LIST_OFFSETS = 2
+OFFSET_FOR_LEADER_EPOCH = 23
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5
+
+
+class OffsetsApi:
+    def __init__(self, services: Services) -> None:
+        self.s = services
+
+    def _hosted(self, topic: str, partition: int) -> Any:
+        return self.s.replicas.get(topic, partition)
+
+    async def list_offsets(self, ctx: RequestContext, req: Any) -> Any:
+        committed = getattr(req, "isolation_level", 0) == 1
+        topics = []
+        for t in req.topics:
+            parts = []
+            for p in t.partitions:
+                row: dict[str, Any] = {
+                    "partition_index": p.partition_index,
+                    "error_code": ErrorCode.none,
+                    "timestamp": -1,
+                    "offset": -1,
+                    "leader_epoch": -1,
+                }
+                parts.append(row)
+                hosted = self._hosted(t.name, p.partition_index)
+                if hosted is None:
+                    row["error_code"] = ErrorCode.unknown_topic_or_partition
+                    continue
+                cur = getattr(p, "current_leader_epoch", -1)
+                if cur >= 0 and cur != hosted.leader_epoch:
+                    row["error_code"] = (
+                        ErrorCode.fenced_leader_epoch
+                        if cur < hosted.leader_epoch
+                        else ErrorCode.unknown_leader_epoch
+                    )
+                    continue
+                plog = hosted.log
+                ts = p.timestamp
+                if ts == LATEST:
+                    lso = getattr(plog, "last_stable_offset", None)
+                    row["offset"] = lso if committed and lso is not None else plog.high_watermark
+                    row["leader_epoch"] = hosted.leader_epoch
+                elif ts in (EARLIEST, EARLIEST_LOCAL):
+                    row["offset"] = plog.log_start_offset
+                    row["leader_epoch"] = self._epoch_at(plog, plog.log_start_offset)
+                elif ts == MAX_TIMESTAMP:
+                    found = plog.max_timestamp_offset()
+                    if found is not None:
+                        row["offset"], row["timestamp"], row["leader_epoch"] = found
+                elif ts == EARLIEST_PENDING_UPLOAD:
+                    pass
+                elif ts < 0:
+                    row["error_code"] = ErrorCode.invalid_request
+                else:
+                    found = plog.offset_for_timestamp(ts)
+                    if found is not None:
+                        row["offset"], row["timestamp"], row["leader_epoch"] = found
+            topics.append({"name": t.name, "partitions": parts})
+        cls = REGISTRY.spec(LIST_OFFSETS).response_type(ctx.api_version)
+        return build(cls, {"throttle_time": 0, "topics": topics})
+
+    @staticmethod
+    def _epoch_at(plog: Any, offset: int) -> int:
+        cache = getattr(plog, "leader_epoch_cache", None)
+        fn = getattr(cache, "epoch_for_offset", None)
+        if fn is None:
+            return -1
+        e = fn(offset)
+        return -1 if e is None else int(e)
+
+    async def offset_for_leader_epoch(self, ctx: RequestContext, req: Any) -> Any:
+        topics = []
+        for t in req.topics:
+            parts = []
+            for p in t.partitions:
+                row: dict[str, Any] = {
+                    "partition": p.partition,
+                    "error_code": ErrorCode.none,
+                    "leader_epoch": -1,
+                    "end_offset": -1,
+                }
+                parts.append(row)
+                hosted = self._hosted(t.topic, p.partition)
+                if hosted is None:
+                    row["error_code"] = ErrorCode.unknown_topic_or_partition
+                    continue
+                cur = getattr(p, "current_leader_epoch", -1)
+                if cur >= 0 and cur != hosted.leader_epoch:
+                    row["error_code"] = (
+                        ErrorCode.fenced_leader_epoch
+                        if cur < hosted.leader_epoch
+                        else ErrorCode.unknown_leader_epoch
+                    )
+                    continue
+                epoch, end = hosted.log.end_offset_for_epoch(p.leader_epoch)
+                row["leader_epoch"], row["end_offset"] = epoch, end
+            topics.append({"topic": t.topic, "partitions": parts})
+        cls = REGISTRY.spec(OFFSET_FOR_LEADER_EPOCH).response_type(ctx.api_version)
+        return build(cls, {"throttle_time": 0, "topics": topics})

@@ -1,0 +1,456 @@
+"""Composition root: builds one node from its server.properties and runs it until SIGTERM/SIGINT.
+
+Start-up order: config -> meta.properties check -> logs (crash recovery) -> metadata log replay
+into the image -> controller/replica manager/coordinators -> network listeners -> broker
+registration -> background maintenance. Shutdown reverses it and leaves a clean-shutdown marker so
+the next start skips CRC recovery.
+"""
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from . import topic_configs
+from .api.api_versions import FEATURES
+from .api.api_versions import make_handler as api_versions_handler
+from .api.cluster import OFFSETS_TOPIC, ClusterApi
+from .api.configs import ConfigsApi
+from .api.context import RequestContext
+from .api.dispatcher import Api, Dispatcher
+from .api.fetch import FetchApi
+from .api.group import GroupApi
+from .api.log_admin import LogAdminApi
+from .api.metadata import MetadataApi
+from .api.offsets import OffsetsApi
+from .api.produce import ProduceApi
+from .api.services import Services
+from .api.topics import TopicsApi
+from .config.meta_properties import MetaPropertiesError, read_meta_properties
+from .config.server_config import ConfigError, ServerConfig, load_server_config
+from .controller.controller import Controller, Validators
+from .coordinator.group.config import GroupConfig
+from .coordinator.group.coordinator import GroupCoordinator
+from .coordinator.partition_record_log import PartitionRecordLog
+from .coordinator.timer import LoopScheduler
+from .log.clock import SystemClock
+from .log.config import LogConfig
+from .log.manager import LogManager
+from .metadata.image import (
+    BROKER_RESOURCE,
+    METADATA_TOPIC,
+    METADATA_TOPIC_ID,
+    TOPIC_RESOURCE,
+    Delta,
+    MetadataImage,
+    apply_records,
+)
+from .metrics.broker_metrics import BrokerMetrics
+from .network.server import KafkaServer, Listener
+from .raft.local_quorum import LocalQuorum
+from .replication.replica_manager import ReplicaManager
+
+log = logging.getLogger("kmirror")
+
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+MAINTENANCE_INTERVAL_S = 1.0
+
+
+class StartupError(Exception):
+    pass
+
+
+class PublishingQuorum:
+    """Commits through the local quorum, then publishes the records to the node's image."""
+
+    def __init__(self, node: "Node") -> None:
+        self._node = node
+
+    async def append(self, records: Sequence[Any]) -> int:
+        last = await self._node.quorum.append(records)
+        first = last - len(records) + 1
+        self._node.publish(list(zip(range(first, last + 1), records, strict=True)))
+        return last
+
+
+class Node:
+    def __init__(self, config: ServerConfig, cluster_id: str) -> None:
+        self.config = config
+        self.cluster_id = cluster_id
+        self.clock = SystemClock()
+        self.metrics = BrokerMetrics()
+        self.image = MetadataImage()
+        self.default_log_config = topic_configs.log_config(config, {})
+        log_dirs = [Path(d) for d in config.log_dirs]
+        self.logs = LogManager(log_dirs, self.default_log_config, self.clock)
+        meta_dir = Path(config.metadata_log_dir)
+        self.meta_logs = (
+            self.logs
+            if meta_dir in log_dirs
+            else LogManager([meta_dir], self.default_log_config, self.clock)
+        )
+        metadata_log = self.meta_logs.get_or_create(
+            METADATA_TOPIC,
+            0,
+            METADATA_TOPIC_ID,
+            LogConfig(segment_bytes=64 * 1024 * 1024, retention_ms=-1, retention_bytes=-1),
+        )
+        self.quorum = LocalQuorum(metadata_log, epoch=1, now_ms=self.clock.now_ms)
+        self.replicas = ReplicaManager(config.node_id, self.logs, self._log_config_for)
+        self.controller = Controller(
+            PublishingQuorum(self),
+            lambda: self.image,
+            Validators(
+                topic_config=topic_configs.validate,
+                broker_config=self._validate_broker_config,
+                list_keys=frozenset(
+                    {
+                        "cleanup.policy",
+                        "leader.replication.throttled.replicas",
+                        "follower.replication.throttled.replicas",
+                    }
+                ),
+                default_partitions=config.num_partitions,
+                default_replication_factor=config.default_replication_factor,
+            ),
+            config.node_id,
+        )
+        self.groups = GroupCoordinator(
+            GroupConfig(
+                num_partitions=config.offsets_topic_num_partitions,
+                min_session_timeout_ms=config.group_min_session_timeout_ms,
+                max_session_timeout_ms=config.group_max_session_timeout_ms,
+                initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+                max_group_size=config.group_max_size,
+                offsets_retention_ms=config.offsets_retention_minutes * 60_000,
+                offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
+            ),
+            LoopScheduler(),
+        )
+        self._loaded_group_partitions: set[int] = set()
+        self._group_tasks: set[asyncio.Task[None]] = set()
+        self.server: KafkaServer | None = None
+        self.services = Services(
+            node_id=config.node_id,
+            cluster_id=cluster_id,
+            image=lambda: self.image,
+            controller=self.controller,
+            replicas=self.replicas,
+            log_manager=self.logs,
+            config=config,
+            now_ms=self.clock.now_ms,
+            auto_create_topics=config.auto_create_topics_enable,
+            describe_topic_configs=lambda name: topic_configs.describe(
+                config, self.image.config(TOPIC_RESOURCE, name)
+            ),
+            describe_broker_configs=self._describe_broker_configs,
+        )
+        self.dispatcher = self._build_dispatcher()
+
+    # -- metadata --------------------------------------------------------------------------
+
+    def _log_config_for(self, topic: str) -> LogConfig:
+        return topic_configs.log_config(self.config, self.image.config(TOPIC_RESOURCE, topic))
+
+    def _validate_broker_config(self, key: str, value: str) -> str:
+        from .config.catalog import BROKER_KEYS
+        from .controller.controller import ConfigValidationError
+
+        ck = BROKER_KEYS.get(key)
+        if ck is None:
+            raise ConfigValidationError(f"Unknown broker config name: {key}")
+        if ck.mode.name == "READ_ONLY":
+            raise ConfigValidationError(f"Cannot update these configs dynamically: Set({key})")
+        return value
+
+    def _describe_broker_configs(self) -> list[dict[str, Any]]:
+        rows = self.config.describe_broker_configs(
+            dynamic=self.image.config(BROKER_RESOURCE, str(self.config.node_id)),
+            dynamic_default=self.image.config(BROKER_RESOURCE, ""),
+        )
+        return [
+            {
+                "name": r.name,
+                "value": r.value,
+                "read_only": r.read_only,
+                "source": r.source,
+                "sensitive": r.sensitive,
+                "synonyms": [],
+                "type": r.config_type,
+            }
+            for r in rows
+        ]
+
+    def publish(self, records: list[tuple[int, Any]]) -> None:
+        self.image, delta = apply_records(self.image, records)
+        self._react(delta)
+
+    def _react(self, delta: Delta) -> None:
+        self.replicas.apply_delta(self.image, delta)
+        self._sync_group_partitions()
+
+    def _sync_group_partitions(self) -> None:
+        topic = self.image.topics.get(OFFSETS_TOPIC)
+        wanted = set()
+        if topic is not None:
+            for p, part in topic.partitions.items():
+                if part.leader == self.config.node_id:
+                    wanted.add(p)
+        for p in sorted(wanted - self._loaded_group_partitions):
+            hosted = self.replicas.get(OFFSETS_TOPIC, p)
+            if hosted is None:
+                continue
+            self._loaded_group_partitions.add(p)
+            rlog = PartitionRecordLog(hosted.log, _epoch_of(hosted), self.clock.now_ms)
+            self._spawn(self.groups.load(p, rlog))
+        for p in sorted(self._loaded_group_partitions - wanted):
+            self._loaded_group_partitions.discard(p)
+            self._spawn(self.groups.unload(p))
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_event_loop().create_task(coro)
+        self._group_tasks.add(task)
+        task.add_done_callback(self._group_tasks.discard)
+
+    def load_metadata(self) -> None:
+        records = self.quorum.replay()
+        self.image, delta = apply_records(MetadataImage(), records)
+        # Partitions on disk that the metadata no longer knows (deleted while down): remove.
+        for plog in list(self.logs.all_logs()):
+            topic = self.image.topics.get(plog.topic)
+            if plog.topic == METADATA_TOPIC:
+                continue
+            if (
+                topic is None
+                or plog.partition not in topic.partitions
+                or (plog.topic_id and plog.topic_id != topic.topic_id)
+            ):
+                log.info("removing stray partition %s-%d", plog.topic, plog.partition)
+                self.logs.delete(plog.topic, plog.partition)
+        self._react(delta)
+        log.info("metadata loaded: %d records, %d topics", len(records), len(self.image.topics))
+
+    # -- requests --------------------------------------------------------------------------
+
+    def _build_dispatcher(self) -> Dispatcher:
+        s = self.services
+        m = self.metrics
+        meta = MetadataApi(s)
+        produce = ProduceApi(s, m.on_bytes_in)
+        fetch = FetchApi(s, m.on_bytes_out)
+        offsets = OffsetsApi(s)
+        topics = TopicsApi(s)
+        configs = ConfigsApi(s)
+        cluster = ClusterApi(
+            s,
+            self.config.offsets_topic_num_partitions,
+            self.config.offsets_topic_replication_factor,
+        )
+        admin = LogAdminApi(s)
+        groups = GroupApi(self.groups, lambda t: t in self.image.topics)
+        holder: dict[str, Dispatcher] = {}
+        from protocol.encoders.metadata import encode_metadata_response
+
+        apis = [
+            Api(
+                18,
+                api_versions_handler(
+                    lambda: holder["d"].supported_versions(), lambda: self.image.offset
+                ),
+                max_version=4,
+            ),
+            Api(3, meta.handle, max_version=13, encoder=encode_metadata_response),
+            Api(0, raw=produce.handle_raw, min_version=3, max_version=13),
+            Api(1, raw=fetch.handle_raw, min_version=4, max_version=17),
+            Api(2, offsets.list_offsets, min_version=1, max_version=10),
+            Api(23, offsets.offset_for_leader_epoch, max_version=4),
+            Api(10, cluster.find_coordinator, max_version=6),
+            Api(60, cluster.describe_cluster, max_version=2),
+            Api(22, cluster.init_producer_id, max_version=5),
+            Api(19, topics.create_topics, min_version=2, max_version=7),
+            Api(20, topics.delete_topics, min_version=1, max_version=6),
+            Api(37, topics.create_partitions, max_version=3),
+            Api(32, configs.describe_configs, min_version=1, max_version=4),
+            Api(33, configs.alter_configs, max_version=2),
+            Api(44, configs.incremental_alter_configs, max_version=1),
+            Api(21, admin.delete_records, max_version=2),
+            Api(35, admin.describe_log_dirs, min_version=1, max_version=4),
+            Api(11, groups.handle_join_group, max_version=9),
+            Api(14, groups.handle_sync_group, max_version=5),
+            Api(12, groups.handle_heartbeat, max_version=4),
+            Api(13, groups.handle_leave_group, max_version=5),
+            Api(8, groups.handle_offset_commit, min_version=2, max_version=9),
+            Api(9, groups.handle_offset_fetch, min_version=1, max_version=9),
+            Api(15, groups.handle_describe_groups, max_version=6),
+            Api(16, groups.handle_list_groups, max_version=5),
+            Api(42, groups.handle_delete_groups, max_version=2),
+            Api(47, groups.handle_offset_delete, max_version=0),
+        ]
+        d = Dispatcher(apis, on_request=m.on_request)
+        holder["d"] = d
+        return d
+
+    async def handle(self, conn: Any, frame: memoryview) -> Any:
+        def make_ctx(header: Any) -> RequestContext:
+            return RequestContext(
+                header=header,
+                connection_id=conn.connection_id,
+                listener=conn.listener,
+                peer_host=conn.peer_host,
+                now_ms=self.clock.now_ms(),
+                session=conn.state,
+            )
+
+        return await self.dispatcher.handle(make_ctx, frame)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.load_metadata()
+        cfg = self.config
+        listeners = [
+            Listener(
+                name=lst.name,
+                host=lst.host or "0.0.0.0",
+                port=lst.port,
+                security_protocol=lst.security_protocol,
+            )
+            for lst in cfg.listeners
+        ]
+        self.server = KafkaServer(
+            listeners,
+            self.handle,
+            max_request_bytes=cfg.socket_request_max_bytes,
+            max_inflight=max(1, min(cfg.queued_max_requests, 1000)),
+            idle_ms=cfg.connections_max_idle_ms,
+        )
+        await self.server.start()
+        endpoints = []
+        for adv in cfg.advertised_listeners:
+            if adv.name in cfg.controller_listener_names:
+                continue
+            port = adv.port or self.server.bound_ports[adv.name]
+            endpoints.append(
+                (
+                    adv.name,
+                    adv.host or "localhost",
+                    port,
+                    SECURITY_PROTOCOL_IDS.get(adv.security_protocol, 0),
+                )
+            )
+        levels = {
+            name: lvl for name, (_lo, _hi, lvl) in FEATURES.items() if name in ("metadata.version",)
+        }
+        await self.controller.register_broker(endpoints, None, levels)
+        if cfg.metrics_port:
+            self.metrics.watch_state(
+                self._partition_stats, lambda: len(self.server.connections) if self.server else 0
+            )
+            self.metrics.serve("0.0.0.0", cfg.metrics_port)
+        log.info(
+            "kmirror node %d started: cluster %s, listeners %s",
+            cfg.node_id,
+            self.cluster_id,
+            ", ".join(f"{n}:{p}" for n, p in self.server.bound_ports.items()),
+        )
+
+    def _partition_stats(self) -> list[tuple[str, int, int, int, int]]:
+        return [
+            (t, p, h.log.size_bytes, h.log.log_end_offset, h.log.log_start_offset)
+            for (t, p), h in list(self.replicas.partitions().items())
+        ]
+
+    async def maintenance(self) -> None:
+        while True:
+            await asyncio.sleep(MAINTENANCE_INTERVAL_S)
+            try:
+                now = self.clock.now_ms()
+                self.logs.periodic(now)
+                if self.meta_logs is not self.logs:
+                    self.meta_logs.periodic(now)
+            except Exception:
+                log.exception("log maintenance failed")
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            await self.server.close()
+        await self.groups.close()
+        self.logs.close()
+        if self.meta_logs is not self.logs:
+            self.meta_logs.close()
+        log.info("kmirror node %d stopped", self.config.node_id)
+
+
+def _epoch_of(hosted: Any) -> Any:
+    return lambda: hosted.leader_epoch
+
+
+def check_storage(config: ServerConfig) -> str:
+    """The cluster id shared by every formatted log dir; refuses unformatted or mismatched dirs."""
+    cluster_ids = set()
+    dirs = list(dict.fromkeys([*config.log_dirs, config.metadata_log_dir]))
+    for d in dirs:
+        try:
+            meta = read_meta_properties(d)
+        except (MetaPropertiesError, OSError) as e:
+            raise StartupError(
+                f"Log directory {d} is not formatted ({e}). Run: bin/kafka-storage.sh format -t <cluster-id> -c <server.properties>"
+            ) from None
+        if meta.node_id != config.node_id:
+            raise StartupError(
+                f"Log directory {d} belongs to node {meta.node_id}, but node.id is {config.node_id}"
+            )
+        cluster_ids.add(meta.cluster_id)
+    if len(cluster_ids) != 1:
+        raise StartupError(f"Log directories belong to different clusters: {sorted(cluster_ids)}")
+    return cluster_ids.pop()
+
+
+async def run(config: ServerConfig, cluster_id: str) -> None:
+    node = Node(config, cluster_id)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await node.start()
+    maintenance = asyncio.create_task(node.maintenance())
+    await stop.wait()
+    log.info("shutting down")
+    maintenance.cancel()
+    await node.stop()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(
+        level=logging.INFO,
+        format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)",
+        stream=sys.stdout,
+    )
+    if len(args) != 1 or args[0] in ("-h", "--help"):
+        print("USAGE: kafka-server-start.sh server.properties", file=sys.stderr)
+        return 1
+    try:
+        config, warnings = load_server_config(args[0])
+    except (ConfigError, OSError) as e:
+        print(f"kmirror: {e}", file=sys.stderr)
+        return 1
+    for w in warnings:
+        log.warning(w)
+    try:
+        cluster_id = check_storage(config)
+    except StartupError as e:
+        print(f"kmirror: {e}", file=sys.stderr)
+        return 1
+    import uvloop
+
+    started = time.monotonic()
+    with contextlib.suppress(KeyboardInterrupt):
+        uvloop.run(run(config, cluster_id))
+    log.debug("ran for %.1fs", time.monotonic() - started)
+    return 0

@@ -1,0 +1,1 @@
+"""Command-line tools (each runnable as ``python -m broker.cli.<tool>``)."""

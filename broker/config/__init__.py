@@ -1,0 +1,1 @@
+"""Broker configuration: .properties parsing, the Kafka key catalog, typed server config."""

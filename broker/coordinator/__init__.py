@@ -1,0 +1,1 @@
+"""Coordinators built on a small sharded runtime (one shard per internal-topic partition)."""

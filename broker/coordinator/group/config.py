@@ -1,0 +1,18 @@
+"""Group coordinator settings (Kafka's broker config names in the comments)."""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfig:
+    num_partitions: int = 50  # offsets.topic.num.partitions
+    min_session_timeout_ms: int = 6_000  # group.min.session.timeout.ms
+    max_session_timeout_ms: int = 1_800_000  # group.max.session.timeout.ms
+    initial_rebalance_delay_ms: int = 3_000  # group.initial.rebalance.delay.ms
+    max_group_size: int = 2**31 - 1  # group.max.size
+    offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000  # offsets.retention.minutes
+    offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
+    # Extra real-time slack past a rebalance timeout before an awaiting call gives up;
+    # timers normally answer first, this only guarantees nothing waits forever.
+    wait_guard_ms: int = 30_000

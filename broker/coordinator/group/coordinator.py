@@ -1,0 +1,188 @@
+"""The group coordinator service: routes each group to its shard and awaits long waits."""
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from kio.schema.errors import ErrorCode
+
+from broker.coordinator.group.classic import JoinResult, SyncResult
+from broker.coordinator.group.config import GroupConfig
+from broker.coordinator.group.shard import (
+    CommitParams,
+    DescribedGroup,
+    FetchedOffset,
+    GroupShard,
+    JoinParams,
+    ListedGroup,
+    SyncParams,
+    TopicPartition,
+)
+from broker.coordinator.runtime import (
+    CoordinatorError,
+    CoordinatorRuntime,
+    RecordLog,
+    ShardContext,
+)
+from broker.coordinator.timer import LoopScheduler, Scheduler
+
+T = TypeVar("T")
+
+
+class GroupCoordinator:
+    def __init__(
+        self, config: GroupConfig | None = None, scheduler: Scheduler | None = None
+    ) -> None:
+        self.config = config or GroupConfig()
+        cfg = self.config
+
+        def factory(ctx: ShardContext[GroupShard]) -> GroupShard:
+            return GroupShard(ctx, cfg)
+
+        self.runtime: CoordinatorRuntime[GroupShard] = CoordinatorRuntime(
+            cfg.num_partitions, factory, scheduler or LoopScheduler()
+        )
+
+    # -- shard ownership (driven by __consumer_offsets leadership) ----------------------------
+
+    def partition_for(self, group_id: str) -> int:
+        return self.runtime.partition_for(group_id)
+
+    async def load(self, partition: int, log: RecordLog) -> None:
+        await self.runtime.load(partition, log)
+
+    async def unload(self, partition: int) -> None:
+        await self.runtime.unload(partition)
+
+    async def close(self) -> None:
+        await self.runtime.close()
+
+    async def settle(self) -> None:
+        await self.runtime.settle()
+
+    # -- waits ----------------------------------------------------------------------------------
+
+    async def _await(self, fut: "asyncio.Future[T]", timeout_ms: int, fallback: T) -> T:
+        """Wait for a rebalance outcome; the shard's timers answer first, the guard only
+        makes sure a caller never waits forever."""
+        guard = (max(timeout_ms, 0) + self.config.wait_guard_ms) / 1000.0
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), guard)
+        except TimeoutError:
+            return fallback
+
+    async def _call(self, fn: Callable[[], Awaitable[T]], on_error: Callable[[ErrorCode], T]) -> T:
+        try:
+            return await fn()
+        except CoordinatorError as exc:
+            return on_error(exc.code)
+
+    # -- group membership ----------------------------------------------------------------------
+
+    async def join_group(self, p: JoinParams) -> JoinResult:
+        partition = self.partition_for(p.group_id)
+        try:
+            fut = await self.runtime.write(partition, lambda s: s.join(p))
+        except CoordinatorError as exc:
+            return JoinResult(exc.code, member_id=p.member_id)
+        return await self._await(
+            fut,
+            p.rebalance_timeout_ms,
+            JoinResult(ErrorCode.rebalance_in_progress, member_id=p.member_id),
+        )
+
+    async def sync_group(self, p: SyncParams, rebalance_timeout_ms: int = 300_000) -> SyncResult:
+        partition = self.partition_for(p.group_id)
+        try:
+            fut = await self.runtime.write(partition, lambda s: s.sync(p))
+        except CoordinatorError as exc:
+            return SyncResult(exc.code)
+        return await self._await(
+            fut, rebalance_timeout_ms, SyncResult(ErrorCode.rebalance_in_progress)
+        )
+
+    async def heartbeat(
+        self, group_id: str, generation_id: int, member_id: str, instance_id: str | None
+    ) -> ErrorCode:
+        partition = self.partition_for(group_id)
+        return await self._call(
+            lambda: self.runtime.write(
+                partition, lambda s: s.heartbeat(group_id, generation_id, member_id, instance_id)
+            ),
+            lambda code: code,
+        )
+
+    async def leave_group(
+        self, group_id: str, members: list[tuple[str, str | None]]
+    ) -> tuple[ErrorCode, list[ErrorCode]]:
+        partition = self.partition_for(group_id)
+        return await self._call(
+            lambda: self.runtime.write(partition, lambda s: s.leave(group_id, members)),
+            lambda code: (code, []),
+        )
+
+    # -- offsets ----------------------------------------------------------------------------------
+
+    async def commit_offsets(self, p: CommitParams) -> list[ErrorCode]:
+        partition = self.partition_for(p.group_id)
+        return await self._call(
+            lambda: self.runtime.write(partition, lambda s: s.commit_offsets(p)),
+            lambda code: [code] * len(p.items),
+        )
+
+    async def fetch_offsets(
+        self, group_id: str, topics: list[tuple[str, list[int]]] | None
+    ) -> tuple[ErrorCode, list[tuple[str, list[FetchedOffset]]]]:
+        partition = self.partition_for(group_id)
+        try:
+            found = await self.runtime.read(partition, lambda s: s.fetch_offsets(group_id, topics))
+        except CoordinatorError as exc:
+            return exc.code, []
+        return ErrorCode.none, found
+
+    async def delete_offsets(
+        self, group_id: str, partitions: list[TopicPartition]
+    ) -> tuple[ErrorCode, list[ErrorCode]]:
+        partition = self.partition_for(group_id)
+        return await self._call(
+            lambda: self.runtime.write(partition, lambda s: s.delete_offsets(group_id, partitions)),
+            lambda code: (code, []),
+        )
+
+    # -- admin ------------------------------------------------------------------------------------
+
+    async def describe_group(self, group_id: str) -> DescribedGroup:
+        partition = self.partition_for(group_id)
+        try:
+            return await self.runtime.read(partition, lambda s: s.describe(group_id))
+        except CoordinatorError as exc:
+            return DescribedGroup(group_id, exc.code, "", "", "", [])
+
+    async def list_groups(self) -> tuple[ErrorCode, list[ListedGroup]]:
+        """Groups of every loaded shard; COORDINATOR_LOAD_IN_PROGRESS if one is loading."""
+        error = ErrorCode.none
+        groups: list[ListedGroup] = []
+        for partition in range(self.runtime.num_partitions):
+            if self.runtime.is_loading(partition):
+                error = ErrorCode.coordinator_load_in_progress
+        for partition in self.runtime.loaded_partitions():
+            try:
+                groups += await self.runtime.read(partition, lambda s: s.list_groups())
+            except CoordinatorError:
+                continue  # unloaded meanwhile
+        return error, groups
+
+    async def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
+        by_partition: dict[int, list[str]] = {}
+        for gid in group_ids:
+            by_partition.setdefault(self.partition_for(gid), []).append(gid)
+        results: dict[str, ErrorCode] = {}
+        for partition, gids in by_partition.items():
+            results.update(await self._delete_on(partition, gids))
+        return results
+
+    async def _delete_on(self, partition: int, gids: list[str]) -> dict[str, ErrorCode]:
+        return await self._call(
+            lambda: self.runtime.write(partition, lambda s: s.delete_groups(gids)),
+            lambda code: dict.fromkeys(gids, code),
+        )

@@ -1,0 +1,153 @@
+"""Kafka's small text files: offset checkpoints, leader-epoch checkpoint, partition.metadata.
+
+Checkpoint format (Kafka's CheckpointFile): a version line, a count line, then one entry per
+line. Writes go to ``<name>.tmp``, are fsynced, renamed over the target, and the directory is
+fsynced, so a crash leaves either the old or the new file.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import uuid
+from pathlib import Path
+from typing import Final
+
+RECOVERY_POINT_CHECKPOINT: Final = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT: Final = "log-start-offset-checkpoint"
+LEADER_EPOCH_CHECKPOINT: Final = "leader-epoch-checkpoint"
+PARTITION_METADATA: Final = "partition.metadata"
+CHECKPOINT_VERSION: Final = 0
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file does not parse; the message names the file and the line."""
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        data = text.encode()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def _format(entries: list[str]) -> str:
+    lines = [str(CHECKPOINT_VERSION), str(len(entries)), *entries]
+    return "\n".join(lines) + "\n"
+
+
+def _parse(path: Path, fields: int) -> list[list[str]]:
+    lines = path.read_text().splitlines()
+    if len(lines) < 2:
+        raise CheckpointError(f"{path}: needs a version line and a count line")
+    try:
+        version = int(lines[0])
+        count = int(lines[1])
+    except ValueError:
+        raise CheckpointError(f"{path}: malformed header {lines[:2]!r}") from None
+    if version != CHECKPOINT_VERSION:
+        raise CheckpointError(f"{path}: unrecognised version {version}, expected 0")
+    body = [line for line in lines[2:] if line.strip()]
+    if len(body) != count:
+        raise CheckpointError(f"{path}: expected {count} entries, found {len(body)}")
+    out = []
+    for line in body:
+        parts = line.split()
+        if len(parts) != fields:
+            raise CheckpointError(f"{path}: malformed line {line!r}")
+        out.append(parts)
+    return out
+
+
+# -- offset checkpoints (per log dir) -----------------------------------------------------
+
+
+def write_offset_checkpoint(path: Path, offsets: dict[tuple[str, int], int]) -> None:
+    entries = [f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())]
+    write_atomically(path, _format(entries))
+
+
+def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
+    """Missing file -> empty map (a fresh log dir)."""
+    if not path.exists():
+        return {}
+    out: dict[tuple[str, int], int] = {}
+    for topic, partition, offset in _parse(path, 3):
+        try:
+            out[(topic, int(partition))] = int(offset)
+        except ValueError:
+            raise CheckpointError(f"{path}: malformed line {topic} {partition} {offset}") from None
+    return out
+
+
+# -- leader-epoch-checkpoint (per partition) ----------------------------------------------
+
+
+def write_epoch_checkpoint(path: Path, entries: list[tuple[int, int]]) -> None:
+    write_atomically(path, _format([f"{e} {o}" for e, o in entries]))
+
+
+def read_epoch_checkpoint(path: Path) -> list[tuple[int, int]]:
+    if not path.exists():
+        return []
+    try:
+        return [(int(e), int(o)) for e, o in _parse(path, 2)]
+    except ValueError:
+        raise CheckpointError(f"{path}: non-integer epoch entry") from None
+
+
+# -- partition.metadata ---------------------------------------------------------------------
+
+
+def topic_id_to_str(topic_id: uuid.UUID) -> str:
+    """Kafka's Uuid.toString: URL-safe base64 of the 16 bytes, without padding."""
+    return base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode()
+
+
+def topic_id_from_str(text: str) -> uuid.UUID:
+    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if len(raw) != 16:
+        raise ValueError(f"topic id {text!r} does not decode to 16 bytes")
+    return uuid.UUID(bytes=raw)
+
+
+def write_partition_metadata(path: Path, topic_id: uuid.UUID) -> None:
+    # Kafka writes exactly these two lines with no trailing newline.
+    write_atomically(path, f"version: 0\ntopic_id: {topic_id_to_str(topic_id)}")
+
+
+def read_partition_metadata(path: Path) -> uuid.UUID | None:
+    if not path.exists():
+        return None
+    fields: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        key, sep, value = line.partition(":")
+        if not sep:
+            raise CheckpointError(f"{path}: malformed line {line!r}")
+        fields[key.strip()] = value.strip()
+    if fields.get("version") != "0":
+        raise CheckpointError(f"{path}: unsupported version {fields.get('version')!r}")
+    if "topic_id" not in fields:
+        raise CheckpointError(f"{path}: no topic_id")
+    try:
+        return topic_id_from_str(fields["topic_id"])
+    except ValueError as exc:
+        raise CheckpointError(f"{path}: {exc}") from None

@@ -1,0 +1,317 @@
+"""Sparse offset and time indexes in Kafka's file formats.
+
+Offset index entry (8 bytes): int32 offset relative to the segment base, int32 byte position
+of the batch whose *last* offset that is. Time index entry (12 bytes): int64 timestamp, int32
+relative offset (of the last offset of the batch holding that max timestamp so far).
+
+Like Kafka, a new index file is preallocated to ``segment.index.bytes`` (rounded down to whole
+entries; sparse on Linux) and trimmed to its entries when the segment becomes inactive or is
+closed. Valid entries are mirrored in memory (a bytearray) so lookups never touch the disk;
+appends are ``pwrite`` calls.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+from typing import ClassVar, NamedTuple
+
+from .errors import CorruptIndexError
+
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+NO_TIMESTAMP = -1
+
+
+class OffsetPosition(NamedTuple):
+    offset: int
+    position: int
+
+
+class TimestampOffset(NamedTuple):
+    timestamp: int
+    offset: int
+
+
+class _Index:
+    entry_size: ClassVar[int]
+
+    def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.max_index_size = max_index_size
+        existed = path.exists()
+        self._fd: int | None = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.newly_created = not existed
+        if existed:
+            size = os.fstat(self._fd).st_size
+            self._file_len = size
+            raw = os.pread(self._fd, size, 0) if size else b""
+            usable = len(raw) - len(raw) % self.entry_size
+            self._data = bytearray(raw[:usable])
+            self._length_ok = size % self.entry_size == 0
+        else:
+            if max_index_size < self.entry_size:
+                raise ValueError(f"invalid max index size {max_index_size}")
+            self._file_len = self._round(max_index_size)
+            os.ftruncate(self._fd, self._file_len)
+            self._data = bytearray()
+            self._length_ok = True
+        self.entries = len(self._data) // self.entry_size
+
+    def _round(self, size: int) -> int:
+        return size - size % self.entry_size
+
+    @property
+    def max_entries(self) -> int:
+        return self._file_len // self.entry_size
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self.entries * self.entry_size
+
+    def is_full(self) -> bool:
+        return self.entries >= self.max_entries
+
+    def relative(self, offset: int) -> int:
+        rel = offset - self.base_offset
+        if not 0 <= rel <= 2**31 - 1:
+            raise ValueError(f"offset {offset} does not fit index based at {self.base_offset}")
+        return rel
+
+    def can_append_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= 2**31 - 1
+
+    def _fileno(self) -> int:
+        if self._fd is None:
+            raise ValueError(f"index {self.path} is closed")
+        return self._fd
+
+    def _write_entry(self, entry: bytes) -> None:
+        pos = self.entries * self.entry_size
+        os.pwrite(self._fileno(), entry, pos)
+        self._data += entry
+        self.entries += 1
+        if pos + self.entry_size > self._file_len:
+            self._file_len = pos + self.entry_size
+
+    def _truncate_to_entries(self, n: int) -> None:
+        if n >= self.entries:
+            return
+        preallocated = self._file_len > self.entries * self.entry_size
+        del self._data[n * self.entry_size :]
+        self.entries = n
+        # Drop the stale tail on disk too (ftruncate zero-fills when the file grows again), so
+        # a crash cannot resurrect entries past the new end.
+        fd = self._fileno()
+        os.ftruncate(fd, n * self.entry_size)
+        if preallocated:
+            os.ftruncate(fd, self._file_len)
+        else:
+            self._file_len = n * self.entry_size
+
+    def resize(self, new_size: int) -> None:
+        rounded = max(self._round(new_size), self.entries * self.entry_size)
+        if rounded != self._file_len:
+            os.ftruncate(self._fileno(), rounded)
+            self._file_len = rounded
+
+    def trim(self) -> None:
+        self.resize(self.entries * self.entry_size)
+
+    def reset(self) -> None:
+        self._truncate_to_entries(0)
+        self.resize(self.max_index_size)
+
+    def flush(self) -> None:
+        if self._fd is not None:
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            self.trim()
+            os.fsync(self._fd)
+            os.close(self._fd)
+            self._fd = None
+
+    def close_handle(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def delete(self) -> None:
+        self.close_handle()
+        self.path.unlink(missing_ok=True)
+
+    def rename(self, new_path: Path) -> None:
+        os.replace(self.path, new_path)
+        self.path = new_path
+
+    def raw(self) -> bytes:
+        return bytes(self._data)
+
+    def _check_length(self) -> None:
+        if not self._length_ok:
+            raise CorruptIndexError(
+                f"index file {self.path} has {self._file_len} bytes, not a multiple of "
+                f"{self.entry_size}"
+            )
+
+
+class OffsetIndex(_Index):
+    entry_size = _OFFSET_ENTRY.size
+
+    def entry(self, n: int) -> OffsetPosition:
+        rel, pos = _OFFSET_ENTRY.unpack_from(self._data, n * self.entry_size)
+        return OffsetPosition(self.base_offset + rel, pos)
+
+    @property
+    def last_offset(self) -> int:
+        return self.entry(self.entries - 1).offset if self.entries else self.base_offset
+
+    def _slot_for(self, offset: int) -> int:
+        """Largest slot whose offset is <= ``offset``; -1 if none."""
+        rel = offset - self.base_offset
+        lo, hi = 0, self.entries - 1
+        if hi < 0 or _OFFSET_ENTRY.unpack_from(self._data, 0)[0] > rel:
+            return -1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if _OFFSET_ENTRY.unpack_from(self._data, mid * self.entry_size)[0] <= rel:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def lookup(self, offset: int) -> OffsetPosition:
+        slot = self._slot_for(offset)
+        return OffsetPosition(self.base_offset, 0) if slot < 0 else self.entry(slot)
+
+    def append(self, offset: int, position: int) -> None:
+        if self.entries and offset <= self.last_offset:
+            raise ValueError(
+                f"offset {offset} is not above the last indexed offset {self.last_offset} "
+                f"in {self.path}"
+            )
+        if self.is_full():
+            raise ValueError(f"index {self.path} is full ({self.entries} entries)")
+        self._write_entry(_OFFSET_ENTRY.pack(self.relative(offset), position))
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop entries for offsets >= ``offset``."""
+        slot = self._slot_for(offset)
+        if slot < 0:
+            keep = 0
+        elif self.entry(slot).offset == offset:
+            keep = slot
+        else:
+            keep = slot + 1
+        self._truncate_to_entries(keep)
+
+    def sanity_check(self, log_size: int) -> None:
+        """Cheap O(1) checks (Kafka's spirit): whole entries, ends inside the segment."""
+        self._check_length()
+        if not self.entries:
+            return
+        first, last = self.entry(0), self.entry(self.entries - 1)
+        if first.offset < self.base_offset or last.offset < first.offset:
+            raise CorruptIndexError(
+                f"offset index {self.path}: entries run from {first.offset} to {last.offset} "
+                f"with base offset {self.base_offset}"
+            )
+        if last.position < first.position or last.position >= log_size:
+            raise CorruptIndexError(
+                f"offset index {self.path}: last position {last.position} is outside the "
+                f"{log_size}-byte log"
+            )
+
+    def floor_position(self, position: int) -> int | None:
+        """Largest indexed position <= ``position`` (positions only grow), if any."""
+        lo, hi = 0, self.entries - 1
+        if hi < 0 or self.entry(0).position > position:
+            return None
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self.entry(mid).position <= position:
+                lo = mid
+            else:
+                hi = mid - 1
+        return self.entry(lo).position
+
+
+class TimeIndex(_Index):
+    entry_size = _TIME_ENTRY.size
+
+    def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
+        super().__init__(path, base_offset, max_index_size)
+        self._last = self._read_last()
+
+    def _read_last(self) -> TimestampOffset:
+        if not self.entries:
+            return TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        return self.entry(self.entries - 1)
+
+    def entry(self, n: int) -> TimestampOffset:
+        ts, rel = _TIME_ENTRY.unpack_from(self._data, n * self.entry_size)
+        return TimestampOffset(ts, self.base_offset + rel)
+
+    @property
+    def last_entry(self) -> TimestampOffset:
+        return self._last
+
+    def is_full(self) -> bool:
+        # The last slot is kept for the entry written when the segment rolls (as Kafka does).
+        return self.entries >= self.max_entries - 1
+
+    def lookup(self, timestamp: int) -> TimestampOffset:
+        """Largest entry with timestamp <= ``timestamp``, else (-1, base offset)."""
+        lo, hi = 0, self.entries - 1
+        if hi < 0 or self.entry(0).timestamp > timestamp:
+            return TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self.entry(mid).timestamp <= timestamp:
+                lo = mid
+            else:
+                hi = mid - 1
+        return self.entry(lo)
+
+    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
+        if not skip_full_check and self.is_full():
+            raise ValueError(f"time index {self.path} is full ({self.entries} entries)")
+        if self.entries and offset < self._last.offset:
+            raise ValueError(
+                f"offset {offset} is below the last time-indexed offset {self._last.offset}"
+            )
+        if self.entries and timestamp < self._last.timestamp:
+            raise ValueError(
+                f"timestamp {timestamp} is below the last indexed timestamp {self._last.timestamp}"
+            )
+        # Only a strictly larger timestamp earns an entry (same as Kafka).
+        if timestamp > self._last.timestamp:
+            self._write_entry(_TIME_ENTRY.pack(timestamp, self.relative(offset)))
+            self._last = TimestampOffset(timestamp, offset)
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop entries whose offset is >= ``offset``."""
+        keep = self.entries
+        while keep and self.entry(keep - 1).offset >= offset:
+            keep -= 1
+        self._truncate_to_entries(keep)
+        self._last = self._read_last()
+
+    def reset(self) -> None:
+        super().reset()
+        self._last = self._read_last()
+
+    def sanity_check(self) -> None:
+        self._check_length()
+        if not self.entries:
+            return
+        first, last = self.entry(0), self._last
+        if last.timestamp < first.timestamp or last.offset < self.base_offset:
+            raise CorruptIndexError(
+                f"time index {self.path}: last entry {tuple(last)} is before the first "
+                f"{tuple(first)} or below base offset {self.base_offset}"
+            )

@@ -1,0 +1,825 @@
+"""One partition's log: an ordered list of segments plus offsets, epochs and policies.
+
+Semantics follow Kafka's UnifiedLog/LocalLog/LogLoader (see docs in each method). Batches
+stay bytes: a leader append is one copy into a bytearray (to patch base offset and partition
+leader epoch in place) and one ``pwrite``; a raw append writes the caller's bytes unchanged.
+Not thread-safe: call from one thread (the event loop).
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import random
+import shutil
+import struct
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, Protocol
+
+from crc32c import crc32c
+
+from protocol.errors import ProtocolError
+from protocol.records import BatchView, scan_batches, set_base_offset, set_partition_leader_epoch
+from protocol.records.batch import (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    LOG_OVERHEAD,
+    MAX_TIMESTAMP_OFFSET,
+    TIMESTAMP_TYPE_MASK,
+)
+
+from .checkpoint import PARTITION_METADATA, read_partition_metadata, write_partition_metadata
+from .clock import Clock
+from .config import LogConfig
+from .epoch_cache import LeaderEpochCache
+from .errors import (
+    CORRUPT_MESSAGE,
+    INVALID_RECORD,
+    RECORD_LIST_TOO_LARGE,
+    CorruptIndexError,
+    LogAppendError,
+    OffsetOutOfRange,
+    UnexpectedAppendOffsetError,
+)
+from .segment import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    BatchMeta,
+    LogSegment,
+)
+from .validation import AppendOrigin, check_leader_batches
+
+Buffer = bytes | bytearray | memoryview
+
+log = logging.getLogger(__name__)
+
+_I16 = struct.Struct(">h")
+_I64 = struct.Struct(">q")
+_U32 = struct.Struct(">I")
+_LEN = struct.Struct(">i")
+_LEFTOVER_SUFFIXES: Final = (DELETED_SUFFIX, ".cleaned", ".swap", ".tmp")
+
+
+class DuplicateInfo(Protocol):
+    """What a producer-state ``check`` returns for a duplicate batch."""
+
+    @property
+    def first_offset(self) -> int: ...
+
+    @property
+    def last_offset(self) -> int: ...
+
+
+class ProducerStateHook(Protocol):
+    def check(self, batch: BatchView) -> DuplicateInfo | None: ...
+
+    def on_append(self, batch: BatchView, first_offset: int) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    first_offset: int
+    last_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+    record_count: int
+    duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    records: list[Buffer]
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+
+    @property
+    def size(self) -> int:
+        return sum(len(b) if not isinstance(b, memoryview) else b.nbytes for b in self.records)
+
+
+@dataclass
+class _PendingDelete:
+    due_ms: int
+    paths: list[Path] = field(default_factory=list)
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+class PartitionLog:
+    """Use ``PartitionLog.open``; the constructor does not touch the disk."""
+
+    def __init__(
+        self,
+        directory: Path,
+        topic: str,
+        partition: int,
+        topic_id: uuid.UUID | None,
+        config: LogConfig,
+        clock: Clock,
+    ) -> None:
+        self.dir = directory
+        self.topic = topic
+        self.partition = partition
+        self._topic_id = topic_id
+        self._config = config
+        self._clock = clock
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._log_start = 0
+        self._leo = 0
+        self._hw = 0
+        self._recovery_point = 0
+        self._unflushed = 0
+        self._last_flush_ms = clock.now_ms()
+        self._roll_flush_offset: int | None = None
+        self._pending_deletes: list[_PendingDelete] = []
+        self._random = random.Random()
+        self._closed = False
+        self.epoch_cache = LeaderEpochCache(directory, persist=False)
+        self.producer_state: ProducerStateHook | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"PartitionLog({self.topic}-{self.partition}, start={self._log_start}, "
+            f"end={self._leo}, hw={self._hw}, segments={len(self._segments)})"
+        )
+
+    # -- opening -------------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        dir: Path,
+        topic: str,
+        partition: int,
+        topic_id: uuid.UUID | None,
+        config: LogConfig,
+        clock: Clock,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int | None = None,
+        clean_shutdown: bool = False,
+        high_watermark: int | None = None,
+    ) -> PartitionLog:
+        """Open (creating if needed) the log of ``topic``-``partition``.
+
+        ``dir`` is the log directory (one of ``log.dirs``); the partition's files live in
+        ``dir/<topic>-<partition>`` (passing that directory itself works too). Segments
+        holding offsets at or past ``recovery_point`` are validated batch by batch unless
+        ``clean_shutdown``; a torn or corrupt tail is truncated and logged. A missing or
+        broken index is rebuilt. ``high_watermark`` defaults to the log end offset.
+        """
+        name = partition_dir_name(topic, partition)
+        pdir = dir if dir.name == name else dir / name
+        pdir.mkdir(parents=True, exist_ok=True)
+        plog = cls(pdir, topic, partition, topic_id, config, clock)
+        plog._load(recovery_point, log_start_offset, clean_shutdown, high_watermark)
+        return plog
+
+    def _load(
+        self,
+        recovery_point: int,
+        log_start_offset: int | None,
+        clean_shutdown: bool,
+        high_watermark: int | None,
+    ) -> None:
+        meta_path = self.dir / PARTITION_METADATA
+        stored_id = read_partition_metadata(meta_path)
+        if self._topic_id is None:
+            self._topic_id = stored_id
+        elif stored_id is None:
+            write_partition_metadata(meta_path, self._topic_id)
+        elif stored_id != self._topic_id:
+            raise ValueError(
+                f"{self.dir}: partition.metadata has topic id {stored_id}, "
+                f"expected {self._topic_id}"
+            )
+        for path in self.dir.iterdir():
+            if path.name.endswith(_LEFTOVER_SUFFIXES):
+                path.unlink(missing_ok=True)
+        bases = sorted(
+            int(p.name[: -len(LOG_SUFFIX)])
+            for p in self.dir.glob("*" + LOG_SUFFIX)
+            if p.name[: -len(LOG_SUFFIX)].isdigit()
+        )
+        known = set(bases)
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            for p in self.dir.glob("*" + suffix):
+                stem = p.name[: -len(suffix)]
+                if stem.isdigit() and int(stem) not in known:
+                    p.unlink()  # orphan index: its log is gone
+        self.epoch_cache = LeaderEpochCache(self.dir)
+        now = self._clock.now_ms()
+        segments = [self._make_segment(b, now) for b in bases]
+        if not segments:
+            start = log_start_offset or 0
+            segments = [self._make_segment(start, now)]
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self._recover(recovery_point, clean_shutdown)
+        active = self._segments[-1]
+        active.resize_indexes(self._config.segment_index_bytes)
+        self._leo = max(active.read_next_offset(), active.base_offset)
+        first_base = self._segments[0].base_offset
+        self._log_start = max(log_start_offset or 0, first_base)
+        if self._log_start > self._leo:
+            self._log_start = self._leo
+        self.epoch_cache.truncate_from_end(self._leo)
+        self.epoch_cache.truncate_from_start(self._log_start)
+        self._recovery_point = self._leo if clean_shutdown else min(recovery_point, self._leo)
+        hw = self._leo if high_watermark is None else high_watermark
+        self._hw = min(max(hw, self._log_start), self._leo)
+
+    def _recover(self, recovery_point: int, clean_shutdown: bool) -> None:
+        i = 0
+        while i < len(self._segments):
+            seg = self._segments[i]
+            nxt = self._segments[i + 1].base_offset if i + 1 < len(self._segments) else None
+            unflushed = not clean_shutdown and (nxt is None or nxt > recovery_point)
+            broken = seg.indexes_missing
+            if not broken:
+                try:
+                    seg.index.sanity_check(seg.size)
+                    seg.time_index.sanity_check()
+                except CorruptIndexError as exc:
+                    log.warning("%s: %s; rebuilding the indexes", self.name, exc)
+                    broken = True
+            if unflushed or broken:
+                truncated, why = seg.recover(self.epoch_cache)
+                if truncated:
+                    log.warning(
+                        "%s: recovery truncated %d invalid bytes at byte %d of %s (%s)",
+                        self.name,
+                        truncated,
+                        seg.size,
+                        seg.log_path,
+                        why,
+                    )
+                    later = self._segments[i + 1 :]
+                    if later:
+                        log.warning(
+                            "%s: deleting %d segment(s) after the corrupt one: %s",
+                            self.name,
+                            len(later),
+                            [s.base_offset for s in later],
+                        )
+                        for s in later:
+                            s.delete()
+                        del self._segments[i + 1 :]
+                        self._bases = [s.base_offset for s in self._segments]
+            i += 1
+
+    def _make_segment(self, base_offset: int, now_ms: int) -> LogSegment:
+        cfg = self._config
+        jitter = 0
+        if cfg.segment_jitter_ms > 0:
+            jitter = self._random.randrange(min(cfg.segment_jitter_ms, cfg.segment_ms))
+        return LogSegment(
+            self.dir,
+            base_offset,
+            index_interval_bytes=cfg.index_interval_bytes,
+            max_index_size=cfg.segment_index_bytes,
+            now_ms=now_ms,
+            roll_jitter_ms=jitter,
+        )
+
+    # -- properties ----------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return partition_dir_name(self.topic, self.partition)
+
+    @property
+    def topic_id(self) -> uuid.UUID | None:
+        return self._topic_id
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    def update_config(self, config: LogConfig) -> None:
+        """New topic config; applies to the next roll/append/retention pass."""
+        self._config = config
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo
+
+    @property
+    def high_watermark(self) -> int:
+        return self._hw
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        self._hw = min(max(offset, self._log_start), self._leo)
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def leader_epoch_cache(self) -> LeaderEpochCache:
+        return self.epoch_cache
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self._unflushed
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self.epoch_cache.latest_epoch
+
+    # -- append --------------------------------------------------------------------------
+    def append_as_leader(
+        self,
+        records: Buffer,
+        leader_epoch: int,
+        *,
+        now_ms: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+    ) -> AppendResult:
+        """Validate, assign offsets and the leader epoch, write. Raises ``LogAppendError``."""
+        cfg = self._config
+        checked = check_leader_batches(records, cfg, now_ms, origin)
+        if not checked:
+            return AppendResult(-1, -1, -1, self._log_start, 0)
+        # The one copy: patch the copy's headers in place, never the caller's buffer.
+        out = bytearray(records)
+        append_time = cfg.log_append_time
+        next_offset = self._leo
+        metas: list[BatchMeta] = []
+        record_count = 0
+        max_ts = -1
+        for cb in checked:
+            pos = cb.position
+            set_base_offset(out, pos, next_offset)
+            set_partition_leader_epoch(out, pos, leader_epoch)
+            batch_max_ts = cb.max_timestamp
+            if append_time:
+                # Kafka stamps LogAppendTime in max_timestamp; both fields are CRC-covered.
+                attrs = _I16.unpack_from(out, pos + ATTRIBUTES_OFFSET)[0]
+                _I16.pack_into(out, pos + ATTRIBUTES_OFFSET, attrs | TIMESTAMP_TYPE_MASK)
+                _I64.pack_into(out, pos + MAX_TIMESTAMP_OFFSET, now_ms)
+                crc = crc32c(memoryview(out)[pos + ATTRIBUTES_OFFSET : pos + cb.size])
+                _U32.pack_into(out, pos + CRC_OFFSET, crc)
+                batch_max_ts = now_ms
+            next_offset += cb.offset_count
+            metas.append(BatchMeta(pos, cb.size, next_offset - 1, batch_max_ts))
+            record_count += cb.record_count
+            max_ts = max(max_ts, batch_max_ts)
+        first_offset = self._leo
+        last_offset = next_offset - 1
+        hook = self.producer_state
+        if hook is not None:
+            for cb in checked:
+                view = BatchView(out, cb.position)
+                if view.producer_id < 0:
+                    continue
+                dup = hook.check(view)
+                if dup is not None:
+                    return AppendResult(
+                        dup.first_offset,
+                        dup.last_offset,
+                        int(getattr(dup, "log_append_time_ms", -1)),
+                        self._log_start,
+                        0,
+                        duplicate=True,
+                    )
+        if leader_epoch >= 0:
+            self.epoch_cache.assign(leader_epoch, first_offset)
+        self._write(out, metas, first_offset, last_offset, max_ts, now_ms)
+        self._unflushed += record_count
+        if hook is not None:
+            for cb in checked:
+                view = BatchView(out, cb.position)
+                hook.on_append(view, view.base_offset)
+        self._maybe_flush_by_count()
+        return AppendResult(
+            first_offset,
+            last_offset,
+            now_ms if append_time else -1,
+            self._log_start,
+            record_count,
+        )
+
+    def append_raw(self, records: Buffer, *, now_ms: int) -> AppendResult:
+        """Append batches with their own offsets and epochs, byte for byte (followers, mirrors).
+
+        Offsets must start at or after the log end offset and increase; gaps are allowed.
+        """
+        metas: list[BatchMeta] = []
+        views: list[BatchView] = []
+        record_count = 0
+        max_ts = -1
+        prev_last = self._leo - 1
+        try:
+            for view in scan_batches(records, verify_crc=True):
+                if not metas and view.base_offset < self._leo:
+                    raise UnexpectedAppendOffsetError(view.base_offset, self._leo)
+                if view.base_offset <= prev_last or view.last_offset < view.base_offset:
+                    raise LogAppendError(
+                        INVALID_RECORD,
+                        f"out of order offsets in raw append: batch [{view.base_offset}, "
+                        f"{view.last_offset}] after offset {prev_last}",
+                    )
+                prev_last = view.last_offset
+                metas.append(
+                    BatchMeta(view.position, view.size, view.last_offset, view.max_timestamp)
+                )
+                views.append(view)
+                record_count += view.record_count
+                max_ts = max(max_ts, view.max_timestamp)
+        except ProtocolError as exc:
+            raise LogAppendError(CORRUPT_MESSAGE, f"malformed record batch: {exc}") from None
+        if not metas:
+            return AppendResult(-1, -1, -1, self._log_start, 0)
+        total = sum(m.size for m in metas)
+        if total > self._config.segment_bytes:
+            raise LogAppendError(
+                RECORD_LIST_TOO_LARGE,
+                f"append of {total} bytes exceeds segment.bytes {self._config.segment_bytes}",
+            )
+        first_offset = views[0].base_offset
+        last_offset = prev_last
+        if last_offset - first_offset > 2**31 - 1:
+            raise LogAppendError(
+                INVALID_RECORD, f"raw append spans offsets {first_offset}..{last_offset}"
+            )
+        for view in views:
+            epoch = view.partition_leader_epoch
+            if epoch >= 0:
+                self.epoch_cache.assign(epoch, view.base_offset)
+        data = records if total == len(records) else memoryview(records)[:total]
+        self._write(data, metas, first_offset, last_offset, max_ts, now_ms)
+        self._unflushed += record_count
+        hook = self.producer_state
+        if hook is not None:
+            for view in views:
+                hook.on_append(view, view.base_offset)
+        self._maybe_flush_by_count()
+        return AppendResult(first_offset, last_offset, -1, self._log_start, record_count)
+
+    def _write(
+        self,
+        data: Buffer,
+        metas: list[BatchMeta],
+        first_offset: int,
+        last_offset: int,
+        max_ts: int,
+        now_ms: int,
+    ) -> None:
+        size = len(data) if not isinstance(data, memoryview) else data.nbytes
+        seg = self._segments[-1]
+        if seg.should_roll(
+            segment_bytes=self._config.segment_bytes,
+            segment_ms=self._config.segment_ms,
+            messages_size=size,
+            max_timestamp=max_ts,
+            max_offset=last_offset,
+            now_ms=now_ms,
+        ):
+            seg = self.roll(first_offset, now_ms=now_ms)
+        seg.append(data, metas)
+        self._leo = last_offset + 1
+
+    def _maybe_flush_by_count(self) -> None:
+        if self._unflushed >= self._config.flush_messages:
+            self.flush()
+
+    # -- roll / flush --------------------------------------------------------------------
+    def roll(
+        self, expected_next_offset: int | None = None, *, now_ms: int | None = None
+    ) -> LogSegment:
+        """Start a new active segment at max(expected, log end offset)."""
+        now = self._clock.now_ms() if now_ms is None else now_ms
+        new_base = max(expected_next_offset or 0, self._leo)
+        active = self._segments[-1]
+        if active.base_offset == new_base and active.size == 0:
+            return active
+        if active.size == 0:
+            # An empty active segment at another offset is simply replaced.
+            active.delete()
+            self._segments.pop()
+            self._bases.pop()
+        else:
+            active.on_become_inactive()
+            self._roll_flush_offset = new_base
+        seg = self._make_segment(new_base, now)
+        self._segments.append(seg)
+        self._bases.append(new_base)
+        return seg
+
+    def flush(self, up_to: int | None = None) -> None:
+        """fsync everything below ``up_to`` (default: the log end) and move the recovery point."""
+        offset = self._leo if up_to is None else min(up_to, self._leo)
+        if offset <= self._recovery_point:
+            return
+        for i, seg in enumerate(self._segments):
+            seg_end = self._bases[i + 1] if i + 1 < len(self._bases) else None
+            if seg_end is not None and seg_end <= self._recovery_point:
+                continue  # already durable
+            if seg.base_offset >= offset:
+                break
+            seg.flush()
+        self._recovery_point = max(self._recovery_point, offset)
+        self._last_flush_ms = self._clock.now_ms()
+        if offset >= self._leo:
+            self._unflushed = 0
+        if self._roll_flush_offset is not None and self._roll_flush_offset <= offset:
+            self._roll_flush_offset = None
+
+    def flush_if_due(self, now_ms: int) -> bool:
+        """The periodic flush: a segment rolled since the last flush, or flush.ms elapsed."""
+        if self._roll_flush_offset is not None:
+            self.flush(self._roll_flush_offset)
+        if self._unflushed and now_ms - self._last_flush_ms >= self._config.flush_ms:
+            self.flush()
+            return True
+        return False
+
+    # -- read ----------------------------------------------------------------------------
+    def read(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        *,
+        upper_bound: int | None = None,
+        min_one_batch: bool = True,
+    ) -> ReadResult:
+        """Whole batches from ``fetch_offset`` below ``upper_bound`` (default: the HW).
+
+        A fetch inside a batch returns that whole batch. With ``min_one_batch`` the first
+        batch is returned even when larger than ``max_bytes`` (KIP-74).
+        """
+        if fetch_offset < self._log_start or fetch_offset > self._leo:
+            raise OffsetOutOfRange(self._log_start, self._leo, fetch_offset)
+        upper = self._hw if upper_bound is None else min(upper_bound, self._leo)
+        records: list[Buffer] = []
+        if fetch_offset < upper:
+            data = self._read_from(fetch_offset, max_bytes, upper, min_one_batch)
+            if data is not None:
+                records.append(data)
+        return ReadResult(records, self._hw, self._log_start, self._leo)
+
+    def _read_from(
+        self, offset: int, max_bytes: int, upper: int, min_one_batch: bool
+    ) -> Buffer | None:
+        i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+        while i < len(self._segments):
+            seg = self._segments[i]
+            header = seg.translate_offset(offset)
+            if header is None:
+                i += 1  # offset falls after this segment's last batch (or in a gap)
+                continue
+            if header.base_offset >= upper:
+                return None
+            next_base = self._bases[i + 1] if i + 1 < len(self._bases) else None
+            if upper >= self._leo or (next_base is not None and next_base <= upper):
+                max_pos = seg.size
+            else:
+                limit = seg.translate_offset(upper, header.position)
+                max_pos = seg.size if limit is None else limit.position
+            if header.position >= max_pos:
+                return None
+            budget = max(max_bytes, header.size) if min_one_batch else max_bytes
+            want = min(max_pos - header.position, budget)
+            if want < header.size and not min_one_batch:
+                return None
+            data = seg.read(header.position, want)
+            return _whole_batches(data, seg, header.position)
+        return None
+
+    # -- timestamps and epochs -----------------------------------------------------------
+    def offset_for_timestamp(self, ts_ms: int) -> tuple[int, int, int] | None:
+        """(offset, timestamp, leader epoch) of the first record with timestamp >= ``ts_ms``."""
+        for seg in self._segments:
+            if seg.largest_timestamp < ts_ms:
+                continue
+            found = seg.find_offset_by_timestamp(ts_ms, self._log_start)
+            if found is not None:
+                ts, off, epoch = found
+                return off, ts, epoch if epoch >= 0 else -1
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int, int] | None:
+        """(offset, timestamp, epoch) of the record with the largest timestamp (ListOffsets -3)."""
+        best: LogSegment | None = None
+        for seg in self._segments:
+            if (
+                best is None
+                or seg.max_timestamp_so_far.timestamp > best.max_timestamp_so_far.timestamp
+            ):
+                best = seg
+        if best is None:
+            return None
+        found = best.offset_of_max_timestamp()
+        if found is None:
+            return None
+        ts, off, epoch = found
+        return off, ts, epoch if epoch >= 0 else -1
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (epoch, end offset), (-1, -1) when unknown."""
+        return self.epoch_cache.end_offset_for(epoch, self._leo)
+
+    # -- truncation and start offset -----------------------------------------------------
+    def truncate_to(self, offset: int) -> bool:
+        """Drop everything at or after ``offset`` (a follower diverged). True if data went."""
+        if offset < 0:
+            raise ValueError(f"cannot truncate {self.name} to negative offset {offset}")
+        if offset >= self._leo:
+            self.epoch_cache.truncate_from_end(self._leo)
+            return False
+        if self._segments[0].base_offset > offset:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        now = self._clock.now_ms()
+        while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
+            self._segments.pop().delete()
+            self._bases.pop()
+        active = self._segments[-1]
+        active.truncate_to(offset, now)
+        active.resize_indexes(self._config.segment_index_bytes)
+        self._leo = max(active.read_next_offset(), active.base_offset)
+        self.epoch_cache.truncate_from_end(self._leo)
+        self._log_start = min(self._log_start, self._leo)
+        self._hw = min(self._hw, self._leo)
+        self._recovery_point = min(self._recovery_point, self._leo)
+        self._unflushed = 0
+        if self._roll_flush_offset is not None and self._roll_flush_offset > self._leo:
+            self._roll_flush_offset = None
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete all data; the log restarts empty at ``offset``."""
+        now = self._clock.now_ms()
+        for seg in self._segments:
+            seg.delete()
+        self._segments = [self._make_segment(offset, now)]
+        self._bases = [offset]
+        self.epoch_cache.clear()
+        self._log_start = self._leo = self._hw = self._recovery_point = offset
+        self._unflushed = 0
+        self._roll_flush_offset = None
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start up to ``offset`` (-1 = the HW); new log start."""
+        if offset == -1:
+            offset = self._hw
+        if offset < 0 or offset > self._hw:
+            raise OffsetOutOfRange(self._log_start, self._hw, offset)
+        self._increment_log_start(offset)
+        self._delete_while(self._before_log_start, self._clock.now_ms())
+        return self._log_start
+
+    def _increment_log_start(self, offset: int) -> None:
+        if offset > self._hw:
+            raise OffsetOutOfRange(self._log_start, self._hw, offset)
+        if offset > self._log_start:
+            self._log_start = offset
+            self.epoch_cache.truncate_from_start(offset)
+            log.info("%s: log start offset is now %d", self.name, offset)
+
+    # -- retention -----------------------------------------------------------------------
+    def delete_old_segments(self, now_ms: int) -> int:
+        """Retention: segments below the log start, then by size and age (cleanup.policy=delete).
+
+        Never deletes data at or above the high watermark, nor the active segment's data
+        (an all-deleted log rolls a fresh empty segment first, as Kafka does).
+        """
+        deleted = self._delete_while(self._before_log_start, now_ms)
+        cfg = self._config
+        if cfg.delete_enabled:
+            if cfg.retention_bytes >= 0 and self.size_bytes >= cfg.retention_bytes:
+                excess = [self.size_bytes - cfg.retention_bytes]
+
+                def over_size(seg: LogSegment, _nxt: LogSegment | None) -> bool:
+                    if excess[0] - seg.size >= 0:
+                        excess[0] -= seg.size
+                        return True
+                    return False
+
+                deleted += self._delete_while(over_size, now_ms)
+            if cfg.retention_ms >= 0:
+
+                def too_old(seg: LogSegment, _nxt: LogSegment | None) -> bool:
+                    return now_ms - seg.largest_timestamp > cfg.retention_ms
+
+                deleted += self._delete_while(too_old, now_ms)
+        self.purge_deleted_files(now_ms)
+        return deleted
+
+    def _before_log_start(self, _seg: LogSegment, nxt: LogSegment | None) -> bool:
+        return nxt is not None and nxt.base_offset <= self._log_start
+
+    def _delete_while(
+        self, predicate: Callable[[LogSegment, LogSegment | None], bool], now_ms: int
+    ) -> int:
+        deletable: list[LogSegment] = []
+        for i, seg in enumerate(self._segments):
+            nxt = self._segments[i + 1] if i + 1 < len(self._segments) else None
+            upper = nxt.base_offset if nxt is not None else self._leo
+            if nxt is None and seg.size == 0:
+                break
+            if self._hw >= upper and predicate(seg, nxt):
+                deletable.append(seg)
+            else:
+                break
+        if not deletable:
+            return 0
+        count = len(deletable)
+        if count == len(self._segments):
+            new_seg = self.roll(now_ms=now_ms)
+            if deletable[-1] is new_seg:
+                deletable.pop()
+        if deletable:
+            idx = self._segments.index(deletable[-1])
+            self._increment_log_start(self._segments[idx + 1].base_offset)
+            pending = _PendingDelete(now_ms + self._config.file_delete_delay_ms)
+            for seg in deletable:
+                pending.paths.extend(seg.mark_deleted())
+            del self._segments[: len(deletable)]
+            del self._bases[: len(deletable)]
+            self._pending_deletes.append(pending)
+            log.info(
+                "%s: deleted %d segment(s); log start offset %d",
+                self.name,
+                len(deletable),
+                self._log_start,
+            )
+        return count
+
+    def purge_deleted_files(self, now_ms: int, *, force: bool = False) -> None:
+        """Remove ``*.deleted`` files whose file.delete.delay.ms has passed."""
+        keep = []
+        for pending in self._pending_deletes:
+            if force or pending.due_ms <= now_ms:
+                for path in pending.paths:
+                    path.unlink(missing_ok=True)
+            else:
+                keep.append(pending)
+        self._pending_deletes = keep
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def close(self) -> None:
+        """Clean shutdown: flush everything, trim the indexes, close the files."""
+        if self._closed:
+            return
+        self.flush()
+        for seg in self._segments:
+            seg.close()
+        self.purge_deleted_files(0, force=True)
+        self._closed = True
+
+    def delete(self) -> None:
+        """Remove the whole partition directory (no flush)."""
+        for seg in self._segments:
+            seg.close_handles()
+        self._pending_deletes.clear()
+        self._closed = True
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def close_handles(self) -> None:
+        """Close files without flushing (before the manager renames the directory)."""
+        for seg in self._segments:
+            seg.close_handles()
+        self._closed = True
+
+
+def _whole_batches(data: bytes, seg: LogSegment, start: int) -> Buffer | None:
+    """Cut a read at the last whole batch; walks headers only from the nearest index entry."""
+    n = len(data)
+    pos = 0
+    floor = seg.index.floor_position(start + n)
+    if floor is not None and floor > start:
+        pos = floor - start
+    while pos + LOG_OVERHEAD <= n:
+        nxt = pos + LOG_OVERHEAD + _LEN.unpack_from(data, pos + 8)[0]
+        if nxt > n:
+            break
+        pos = nxt
+    if pos == 0:
+        return None
+    return data if pos == n else memoryview(data)[:pos]

@@ -1,0 +1,393 @@
+"""One log segment: ``<base>.log`` plus its ``.index`` and ``.timeindex``.
+
+Batches are written and read as opaque bytes (``pwrite``/``pread``). Only batch headers are
+parsed here; the one exception is the timestamp search, which must find a record inside a
+batch (ListOffsets is not a hot path).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import mmap
+import os
+import struct
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, NamedTuple
+
+from protocol.errors import ProtocolError
+from protocol.records import BatchView, iter_records, scan_batches
+from protocol.records.batch import LOG_OVERHEAD, MIN_BATCH_LENGTH
+
+from .index import NO_TIMESTAMP, OffsetIndex, TimeIndex, TimestampOffset
+
+if TYPE_CHECKING:
+    from .epoch_cache import LeaderEpochCache
+
+Buffer = bytes | bytearray | memoryview
+
+LOG_SUFFIX: Final = ".log"
+INDEX_SUFFIX: Final = ".index"
+TIME_INDEX_SUFFIX: Final = ".timeindex"
+TXN_INDEX_SUFFIX: Final = ".txnindex"
+DELETED_SUFFIX: Final = ".deleted"
+
+# base offset .. max timestamp: everything the storage layer needs from a header (43 bytes).
+_HEAD: Final = struct.Struct(">qiibIhiqq")
+_SCAN_CHUNK: Final = 64 * 1024
+
+log = logging.getLogger(__name__)
+
+
+def file_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+class BatchHeader(NamedTuple):
+    position: int
+    base_offset: int
+    size: int
+    last_offset: int
+    max_timestamp: int
+    partition_leader_epoch: int
+
+
+class BatchMeta(NamedTuple):
+    """What an append tells the segment about each batch it writes."""
+
+    position: int  # within the appended buffer
+    size: int
+    last_offset: int
+    max_timestamp: int
+
+
+def iter_headers(fd: int, start: int, end: int) -> Iterator[BatchHeader]:
+    """Walk whole batches in ``[start, end)`` of a file, reading headers only; stops at a torn tail."""
+    pos = start
+    buf = b""
+    buf_start = start
+    last_size = 0
+    while end - pos >= _HEAD.size:
+        off = pos - buf_start
+        if off + _HEAD.size > len(buf):
+            # After a big batch, fetch just the next header rather than a whole chunk.
+            want = _HEAD.size if last_size >= _SCAN_CHUNK else min(_SCAN_CHUNK, end - pos)
+            buf = os.pread(fd, want, pos)
+            buf_start, off = pos, 0
+            if len(buf) < _HEAD.size:
+                return
+        base, length, ple, _magic, _crc, _attrs, lod, _bts, max_ts = _HEAD.unpack_from(buf, off)
+        size = LOG_OVERHEAD + length
+        if length < MIN_BATCH_LENGTH or pos + size > end:
+            return
+        yield BatchHeader(pos, base, size, base + lod, max_ts, ple)
+        last_size = size
+        pos += size
+
+
+class LogSegment:
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_size: int,
+        now_ms: int,
+        roll_jitter_ms: int = 0,
+    ) -> None:
+        self.base_offset = base_offset
+        self.log_path = directory / file_name(base_offset, LOG_SUFFIX)
+        self._fd: int | None = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.size = os.fstat(self._fd).st_size
+        self.index = OffsetIndex(
+            directory / file_name(base_offset, INDEX_SUFFIX), base_offset, max_index_size
+        )
+        self.time_index = TimeIndex(
+            directory / file_name(base_offset, TIME_INDEX_SUFFIX), base_offset, max_index_size
+        )
+        self.index_interval_bytes = index_interval_bytes
+        self.max_index_size = max_index_size
+        self.roll_jitter_ms = roll_jitter_ms
+        self.created_ms = now_ms
+        self._rolling_ts: int | None = None
+        self._max_ts: TimestampOffset | None = None
+        self._bytes_since_index = 0
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base={self.base_offset}, size={self.size})"
+
+    # -- plumbing ------------------------------------------------------------------------
+    @property
+    def fd(self) -> int:
+        if self._fd is None:
+            raise ValueError(f"segment {self.log_path} is closed")
+        return self._fd
+
+    @property
+    def indexes_missing(self) -> bool:
+        """An index file had to be created for a non-empty log: the indexes need rebuilding."""
+        return self.size > 0 and (self.index.newly_created or self.time_index.newly_created)
+
+    def headers(self, start: int = 0, end: int | None = None) -> Iterator[BatchHeader]:
+        return iter_headers(self.fd, start, self.size if end is None else end)
+
+    def read(self, position: int, size: int) -> bytes:
+        return os.pread(self.fd, size, position)
+
+    # -- timestamps ----------------------------------------------------------------------
+    @property
+    def max_timestamp_so_far(self) -> TimestampOffset:
+        if self._max_ts is None:
+            self._max_ts = self.time_index.last_entry
+        return self._max_ts
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Largest record timestamp, or the file's mtime when there is none (retention)."""
+        ts = self.max_timestamp_so_far.timestamp
+        return ts if ts >= 0 else os.stat(self.log_path).st_mtime_ns // 1_000_000
+
+    def _first_batch_timestamp(self) -> int | None:
+        if self._rolling_ts is None and self.size:
+            for header in self.headers():
+                self._rolling_ts = header.max_timestamp
+                break
+        return self._rolling_ts
+
+    def time_waited_for_roll(self, now_ms: int, message_ts: int) -> int:
+        ts = self._first_batch_timestamp()
+        if ts is not None and ts >= 0:
+            return message_ts - ts
+        return now_ms - self.created_ms
+
+    def should_roll(
+        self,
+        *,
+        segment_bytes: int,
+        segment_ms: int,
+        messages_size: int,
+        max_timestamp: int,
+        max_offset: int,
+        now_ms: int,
+    ) -> bool:
+        reached_ms = self.time_waited_for_roll(now_ms, max_timestamp) > (
+            segment_ms - self.roll_jitter_ms
+        )
+        return (
+            self.size > segment_bytes - messages_size
+            or (self.size > 0 and reached_ms)
+            or self.index.is_full()
+            or self.time_index.is_full()
+            or not self.index.can_append_offset(max_offset)
+        )
+
+    # -- append --------------------------------------------------------------------------
+    def append(self, data: Buffer, metas: Sequence[BatchMeta]) -> None:
+        physical = self.size
+        view = memoryview(data)
+        fd = self.fd
+        written = 0
+        total = view.nbytes
+        while written < total:
+            written += os.pwrite(fd, view[written:], physical + written)
+        self.size = physical + total
+        if physical == 0:
+            self._rolling_ts = max(m.max_timestamp for m in metas)
+        max_ts = self.max_timestamp_so_far
+        for meta in metas:
+            if meta.max_timestamp > max_ts.timestamp:
+                max_ts = TimestampOffset(meta.max_timestamp, meta.last_offset)
+            if self._bytes_since_index > self.index_interval_bytes:
+                self.index.append(meta.last_offset, physical + meta.position)
+                self.time_index.maybe_append(max_ts.timestamp, max_ts.offset)
+                self._bytes_since_index = 0
+            self._bytes_since_index += meta.size
+        self._max_ts = max_ts
+
+    # -- lookups -------------------------------------------------------------------------
+    def translate_offset(self, offset: int, start_position: int = 0) -> BatchHeader | None:
+        """The first batch whose last offset is >= ``offset`` (the one holding it, or the next)."""
+        pos = max(self.index.lookup(offset).position, start_position)
+        for header in self.headers(pos):
+            if header.last_offset >= offset:
+                return header
+        return None
+
+    def read_next_offset(self) -> int:
+        start = self.index.lookup(self.index.last_offset).position if self.index.entries else 0
+        last: BatchHeader | None = None
+        for header in self.headers(start):
+            last = header
+        return last.last_offset + 1 if last is not None else self.base_offset
+
+    def find_offset_by_timestamp(
+        self, timestamp: int, starting_offset: int
+    ) -> tuple[int, int, int] | None:
+        """(record timestamp, offset, partition leader epoch) of the first record at or after
+        ``timestamp`` with offset >= ``starting_offset``."""
+        entry = self.time_index.lookup(timestamp)
+        pos = self.index.lookup(max(entry.offset, starting_offset)).position
+        for header in self.headers(pos):
+            if header.max_timestamp < timestamp or header.last_offset < starting_offset:
+                continue
+            batch = BatchView(self.read(header.position, header.size))
+            for rec in iter_records(batch):
+                if rec.timestamp >= timestamp and rec.offset >= starting_offset:
+                    return rec.timestamp, rec.offset, header.partition_leader_epoch
+        return None
+
+    def offset_of_max_timestamp(self) -> tuple[int, int, int] | None:
+        """(max timestamp, offset of the first record carrying it, epoch) for ListOffsets -3."""
+        target = self.max_timestamp_so_far
+        if target.timestamp < 0:
+            return None
+        pos = self.index.lookup(target.offset).position
+        for header in self.headers(pos):
+            if header.max_timestamp != target.timestamp:
+                continue
+            batch = BatchView(self.read(header.position, header.size))
+            for rec in iter_records(batch):
+                if rec.timestamp == target.timestamp:
+                    return rec.timestamp, rec.offset, header.partition_leader_epoch
+        return None
+
+    # -- recovery / truncation -----------------------------------------------------------
+    def recover(self, epoch_cache: LeaderEpochCache | None) -> tuple[int, str | None]:
+        """Validate every batch (CRC32C), rebuild both indexes, cut an invalid tail.
+
+        Returns ``(bytes truncated, why)``.
+        """
+        self.index.reset()
+        self.time_index.reset()
+        self._bytes_since_index = 0
+        max_ts = TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        valid = 0
+        last_index_pos = 0
+        why: str | None = None
+        if self.size:
+            mm = mmap.mmap(self.fd, self.size, access=mmap.ACCESS_READ)
+            mv = memoryview(mm)
+            batches = scan_batches(mv, 0, self.size, verify_crc=True)
+            try:
+                for view in batches:
+                    last = view.last_offset
+                    if not self.index.can_append_offset(last):
+                        why = f"offset {last} does not fit a segment based at {self.base_offset}"
+                        break
+                    if view.max_timestamp > max_ts.timestamp:
+                        max_ts = TimestampOffset(view.max_timestamp, last)
+                    if valid - last_index_pos > self.index_interval_bytes:
+                        self.index.append(last, valid)
+                        self.time_index.maybe_append(max_ts.timestamp, max_ts.offset)
+                        last_index_pos = valid
+                    valid += view.size
+                    epoch = view.partition_leader_epoch
+                    if epoch_cache is not None and epoch >= 0:
+                        latest = epoch_cache.latest_epoch
+                        if latest is None or epoch > latest:
+                            epoch_cache.assign(epoch, view.base_offset)
+                    del view
+            except ProtocolError as exc:
+                why = str(exc)
+            finally:
+                batches.close()  # type: ignore[attr-defined]
+                mv.release()
+                with contextlib.suppress(BufferError):
+                    mm.close()
+        truncated = self.size - valid
+        if truncated:
+            os.ftruncate(self.fd, valid)
+            self.size = valid
+            if why is None:
+                why = "torn batch at the end"
+        self._max_ts = max_ts
+        self._rolling_ts = None
+        self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
+        self.index.trim()
+        self.time_index.trim()
+        return truncated, why
+
+    def truncate_to(self, offset: int, now_ms: int) -> int:
+        """Drop every batch from the one holding ``offset`` on; returns bytes removed."""
+        header = self.translate_offset(offset)
+        self.index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.index.resize(self.max_index_size)
+        self.time_index.resize(self.max_index_size)
+        removed = 0
+        if header is not None:
+            removed = self.size - header.position
+            os.ftruncate(self.fd, header.position)
+            self.size = header.position
+        if self.size == 0:
+            self.created_ms = now_ms
+            self._rolling_ts = None
+        self._bytes_since_index = 0
+        self._max_ts = self._read_largest_timestamp()
+        return removed
+
+    def _read_largest_timestamp(self) -> TimestampOffset:
+        last = self.time_index.last_entry
+        pos = self.index.lookup(last.offset).position
+        best = last
+        for header in self.headers(pos):
+            if header.max_timestamp > best.timestamp:
+                best = TimestampOffset(header.max_timestamp, header.last_offset)
+        return best
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def resize_indexes(self, size: int) -> None:
+        self.index.resize(size)
+        self.time_index.resize(size)
+
+    def on_become_inactive(self) -> None:
+        ts = self.max_timestamp_so_far
+        self.time_index.maybe_append(ts.timestamp, ts.offset, skip_full_check=True)
+        self.index.trim()
+        self.time_index.trim()
+
+    def flush(self) -> None:
+        os.fsync(self.fd)
+        self.index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        if self._fd is None:
+            return
+        if self._max_ts is not None:
+            ts = self._max_ts
+            self.time_index.maybe_append(ts.timestamp, ts.offset, skip_full_check=True)
+        self.index.close()
+        self.time_index.close()
+        os.close(self._fd)
+        self._fd = None
+
+    def close_handles(self) -> None:
+        """Close the files without the final index work (the segment is going away)."""
+        self.index.close_handle()
+        self.time_index.close_handle()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def mark_deleted(self) -> list[Path]:
+        """Close and rename every file to ``*.deleted``; the caller removes them later."""
+        self.close_handles()
+        renamed = []
+        for path in (self.log_path, self.index.path, self.time_index.path):
+            if path.exists():
+                target = path.with_name(path.name + DELETED_SUFFIX)
+                os.replace(path, target)
+                renamed.append(target)
+        txn = self.log_path.with_suffix(TXN_INDEX_SUFFIX)
+        if txn.exists():
+            target = txn.with_name(txn.name + DELETED_SUFFIX)
+            os.replace(txn, target)
+            renamed.append(target)
+        return renamed
+
+    def delete(self) -> None:
+        for path in self.mark_deleted():
+            path.unlink(missing_ok=True)

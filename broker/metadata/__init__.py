@@ -1,0 +1,1 @@
+"""The metadata image: an immutable view of committed metadata records, and the deltas between images."""

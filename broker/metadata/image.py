@@ -1,0 +1,253 @@
+"""Immutable metadata image built from committed metadata-log records.
+
+The controller writes records; every broker (including the one in the same process) applies the
+committed ones here and reacts to the returned `Delta`. Nothing mutates an image in place: readers
+(API handlers) can keep using the image they grabbed while a newer one is published.
+"""
+
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any, Final
+
+# Config resource types as in DescribeConfigs / ConfigRecord.
+TOPIC_RESOURCE: Final = 2
+BROKER_RESOURCE: Final = 4
+BROKER_LOGGER_RESOURCE: Final = 8
+MIRROR_RESOURCE: Final = 64
+
+METADATA_TOPIC: Final = "__cluster_metadata"
+# Kafka's fixed id for the metadata topic (Uuid.METADATA_TOPIC_ID = Uuid(0, 1)).
+METADATA_TOPIC_ID: Final = uuid.UUID(int=1)
+
+_EMPTY: Final[Mapping[Any, Any]] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionImage:
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicImage:
+    name: str
+    topic_id: uuid.UUID
+    partitions: Mapping[int, PartitionImage]
+
+    @property
+    def is_internal(self) -> bool:
+        return self.name.startswith("__")
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointImage:
+    listener: str
+    host: str
+    port: int
+    security_protocol: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerImage:
+    broker_id: int
+    epoch: int
+    endpoints: tuple[EndpointImage, ...]
+    rack: str | None
+    fenced: bool
+
+    def endpoint(self, listener: str) -> EndpointImage | None:
+        for e in self.endpoints:
+            if e.listener == listener:
+                return e
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataImage:
+    offset: int = -1  # metadata log offset of the last applied record
+    topics: Mapping[str, TopicImage] = field(default_factory=lambda: _EMPTY)
+    topic_names: Mapping[uuid.UUID, str] = field(default_factory=lambda: _EMPTY)
+    # (resource type, resource name) -> {key: value}; only explicitly set keys
+    configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=lambda: _EMPTY)
+    brokers: Mapping[int, BrokerImage] = field(default_factory=lambda: _EMPTY)
+    features: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
+    next_producer_id: int = 0
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
+        name = self.topic_names.get(topic_id)
+        return None if name is None else self.topics.get(name)
+
+    def config(self, resource_type: int, name: str) -> Mapping[str, str]:
+        return self.configs.get((resource_type, name), _EMPTY)
+
+
+@dataclass(slots=True)
+class Delta:
+    """What changed between two images; the broker acts on it."""
+
+    created_topics: list[str] = field(default_factory=list)
+    deleted_topics: list[TopicImage] = field(default_factory=list)
+    changed_partitions: list[tuple[str, int]] = field(default_factory=list)
+    changed_configs: list[tuple[int, str]] = field(default_factory=list)
+    brokers_changed: bool = False
+
+    def is_empty(self) -> bool:
+        return not (
+            self.created_topics
+            or self.deleted_topics
+            or self.changed_partitions
+            or self.changed_configs
+            or self.brokers_changed
+        )
+
+
+class ImageBuilder:
+    """Applies records to an image; `build()` freezes the result."""
+
+    def __init__(self, base: MetadataImage) -> None:
+        self._base = base
+        self.topics = dict(base.topics)
+        self.topic_names = dict(base.topic_names)
+        self.configs = {k: dict(v) for k, v in base.configs.items()}
+        self.brokers = dict(base.brokers)
+        self.features = dict(base.features)
+        self.next_producer_id = base.next_producer_id
+        self.offset = base.offset
+        self.delta = Delta()
+
+    def apply(self, record: Any, offset: int) -> None:
+        handler = getattr(self, "_on_" + type(record).__name__, None)
+        if handler is not None:
+            handler(record)
+        self.offset = offset
+
+    def _on_TopicRecord(self, r: Any) -> None:
+        self.topics[r.name] = TopicImage(r.name, r.topic_id, MappingProxyType({}))
+        self.topic_names[r.topic_id] = r.name
+        self.delta.created_topics.append(r.name)
+
+    def _set_partition(self, topic_id: uuid.UUID, p: PartitionImage) -> None:
+        name = self.topic_names.get(topic_id)
+        if name is None:
+            return  # a record for a topic removed in the same batch: ignore, as Kafka does
+        t = self.topics[name]
+        parts = dict(t.partitions)
+        parts[p.partition] = p
+        self.topics[name] = replace(t, partitions=MappingProxyType(parts))
+        self.delta.changed_partitions.append((name, p.partition))
+
+    def _on_PartitionRecord(self, r: Any) -> None:
+        self._set_partition(
+            r.topic_id,
+            PartitionImage(
+                r.partition_id,
+                tuple(r.replicas),
+                tuple(r.isr),
+                r.leader,
+                r.leader_epoch,
+                r.partition_epoch,
+            ),
+        )
+
+    def _on_PartitionChangeRecord(self, r: Any) -> None:
+        t = self.topic_by_id(r.topic_id)
+        if t is None or r.partition_id not in t.partitions:
+            return
+        old = t.partitions[r.partition_id]
+        leader = r.leader if r.leader != -2 else old.leader  # -2: no change
+        replicas = tuple(r.replicas) if r.replicas is not None else old.replicas
+        isr = tuple(r.isr) if r.isr is not None else old.isr
+        epoch = (
+            old.leader_epoch + 1
+            if leader != old.leader or replicas != old.replicas
+            else old.leader_epoch
+        )
+        self._set_partition(
+            r.topic_id,
+            PartitionImage(r.partition_id, replicas, isr, leader, epoch, old.partition_epoch + 1),
+        )
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
+        name = self.topic_names.get(topic_id)
+        return None if name is None else self.topics.get(name)
+
+    def _on_RemoveTopicRecord(self, r: Any) -> None:
+        name = self.topic_names.pop(r.topic_id, None)
+        if name is None:
+            return
+        t = self.topics.pop(name)
+        self.configs.pop((TOPIC_RESOURCE, name), None)
+        self.delta.deleted_topics.append(t)
+
+    def _on_ConfigRecord(self, r: Any) -> None:
+        key = (int(r.resource_type), r.resource_name)
+        entry = self.configs.setdefault(key, {})
+        if r.value is None:
+            entry.pop(r.name, None)
+            if not entry:
+                del self.configs[key]
+        else:
+            entry[r.name] = r.value
+        self.delta.changed_configs.append(key)
+
+    def _on_RegisterBrokerRecord(self, r: Any) -> None:
+        self.brokers[r.broker_id] = BrokerImage(
+            r.broker_id,
+            r.broker_epoch,
+            tuple(
+                EndpointImage(e.name, e.host, int(e.port), int(e.security_protocol))
+                for e in r.end_points
+            ),
+            r.rack,
+            bool(r.fenced),
+        )
+        self.delta.brokers_changed = True
+
+    def _on_UnfenceBrokerRecord(self, r: Any) -> None:
+        b = self.brokers.get(r.id)
+        if b is not None:
+            self.brokers[r.id] = replace(b, fenced=False)
+            self.delta.brokers_changed = True
+
+    def _on_FenceBrokerRecord(self, r: Any) -> None:
+        b = self.brokers.get(r.id)
+        if b is not None:
+            self.brokers[r.id] = replace(b, fenced=True)
+            self.delta.brokers_changed = True
+
+    def _on_UnregisterBrokerRecord(self, r: Any) -> None:
+        if self.brokers.pop(r.broker_id, None) is not None:
+            self.delta.brokers_changed = True
+
+    def _on_FeatureLevelRecord(self, r: Any) -> None:
+        self.features[r.name] = int(r.feature_level)
+
+    def _on_ProducerIdsRecord(self, r: Any) -> None:
+        self.next_producer_id = max(self.next_producer_id, int(r.next_producer_id))
+
+    def build(self) -> MetadataImage:
+        return MetadataImage(
+            offset=self.offset,
+            topics=MappingProxyType(self.topics),
+            topic_names=MappingProxyType(self.topic_names),
+            configs=MappingProxyType({k: MappingProxyType(v) for k, v in self.configs.items()}),
+            brokers=MappingProxyType(self.brokers),
+            features=MappingProxyType(self.features),
+            next_producer_id=self.next_producer_id,
+        )
+
+
+def apply_records(
+    image: MetadataImage, records: Iterable[tuple[int, Any]]
+) -> tuple[MetadataImage, Delta]:
+    """Apply ``(offset, record)`` pairs; returns the new image and what changed."""
+    b = ImageBuilder(image)
+    for offset, record in records:
+        b.apply(record, offset)
+    return b.build(), b.delta

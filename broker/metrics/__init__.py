@@ -1,0 +1,1 @@
+"""Prometheus metrics of a node (one registry per node process)."""

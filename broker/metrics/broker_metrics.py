@@ -1,0 +1,136 @@
+"""Request, byte and partition metrics in Prometheus form, named after Kafka's JMX metrics.
+
+Served by prometheus-client's HTTP server on ``metrics.port`` (0 disables it). Gauges that mirror
+broker state (partitions, log sizes, connections) are computed at scrape time by a collector, so
+the hot paths only bump counters.
+"""
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from protocol.registry import REGISTRY
+
+_LATENCY_BUCKETS = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+)
+
+
+def api_name(key: int) -> str:
+    try:
+        return "".join(p.capitalize() for p in REGISTRY.spec(key).name.split("_"))
+    except KeyError:
+        return f"Unknown{key}"
+
+
+class _StateCollector(Collector):
+    def __init__(
+        self,
+        partitions: Callable[[], Iterable[tuple[str, int, int, int, int]]],
+        connections: Callable[[], int],
+    ) -> None:
+        self._partitions = partitions
+        self._connections = connections
+
+    def collect(self) -> Iterable[Any]:
+        count = GaugeMetricFamily(
+            "kafka_server_replicamanager_partitioncount", "Partitions hosted by this node"
+        )
+        size = GaugeMetricFamily(
+            "kafka_log_log_size",
+            "Size of a partition's log in bytes",
+            labels=["topic", "partition"],
+        )
+        end = GaugeMetricFamily(
+            "kafka_log_log_logendoffset",
+            "Log end offset of a partition",
+            labels=["topic", "partition"],
+        )
+        start = GaugeMetricFamily(
+            "kafka_log_log_logstartoffset",
+            "Log start offset of a partition",
+            labels=["topic", "partition"],
+        )
+        n = 0
+        for topic, partition, size_bytes, log_end, log_start in self._partitions():
+            n += 1
+            labels = [topic, str(partition)]
+            size.add_metric(labels, size_bytes)
+            end.add_metric(labels, log_end)
+            start.add_metric(labels, log_start)
+        count.add_metric([], n)
+        conns = GaugeMetricFamily(
+            "kafka_server_socket_server_connection_count", "Open client connections"
+        )
+        conns.add_metric([], self._connections())
+        return [count, size, end, start, conns]
+
+
+class BrokerMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "kafka_network_request_requests",
+            "Requests handled, per API",
+            ["request"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "kafka_network_request_total_time_seconds",
+            "Time to handle a request, per API",
+            ["request"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.bytes_in = Counter(
+            "kafka_server_brokertopicmetrics_bytes_in",
+            "Bytes produced, per topic",
+            ["topic"],
+            registry=self.registry,
+        )
+        self.bytes_out = Counter(
+            "kafka_server_brokertopicmetrics_bytes_out",
+            "Bytes fetched by consumers",
+            registry=self.registry,
+        )
+        self._names: dict[int, str] = {}
+
+    def on_request(self, api_key: int, seconds: float) -> None:
+        name = self._names.get(api_key)
+        if name is None:
+            name = self._names[api_key] = api_name(api_key)
+        self.requests.labels(name).inc()
+        self.latency.labels(name).observe(seconds)
+
+    def on_bytes_in(self, topic: str, n: int) -> None:
+        self.bytes_in.labels(topic).inc(n)
+
+    def on_bytes_out(self, n: int) -> None:
+        self.bytes_out.inc(n)
+
+    def watch_state(
+        self,
+        partitions: Callable[[], Iterable[tuple[str, int, int, int, int]]],
+        connections: Callable[[], int],
+    ) -> None:
+        self.registry.register(_StateCollector(partitions, connections))
+
+    def serve(self, host: str, port: int) -> Any:
+        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        return server

@@ -1,0 +1,458 @@
+"""The broker's listener: Kafka framing over asyncio, one `BufferedProtocol` per connection.
+
+Requests are handed to an injected async handler as soon as their frame is complete, so several
+requests of one connection can be served at once (clients pipeline), but responses are written in
+request order, as the protocol requires: each request takes a slot in a per-connection queue and
+the queue is flushed from its head. Memory per connection is bounded by ``max_inflight`` (slots,
+answered or not, until written) and by the transport's write buffer high-water mark: past either,
+reading pauses.
+
+The server is the last line of defence: a bad frame size or a handler exception closes that one
+connection, and nothing a client sends reaches the event loop's exception handler.
+"""
+
+import asyncio
+import contextlib
+import logging
+import ssl
+import struct
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, TypeAlias, cast
+
+from protocol.errors import FrameError
+from protocol.framing import DEFAULT_MAX_FRAME_BYTES
+
+from .framer import FrameReader
+
+log = logging.getLogger(__name__)
+
+Buffer: TypeAlias = bytes | bytearray | memoryview
+# A response payload without its size prefix (response header included), as a list of buffers
+# so large record data is written without being joined.
+Response: TypeAlias = list[Buffer]
+Handler: TypeAlias = Callable[["ConnectionContext", memoryview], Awaitable[Response | None]]
+
+DEFAULT_MAX_INFLIGHT: Final = 100
+DEFAULT_IDLE_MS: Final = 600_000  # connections.max.idle.ms
+DEFAULT_WRITE_HIGH_WATER: Final = 4 * 1024 * 1024
+DEFAULT_WRITE_LOW_WATER: Final = 1024 * 1024
+
+_SIZE: Final = struct.Struct(">i")
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    name: str  # e.g. "PLAINTEXT", "INTERNAL"
+    host: str
+    port: int  # 0 = ephemeral; see KafkaServer.bound_ports
+    security_protocol: str = "PLAINTEXT"
+    ssl_context: ssl.SSLContext | None = None
+
+
+class ConnectionContext:
+    """What a handler knows about the connection a request came on."""
+
+    __slots__ = ("_protocol", "connection_id", "listener", "peer", "security_protocol", "state")
+
+    def __init__(
+        self,
+        connection_id: str,
+        listener: str,
+        peer: tuple[str, int],
+        security_protocol: str,
+        protocol: "_Connection",
+    ) -> None:
+        self.connection_id = connection_id
+        self.listener = listener
+        self.peer = peer
+        self.security_protocol = security_protocol
+        self.state: dict[str, Any] = {}  # per-connection state owned by handlers (e.g. SASL)
+        self._protocol = protocol
+
+    @property
+    def peer_host(self) -> str:
+        return self.peer[0]
+
+    @property
+    def closed(self) -> bool:
+        return self._protocol.closing
+
+    def close(self) -> None:
+        """Take no more requests; close once the responses of those already taken (the caller's
+        own included) are written. For e.g. a failed SASL exchange: answer, then hang up."""
+        self._protocol.request_close()
+
+    def __repr__(self) -> str:
+        return f"ConnectionContext({self.connection_id!r}, listener={self.listener!r})"
+
+
+class _Slot:
+    __slots__ = ("done", "response")
+
+    def __init__(self) -> None:
+        self.done = False
+        self.response: Response | None = None
+
+
+class _Connection(asyncio.BufferedProtocol):
+    def __init__(self, server: "KafkaServer", listener: Listener) -> None:
+        self._server = server
+        self._listener = listener
+        self._reader = FrameReader(server.max_request_bytes)
+        self._slots: deque[_Slot] = deque()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._transport: asyncio.Transport | None = None
+        self._reading = True
+        self._write_paused = False
+        self._draining = False  # server shutting down: take no new requests
+        self._eof = False  # the client half-closed: answer what arrived, then close
+        self._close_requested = False  # a handler asked to close after its response
+        self._drained: asyncio.Future[None] | None = None
+        self.closing = False
+        self.last_active = server.monotonic()
+        self.ctx: ConnectionContext | None = None
+
+    # -- asyncio callbacks
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports don't subclass asyncio.Transport; they implement it.
+        self._transport = transport = cast(asyncio.Transport, transport)
+        server = self._server
+        local = _addr(transport.get_extra_info("sockname"))
+        peer = _addr(transport.get_extra_info("peername"))
+        index = server._next_index()
+        conn_id = f"{local[0]}:{local[1]}-{peer[0]}:{peer[1]}-{index}"
+        self.ctx = ConnectionContext(
+            conn_id, self._listener.name, peer, self._listener.security_protocol, self
+        )
+        transport.set_write_buffer_limits(server.write_high_water, server.write_low_water)
+        server._connection_opened(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closing = True
+        self._transport = None
+        for task in self._tasks:
+            task.cancel()
+        self._slots.clear()
+        self._resolve_drained()
+        self._server._connection_closed(self)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._reader.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._reader.buffer_updated(nbytes)
+        self._server.bytes_in += nbytes
+        self.last_active = self._server.monotonic()
+        self._take_frames()
+
+    def eof_received(self) -> bool | None:
+        # Half-closed by the client: answer what was received, then close.
+        self._eof = True
+        self._take_frames()
+        return True
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._take_frames()
+
+    # -- requests
+
+    def _take_frames(self) -> None:
+        limit = self._server.max_inflight
+        reader = self._reader
+        if self._close_requested or self._draining:
+            self._discard_frames()
+        # Stop taking frames while writes are backed up, too: each one may add a response.
+        while (
+            not self.closing
+            and not self._draining
+            and not self._close_requested
+            and not self._write_paused
+            and len(self._slots) < limit
+        ):
+            try:
+                frame = reader.next_frame()
+            except FrameError as e:
+                log.warning("closing %s: %s", self._name(), e)
+                self.shutdown(abort=True)
+                return
+            if frame is None:
+                break
+            self._dispatch(frame)
+        if not self._slots and (self._close_requested or (self._eof and not self._write_paused)):
+            self.shutdown(abort=False)  # transport.close() still flushes what was written
+            return
+        self._update_reading()
+
+    def _discard_frames(self) -> None:
+        # Keep reading (and dropping) requests until the close: closing a socket with unread
+        # input sends a reset, which can destroy the responses the client has not read yet.
+        try:
+            while self._reader.next_frame() is not None:
+                pass
+        except FrameError:
+            self.shutdown(abort=True)
+
+    def _dispatch(self, frame: memoryview) -> None:
+        slot = _Slot()
+        self._slots.append(slot)
+        self._server.requests += 1
+        task = asyncio.get_running_loop().create_task(self._serve(slot, frame))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _serve(self, slot: _Slot, frame: memoryview) -> None:
+        ctx = self.ctx
+        assert ctx is not None
+        try:
+            response = await self._server.handler(ctx, frame)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("request handler failed; closing %s", self._name())
+            self.shutdown(abort=False)
+            return
+        slot.response = response
+        slot.done = True
+        if not self.closing:
+            self._flush()
+
+    def _flush(self) -> None:
+        transport = self._transport
+        slots = self._slots
+        freed = False
+        while slots and slots[0].done:
+            response = slots.popleft().response
+            freed = True
+            if response and transport is not None:
+                size = 0
+                for buf in response:
+                    size += len(buf)
+                transport.writelines([_SIZE.pack(size), *response])
+                self._server.bytes_out += size + 4
+        if freed:
+            self.last_active = self._server.monotonic()
+            if not slots:
+                self._resolve_drained()
+            self._take_frames()
+
+    def _update_reading(self) -> None:
+        transport = self._transport
+        if transport is None or self.closing:
+            return
+        want = (
+            not self._eof
+            and not self._write_paused
+            and len(self._slots) < self._server.max_inflight
+        )
+        if want != self._reading:
+            self._reading = want
+            if want:
+                transport.resume_reading()
+            else:
+                transport.pause_reading()
+
+    # -- shutdown
+
+    @property
+    def inflight(self) -> int:
+        return len(self._slots)
+
+    def shutdown(self, abort: bool) -> None:
+        if self.closing:
+            return
+        self.closing = True
+        for task in self._tasks:
+            task.cancel()
+        transport = self._transport
+        if transport is not None:
+            if abort:
+                transport.abort()
+            else:
+                transport.close()
+
+    def request_close(self) -> None:
+        if self.closing or self._close_requested:
+            return
+        self._close_requested = True
+        if not self._slots:
+            self.shutdown(abort=False)
+
+    def start_draining(self) -> "asyncio.Future[None]":
+        """Stop taking requests; the future resolves once every pending response is written."""
+        self._draining = True
+        self._update_reading()
+        fut = asyncio.get_running_loop().create_future()
+        self._drained = fut
+        if not self._slots or self.closing:
+            self._resolve_drained()
+        return fut
+
+    def _resolve_drained(self) -> None:
+        fut = self._drained
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+
+    def _name(self) -> str:
+        return self.ctx.connection_id if self.ctx is not None else "connection"
+
+
+def _addr(info: Any) -> tuple[str, int]:
+    if isinstance(info, tuple) and len(info) >= 2:
+        return str(info[0]), int(info[1])
+    return "?", -1
+
+
+class KafkaServer:
+    """Listens on ``listeners`` and feeds each complete request frame to ``handler``.
+
+    ``handler(conn, frame)`` gets the request payload (no size prefix) and returns the response
+    payload (no size prefix) as a list of buffers, or None when the request has no response
+    (Produce with acks=0). An exception from it closes that connection.
+    """
+
+    def __init__(
+        self,
+        listeners: Sequence[Listener],
+        handler: Handler,
+        *,
+        max_request_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        max_inflight: int = DEFAULT_MAX_INFLIGHT,
+        idle_ms: int = DEFAULT_IDLE_MS,
+        write_high_water: int = DEFAULT_WRITE_HIGH_WATER,
+        write_low_water: int = DEFAULT_WRITE_LOW_WATER,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not listeners:
+            raise ValueError("at least one listener is needed")
+        if max_inflight < 1:
+            raise ValueError("max_inflight must be at least 1")
+        self.listeners = list(listeners)
+        self.handler = handler
+        self.max_request_bytes = max_request_bytes
+        self.max_inflight = max_inflight
+        self.idle_ms = idle_ms
+        self.write_high_water = write_high_water
+        self.write_low_water = write_low_water
+        self.monotonic = monotonic
+        self.closing = False
+        self._servers: list[asyncio.Server] = []
+        self._bound: dict[str, tuple[str, int]] = {}
+        self._connections: set[_Connection] = set()
+        self._index = 0
+        self._sweeper: asyncio.Task[None] | None = None
+        # Counters, read by the metrics layer.
+        self.connections_open = 0
+        self.connections_total = 0
+        self.requests = 0
+        self.bytes_in = 0
+        self.bytes_out = 0
+        self.idle_closed = 0
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            for listener in self.listeners:
+                server = await loop.create_server(
+                    self._protocol_factory(listener),
+                    listener.host,
+                    listener.port,
+                    ssl=listener.ssl_context,
+                    reuse_address=True,
+                )
+                self._servers.append(server)
+                sockname = server.sockets[0].getsockname()
+                self._bound[listener.name] = (listener.host, int(sockname[1]))
+        except BaseException:
+            await self.close(timeout=0)
+            raise
+        self._sweeper = loop.create_task(self._sweep_idle())
+
+    def _protocol_factory(self, listener: Listener) -> Callable[[], _Connection]:
+        return lambda: _Connection(self, listener)
+
+    async def __aenter__(self) -> "KafkaServer":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def bound_ports(self) -> dict[str, int]:
+        """Listener name -> the port actually bound (useful with port 0)."""
+        return {name: port for name, (_, port) in self._bound.items()}
+
+    def address(self, listener: str | None = None) -> tuple[str, int]:
+        """(host, bound port) of a listener; the first one by default."""
+        name = listener if listener is not None else self.listeners[0].name
+        return self._bound[name]
+
+    @property
+    def connections(self) -> list[ConnectionContext]:
+        return [c.ctx for c in self._connections if c.ctx is not None]
+
+    async def close(self, timeout: float = 5.0) -> None:
+        """Stop accepting, let pending responses be written (up to ``timeout`` seconds), then
+        close every connection."""
+        if self.closing:
+            return
+        self.closing = True
+        for server in self._servers:
+            server.close()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        conns = list(self._connections)
+        if conns and timeout > 0:
+            waits = [c.start_draining() for c in conns]
+            await asyncio.wait(waits, timeout=timeout)
+        for c in conns:
+            c.shutdown(abort=False)
+        for server in self._servers:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(server.wait_closed(), 1.0)
+        # Give transports a moment to report connection_lost so counters settle.
+        for _ in range(100):
+            if not self._connections:
+                break
+            await asyncio.sleep(0.01)
+
+    # -- bookkeeping called by connections
+
+    def _next_index(self) -> int:
+        index = self._index
+        self._index += 1
+        return index
+
+    def _connection_opened(self, conn: _Connection) -> None:
+        self._connections.add(conn)
+        self.connections_open += 1
+        self.connections_total += 1
+        if self.closing:
+            conn.shutdown(abort=True)
+
+    def _connection_closed(self, conn: _Connection) -> None:
+        if conn in self._connections:
+            self._connections.discard(conn)
+            self.connections_open -= 1
+
+    async def _sweep_idle(self) -> None:
+        # One timer for all connections instead of re-arming a timer on every read.
+        interval = max(0.005, min(1.0, self.idle_ms / 4000))
+        while True:
+            await asyncio.sleep(interval)
+            deadline = self.monotonic() - self.idle_ms / 1000
+            for conn in list(self._connections):
+                # A connection with requests in flight (e.g. a long-polling fetch) is not idle.
+                if conn.last_active < deadline and conn.inflight == 0 and not conn.closing:
+                    log.info("closing idle connection %s", conn._name())
+                    self.idle_closed += 1
+                    conn.shutdown(abort=False)

@@ -1,0 +1,1 @@
+"""Partitions this node hosts: leadership, high watermark, waiting fetches."""

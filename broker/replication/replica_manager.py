@@ -1,0 +1,95 @@
+"""Hosts the partitions the metadata image assigns to this node and serves appends and reads.
+
+Single-node semantics for now: this node leads every partition it hosts, the ISR is itself, and
+the high watermark follows the log end offset. Fetches that find too little data wait on a
+per-manager condition that every append notifies (Kafka's "delayed fetch").
+"""
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..metadata.image import METADATA_TOPIC, Delta, MetadataImage, PartitionImage
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class HostedPartition:
+    topic: str
+    partition: int
+    log: Any  # broker.log PartitionLog
+    leader_epoch: int
+    is_leader: bool
+
+
+class ReplicaManager:
+    def __init__(
+        self,
+        node_id: int,
+        log_manager: Any,
+        log_config_for: Callable[[str], Any],
+    ) -> None:
+        self._node_id = node_id
+        self._logs = log_manager
+        self._config_for = log_config_for
+        self._partitions: dict[tuple[str, int], HostedPartition] = {}
+        self._data_arrived = asyncio.Event()
+
+    def get(self, topic: str, partition: int) -> HostedPartition | None:
+        return self._partitions.get((topic, partition))
+
+    def partitions(self) -> Mapping[tuple[str, int], HostedPartition]:
+        return self._partitions
+
+    def apply_delta(self, image: MetadataImage, delta: Delta) -> None:
+        for gone in delta.deleted_topics:
+            for p in gone.partitions:
+                hosted = self._partitions.pop((gone.name, p), None)
+                if hosted is not None:
+                    self._logs.delete(gone.name, p)
+                    log.info("deleted partition %s-%d", gone.name, p)
+        for name, p in delta.changed_partitions:
+            topic = image.topics.get(name)
+            if topic is None or name == METADATA_TOPIC:
+                continue
+            self._become(name, topic.topic_id, topic.partitions[p])
+        for resource_type, name in delta.changed_configs:
+            if resource_type == 2 and name in image.topics:
+                config = self._config_for(name)
+                for (t, _p), hosted in self._partitions.items():
+                    if t == name:
+                        hosted.log.update_config(config)
+
+    def _become(self, topic: str, topic_id: Any, p: PartitionImage) -> None:
+        if self._node_id not in p.replicas:
+            hosted = self._partitions.pop((topic, p.partition), None)
+            if hosted is not None:
+                self._logs.delete(topic, p.partition)
+            return
+        hosted = self._partitions.get((topic, p.partition))
+        if hosted is None:
+            plog = self._logs.get_or_create(topic, p.partition, topic_id, self._config_for(topic))
+            plog.high_watermark = plog.log_end_offset
+            hosted = HostedPartition(
+                topic, p.partition, plog, p.leader_epoch, p.leader == self._node_id
+            )
+            self._partitions[(topic, p.partition)] = hosted
+        hosted.leader_epoch = p.leader_epoch
+        hosted.is_leader = p.leader == self._node_id
+        epochs = hosted.log.leader_epoch_cache
+        if hosted.is_leader and epochs is not None:
+            epochs.assign(p.leader_epoch, hosted.log.log_end_offset)
+
+    def notify_append(self) -> None:
+        self._data_arrived.set()
+        self._data_arrived = asyncio.Event()
+
+    async def wait_for_data(self, timeout_s: float) -> None:
+        """Wait until any partition gets new data or the timeout passes."""
+        event = self._data_arrived
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), timeout_s)

@@ -1,0 +1,32 @@
+"""
+Generated from ``schemas/OffsetCommitValue.json`` by ``python -m protocol.codegen``; do not edit.
+"""
+
+
+import uuid
+
+from dataclasses import dataclass
+from dataclasses import field
+from typing import ClassVar
+
+from kio.static.constants import EntityType
+from kio.static.primitive import i16
+from kio.static.primitive import i32
+from kio.static.primitive import i64
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetCommitValue:
+    __type__: ClassVar = EntityType.data
+    __version__: ClassVar[i16] = i16(4)
+    __flexible__: ClassVar[bool] = True
+    offset: i64 = field(metadata={"kafka_type": "int64"})
+    """Committed position: the next offset the group will consume."""
+    leader_epoch: i32 = field(metadata={"kafka_type": "int32"}, default=i32(-1))
+    """Leader epoch of the last consumed record, -1 if unknown."""
+    metadata: str = field(metadata={"kafka_type": "string"})
+    """Opaque client metadata stored with the offset."""
+    commit_timestamp: i64 = field(metadata={"kafka_type": "int64"})
+    """When the coordinator accepted the commit (ms since epoch)."""
+    topic_id: uuid.UUID | None = field(metadata={"kafka_type": "uuid", "tag": 0}, default=None)
+    """Id of the committed topic, when the committer knew it."""

@@ -1,0 +1,219 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from broker.config.listeners import Listener, ListenerSyntaxError, parse_listeners, parse_voters
+from broker.config.properties import parse_properties
+from broker.config.server_config import (
+    ConfigError,
+    ConfigSource,
+    load_server_config,
+    parse_server_config,
+    validate_topic_config,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE = """\
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@localhost:9093
+listeners=PLAINTEXT://:9092,CONTROLLER://localhost:9093
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs=/tmp/x
+"""
+
+
+def cfg(extra: str = "", base: str = BASE):  # type: ignore[no-untyped-def]
+    return parse_server_config(parse_properties(base + extra, "test.properties"))
+
+
+def test_minimal_combined_node() -> None:
+    c, warnings = cfg()
+    assert warnings == []
+    assert c.node_id == 1 and c.is_broker and c.is_controller
+    assert c.listeners[0] == Listener("PLAINTEXT", None, 9092, "PLAINTEXT")
+    assert c.advertised_listeners == (c.listeners[0],)
+    assert c.inter_broker_listener_name == "PLAINTEXT"
+    assert c.log_dirs == ("/tmp/x",) and c.metadata_log_dir == "/tmp/x"
+    assert c.log_retention_ms == 168 * 3_600_000
+    assert c.message_max_bytes == 1048588 and c.metrics_port == 0
+
+
+def test_shipped_configs_load_without_warnings() -> None:
+    for name in ("server", "node-1", "node-2", "node-3"):
+        c, warnings = load_server_config(ROOT / "config" / f"{name}.properties")
+        assert warnings == [], name
+        assert c.metrics_port > 0
+    ports = {
+        load_server_config(ROOT / f"config/node-{n}.properties")[0].listeners[0].port
+        for n in (1, 2, 3)
+    }
+    assert len(ports) == 3
+
+
+def test_stock_kafka_file_loads_with_one_warning() -> None:
+    c, warnings = load_server_config(ROOT / "tests/broker/fixtures/kafka-4.1-server.properties")
+    assert len(warnings) == 1
+    assert "share.coordinator.state.topic.replication.factor" in warnings[0]
+    assert "node.id" not in warnings[0]
+    assert c.controller_quorum_bootstrap_servers[0].port == 9093
+    assert c.log_dirs == ("/tmp/kraft-combined-logs",)
+
+
+def test_unknown_key_names_file_line_and_suggestion() -> None:
+    with pytest.raises(ConfigError) as e:
+        cfg("log.retention.hour=5\n")
+    msg = str(e.value)
+    assert "test.properties:8" in msg and "'log.retention.hour'" in msg
+    assert "log.retention.hours" in msg
+
+
+def test_unimplemented_kafka_keys_one_warning() -> None:
+    _, warnings = cfg("ssl.keystore.location=/x\nlog.cleaner.threads=2\nlistener.name.x.foo=1\n")
+    assert len(warnings) == 1
+    for k in ("ssl.keystore.location", "log.cleaner.threads", "listener.name.x.foo"):
+        assert k in warnings[0]
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        ("num.partitions=zero\n", "num.partitions"),
+        ("num.partitions=0\n", "at least 1"),
+        ("auto.create.topics.enable=yes\n", "true or false"),
+        ("message.max.bytes=99999999999\n", "INT"),
+        ("metrics.port=70000\n", "metrics.port"),
+        ("log.cleanup.policy=delete,shred\n", "shred"),
+        ("compression.type=brotli\n", "compression.type"),
+    ],
+)
+def test_bad_values(extra: str, needle: str) -> None:
+    with pytest.raises(ConfigError, match=needle):
+        cfg(extra)
+
+
+def test_value_error_names_key_value_and_line() -> None:
+    with pytest.raises(ConfigError) as e:
+        cfg("num.partitions=-3\n")
+    assert "'-3'" in str(e.value) and "test.properties:8" in str(e.value)
+
+
+def test_node_id_required() -> None:
+    with pytest.raises(ConfigError, match=r"node\.id is required"):
+        cfg(base=BASE.replace("node.id=1\n", ""))
+
+
+@pytest.mark.parametrize("roles", ["", "worker", "broker,broker", "broker,controller,x"])
+def test_bad_process_roles(roles: str) -> None:
+    with pytest.raises(ConfigError, match=r"process\.roles"):
+        cfg(base=BASE.replace("process.roles=broker,controller", f"process.roles={roles}"))
+
+
+def test_broker_only_node() -> None:
+    base = BASE.replace("process.roles=broker,controller", "process.roles=broker").replace(
+        ",CONTROLLER://localhost:9093", ""
+    )
+    c, _ = cfg(base=base)
+    assert not c.is_controller
+    with pytest.raises(ConfigError, match="broker-only"):
+        cfg(
+            base=base.replace(
+                "listeners=PLAINTEXT://:9092", "listeners=PLAINTEXT://:9092,CONTROLLER://:9093"
+            )
+        )
+
+
+def test_controller_listener_mapped_when_map_unset() -> None:
+    c, _ = cfg(
+        base=BASE.replace(
+            "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT\n", ""
+        )
+    )
+    assert c.listener("controller") is not None
+    assert c.listener_security_protocol_map["CONTROLLER"] == "PLAINTEXT"
+
+
+def test_listener_without_protocol_mapping() -> None:
+    with pytest.raises(ConfigError, match="EXTERNAL"):
+        cfg("listeners=PLAINTEXT://:9092,CONTROLLER://:9093,EXTERNAL://:9094\n")
+
+
+def test_bad_listener_syntax() -> None:
+    with pytest.raises(ConfigError, match="listeners"):
+        cfg("listeners=PLAINTEXT:9092\n")
+    with pytest.raises(ConfigError, match="different port"):
+        cfg("listeners=PLAINTEXT://:9093,CONTROLLER://:9093\n")
+
+
+def test_advertised_listener_needs_host() -> None:
+    with pytest.raises(ConfigError, match=r"advertised\.listeners"):
+        cfg("advertised.listeners=PLAINTEXT://:9092\n")
+
+
+def test_voters_syntax_and_membership() -> None:
+    with pytest.raises(ConfigError, match=r"controller\.quorum\.voters"):
+        cfg("controller.quorum.voters=localhost:9093\n")
+    with pytest.raises(ConfigError, match="not a voter"):
+        cfg("controller.quorum.voters=2@localhost:9093\n")
+    with pytest.raises(ConfigError, match="quorum"):
+        cfg(base=BASE.replace("controller.quorum.voters=1@localhost:9093\n", ""))
+
+
+def test_parse_listeners_and_voters() -> None:
+    ls = parse_listeners("PLAINTEXT://:9092,CONTROLLER://localhost:9093,SSL://[::1]:9094")
+    assert [(li.name, li.host, li.port) for li in ls] == [
+        ("PLAINTEXT", None, 9092),
+        ("CONTROLLER", "localhost", 9093),
+        ("SSL", "::1", 9094),
+    ]
+    assert ls[1].security_protocol == "PLAINTEXT"  # unmapped names default to PLAINTEXT
+    with pytest.raises(ListenerSyntaxError):
+        parse_listeners("X://:1", {"PLAINTEXT": "PLAINTEXT"})
+    vs = parse_voters("1@a:1,2@[::1]:2")
+    assert [(v.node_id, v.host, v.port) for v in vs] == [(1, "a", 1), (2, "::1", 2)]
+
+
+def test_retention_precedence_and_topic_defaults() -> None:
+    c, _ = cfg("log.retention.hours=1\nlog.retention.minutes=30\nlog.segment.bytes=2097152\n")
+    assert c.log_retention_ms == 30 * 60_000
+    d = c.topic_defaults()
+    assert d["retention.ms"] == str(30 * 60_000)
+    assert d["segment.bytes"] == "2097152"
+    assert d["max.message.bytes"] == "1048588"
+    assert d["cleanup.policy"] == "delete"
+    assert "mirror.name" not in d
+
+
+def test_describe_broker_configs() -> None:
+    c, _ = cfg("ssl.keystore.password=secret\nnum.partitions=3\n")
+    rows = {r.name: r for r in c.describe_broker_configs(dynamic={"log.retention.ms": "1000"})}
+    assert rows["num.partitions"].value == "3"
+    assert rows["num.partitions"].source == ConfigSource.STATIC_BROKER_CONFIG == 4
+    assert rows["log.retention.bytes"].source == ConfigSource.DEFAULT_CONFIG == 5
+    assert rows["log.retention.ms"].source == 1 and rows["log.retention.ms"].value == "1000"
+    assert rows["ssl.keystore.password"].value is None and rows["ssl.keystore.password"].sensitive
+    assert rows["node.id"].read_only and not rows["log.retention.ms"].read_only
+    assert rows["num.partitions"].config_type == 3
+    assert "leader.replication.throttled.rate" not in rows
+
+
+def test_validate_topic_config() -> None:
+    assert validate_topic_config("retention.ms", " 1000 ") == "1000"
+    assert validate_topic_config("cleanup.policy", "compact , delete") == "compact,delete"
+    assert validate_topic_config("mirror.replication.throttled.replicas", "0:1,1:2") == "0:1,1:2"
+    assert validate_topic_config("min.cleanable.dirty.ratio", "0.25") == "0.25"
+    with pytest.raises(ConfigError, match=r"Unknown topic config name: retention\.msx"):
+        validate_topic_config("retention.msx", "1")
+    for key, bad in [
+        ("retention.ms", "-5"),
+        ("segment.bytes", "10"),
+        ("min.insync.replicas", "x"),
+        ("compression.type", "brotli"),
+        ("mirror.replication.throttled.replicas", "0-1"),
+        ("mirror.name", "bad name"),
+    ]:
+        with pytest.raises(ConfigError, match="Invalid value"):
+            validate_topic_config(key, bad)

@@ -1,0 +1,171 @@
+"""Checkpoint files, partition.metadata, LogConfig, the epoch cache and the log manager."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from broker.log import LeaderEpochCache, LogConfig, LogManager, ManualClock
+from broker.log.checkpoint import (
+    CheckpointError,
+    read_epoch_checkpoint,
+    read_offset_checkpoint,
+    read_partition_metadata,
+    topic_id_from_str,
+    topic_id_to_str,
+    write_epoch_checkpoint,
+    write_offset_checkpoint,
+    write_partition_metadata,
+)
+
+from .log_helpers import T0, TOPIC_ID, batch, small_config
+
+
+def test_offset_checkpoint_format(tmp_path: Path) -> None:
+    path = tmp_path / "recovery-point-offset-checkpoint"
+    write_offset_checkpoint(path, {("b-topic", 1): 42, ("a.topic-x", 0): 7})
+    assert path.read_text() == "0\n2\na.topic-x 0 7\nb-topic 1 42\n"
+    assert read_offset_checkpoint(path) == {("b-topic", 1): 42, ("a.topic-x", 0): 7}
+    assert not (tmp_path / "recovery-point-offset-checkpoint.tmp").exists()
+    path.write_text("0\n3\nt 0 1\n")
+    with pytest.raises(CheckpointError, match="expected 3 entries"):
+        read_offset_checkpoint(path)
+    path.write_text("1\n0\n")
+    with pytest.raises(CheckpointError, match="version"):
+        read_offset_checkpoint(path)
+    assert read_offset_checkpoint(tmp_path / "missing") == {}
+
+
+@given(
+    st.dictionaries(
+        st.tuples(st.from_regex(r"[a-z._-]{1,20}", fullmatch=True), st.integers(0, 999)),
+        st.integers(0, 2**62),
+        max_size=20,
+    )
+)
+def test_offset_checkpoint_round_trip(
+    tmp_path_factory: pytest.TempPathFactory, offsets: dict[tuple[str, int], int]
+) -> None:
+    path = tmp_path_factory.mktemp("cp") / "cp"
+    write_offset_checkpoint(path, offsets)
+    assert read_offset_checkpoint(path) == offsets
+
+
+def test_epoch_checkpoint_and_partition_metadata(tmp_path: Path) -> None:
+    path = tmp_path / "leader-epoch-checkpoint"
+    write_epoch_checkpoint(path, [(0, 0), (3, 120)])
+    assert path.read_text() == "0\n2\n0 0\n3 120\n"
+    assert read_epoch_checkpoint(path) == [(0, 0), (3, 120)]
+    meta = tmp_path / "partition.metadata"
+    write_partition_metadata(meta, TOPIC_ID)
+    text = meta.read_text()
+    assert text == f"version: 0\ntopic_id: {topic_id_to_str(TOPIC_ID)}"
+    assert read_partition_metadata(meta) == TOPIC_ID
+
+
+def test_topic_id_string_matches_kafka() -> None:
+    # Kafka's Uuid.toString: URL-safe base64, no padding (22 chars).
+    u = uuid.UUID(bytes=bytes(range(16)))
+    assert topic_id_to_str(u) == "AAECAwQFBgcICQoLDA0ODw"
+    assert topic_id_from_str("AAECAwQFBgcICQoLDA0ODw") == u
+    assert topic_id_to_str(uuid.UUID(bytes=b"\xff" * 16)) == "_____________________w"
+
+
+def test_log_config_parsing() -> None:
+    cfg = LogConfig.from_properties(
+        {"segment.bytes": "1048576", "cleanup.policy": "compact,delete", "retention.ms": "-1"}
+    )
+    assert cfg.segment_bytes == 1048576 and cfg.compact and cfg.delete_enabled
+    assert cfg.retention_ms == -1
+    assert LogConfig().max_message_bytes == 1048588
+    assert LogConfig().segment_bytes == 1 << 30
+    for bad, key in [
+        ({"segment.bytes": "x"}, "segment.bytes"),
+        ({"retention.ms": "-2"}, "retention.ms"),
+        ({"message.timestamp.type": "Now"}, "message.timestamp.type"),
+        ({"cleanup.policy": "keep"}, "cleanup.policy"),
+        ({"no.such.key": "1"}, "no.such.key"),
+        ({"segment.bytes": str(2**31)}, "segment.bytes"),
+    ]:
+        with pytest.raises(ValueError, match=key.replace(".", r"\.")):
+            LogConfig.from_properties(bad)
+    props = cfg.to_properties()
+    assert LogConfig.from_properties(props) == cfg
+
+
+def test_epoch_cache_semantics(tmp_path: Path) -> None:
+    cache = LeaderEpochCache(tmp_path)
+    assert cache.assign(1, 0)
+    assert not cache.assign(1, 5)  # same epoch, later offset: no change
+    assert cache.assign(3, 10)
+    assert cache.assign(5, 20)
+    assert cache.assign(4, 15)  # lower epoch: evicts 5 (conflicting)
+    assert cache.entries() == [(1, 0), (3, 10), (4, 15)]
+    cache.truncate_from_end(12)
+    assert cache.entries() == [(1, 0), (3, 10)]
+    cache.truncate_from_start(11)
+    assert cache.entries() == [(3, 11)]
+    assert LeaderEpochCache(tmp_path).entries() == [(3, 11)]
+    assert cache.epoch_for_offset(50) == 3 and cache.epoch_for_offset(5) is None
+
+
+def test_manager_create_reload_delete(tmp_path: Path) -> None:
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    clock = ManualClock(T0)
+    mgr = LogManager(dirs, small_config(), clock)
+    ids = {p: uuid.uuid4() for p in range(4)}
+    for p in range(4):
+        plog = mgr.get_or_create("orders", p, ids[p])
+        for i in range(30):
+            plog.append_as_leader(batch(2, tag=i), 1, now_ms=T0)
+        plog.high_watermark = plog.log_end_offset
+    # Fewest-partitions placement spreads them 2 + 2.
+    placed = [mgr.log_dir_of("orders", p) for p in range(4)]
+    assert placed.count(dirs[0]) == 2 and placed.count(dirs[1]) == 2
+    mgr.get("orders", 0).delete_records_before(10)  # type: ignore[union-attr]
+    mgr.checkpoint()
+    rp = read_offset_checkpoint(dirs[0] / "recovery-point-offset-checkpoint")
+    assert set(rp) == {("orders", p) for p in range(4) if placed[p] == dirs[0]}
+    assert read_offset_checkpoint(placed[0] / "log-start-offset-checkpoint") == {("orders", 0): 10}  # type: ignore[operator]
+    mgr.close()
+    assert (dirs[0] / ".kafka_cleanshutdown").exists()
+
+    mgr2 = LogManager(dirs, small_config(), clock)
+    assert not (dirs[0] / ".kafka_cleanshutdown").exists()
+    assert sorted(pl.partition for pl in mgr2.all_logs()) == [0, 1, 2, 3]
+    p0 = mgr2.get("orders", 0)
+    assert p0 is not None
+    assert p0.topic_id == ids[0]
+    assert p0.log_end_offset == 60 and p0.log_start_offset == 10
+    assert p0.recovery_point == 60
+    with pytest.raises(ValueError, match="topic id"):
+        mgr2.get_or_create("orders", 0, uuid.uuid4())
+    pdir = p0.dir
+    assert mgr2.delete("orders", 0)
+    assert not pdir.exists()
+    assert not list(pdir.parent.glob("*-delete"))
+    assert mgr2.get("orders", 0) is None
+    mgr2.periodic(T0 + 1000)
+    mgr2.close()
+
+
+def test_manager_periodic_flush_and_retention(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    cfg = small_config(**{"flush.ms": "1000", "retention.ms": "5000", "file.delete.delay.ms": "0"})
+    mgr = LogManager([tmp_path], cfg, clock)
+    plog = mgr.get_or_create("t", 0, uuid.uuid4())
+    for i in range(100):
+        plog.append_as_leader(batch(2, tag=i), 0, now_ms=T0)
+    plog.high_watermark = plog.log_end_offset
+    assert plog.recovery_point < plog.log_end_offset
+    mgr.periodic(T0 + 2000)
+    assert plog.recovery_point == plog.log_end_offset
+    cp = read_offset_checkpoint(tmp_path / "recovery-point-offset-checkpoint")
+    assert cp == {("t", 0): plog.log_end_offset}
+    mgr.periodic(T0 + 10_000)
+    assert plog.log_start_offset == plog.log_end_offset
+    mgr.close()

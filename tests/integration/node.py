@@ -1,0 +1,115 @@
+"""Start real kmirror node processes on loopback for integration tests (and kill only those)."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Node:
+    """One combined broker+controller node in its own directory."""
+
+    def __init__(self, workdir: Path, node_id: int = 1, **overrides: str) -> None:
+        self.workdir = workdir
+        self.node_id = node_id
+        self.port = free_port()
+        self.controller_port = free_port()
+        self.metrics_port = free_port()
+        self.log_dir = workdir / "logs"
+        self.config_path = workdir / "server.properties"
+        self.output = workdir / "node.out"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.settings = {
+            "process.roles": "broker,controller",
+            "node.id": str(node_id),
+            "controller.quorum.voters": f"{node_id}@127.0.0.1:{self.controller_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.log_dir),
+            "num.partitions": "1",
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "4",
+            "group.initial.rebalance.delay.ms": "0",
+            "metrics.port": str(self.metrics_port),
+        }
+        self.settings.update({k.replace("__", "."): v for k, v in overrides.items()})
+        self._formatted = False
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def write_config(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.config_path.write_text("".join(f"{k}={v}\n" for k, v in self.settings.items()))
+
+    def format(self, cluster_id: str = "kmirror-test-cluster-0") -> None:
+        self.write_config()
+        subprocess.run(
+            [str(ROOT / "bin" / "kafka-storage.sh"), "format", "-t", "MkU3OEVBNTcwNTJENDM2Qk", "-c", str(self.config_path)],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        self._formatted = True
+
+    def start(self, timeout: float = 30.0) -> "Node":
+        if not self._formatted:
+            self.format()
+        out = self.output.open("ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "broker", str(self.config_path)],
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"node exited with {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return self
+            except OSError:
+                time.sleep(0.05)
+        self.kill()
+        raise TimeoutError(f"node did not listen within {timeout}s:\n{self.log_tail()}")
+
+    def log_tail(self, n: int = 40) -> str:
+        try:
+            return "\n".join(self.output.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+    def stop(self, timeout: float = 20.0) -> int:
+        """SIGTERM and wait: a clean shutdown exits 0."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise
+
+    def kill(self) -> None:
+        """kill -9 (only our own child, by PID)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
