@@ -101,7 +101,7 @@ class Node:
             LogConfig(segment_bytes=64 * 1024 * 1024, retention_ms=-1, retention_bytes=-1),
         )
         self.quorum = LocalQuorum(metadata_log, epoch=1, now_ms=self.clock.now_ms)
-        self.replicas = ReplicaManager(config.node_id, self.logs, self._log_config_for)
+        self.replicas = ReplicaManager(config.node_id, self.logs, self._log_config_for, self.clock)
         self.controller = Controller(
             PublishingQuorum(self),
             lambda: self.image,
@@ -380,6 +380,7 @@ class Node:
         if self.server is not None:
             await self.server.close()
         await self.groups.close()
+        self.replicas.snapshot_all()
         self.logs.close()
         if self.meta_logs is not self.logs:
             self.meta_logs.close()

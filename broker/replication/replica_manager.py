@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..log.clock import Clock
+from ..log.producer_state_loader import attach_producer_state, snapshot_producer_state
 from ..metadata.image import METADATA_TOPIC, Delta, MetadataImage, PartitionImage
 
 log = logging.getLogger(__name__)
@@ -32,7 +34,9 @@ class ReplicaManager:
         node_id: int,
         log_manager: Any,
         log_config_for: Callable[[str], Any],
+        clock: Clock,
     ) -> None:
+        self._clock = clock
         self._node_id = node_id
         self._logs = log_manager
         self._config_for = log_config_for
@@ -74,6 +78,7 @@ class ReplicaManager:
         if hosted is None:
             plog = self._logs.get_or_create(topic, p.partition, topic_id, self._config_for(topic))
             plog.high_watermark = plog.log_end_offset
+            attach_producer_state(plog, self._clock)
             hosted = HostedPartition(
                 topic, p.partition, plog, p.leader_epoch, p.leader == self._node_id
             )
@@ -93,3 +98,11 @@ class ReplicaManager:
         event = self._data_arrived
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(event.wait(), timeout_s)
+
+    def snapshot_all(self) -> None:
+        """Write producer-state snapshots so the next start need not replay the logs."""
+        for hosted in self._partitions.values():
+            try:
+                snapshot_producer_state(hosted.log)
+            except OSError:
+                log.exception("producer snapshot of %s-%d failed", hosted.topic, hosted.partition)
