@@ -10,13 +10,27 @@ if ! "$py" -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)
   echo "kmirror needs Python 3.11 (found: $("$py" --version 2>&1)); set PYTHON=/path/to/python3.11" >&2
   exit 1
 fi
+# kcat (librdkafka's CLI) is a stock client the integration tests drive; Debian packages it.
+if ! command -v kcat >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing kcat (apt-get)" >&2
+    (apt-get install -y -qq kcat >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq kcat >/dev/null; }) \
+      || echo "warning: could not install kcat; its tests will fail" >&2
+  else
+    echo "warning: kcat is not installed (apt-get install kcat); its tests will fail" >&2
+  fi
+fi
 extras="${KMIRROR_EXTRAS:-test}"
 stamp_want="$(sha256sum pyproject.toml | cut -c1-16)-$extras"
 if [ ! -x .venv/bin/python ]; then
   "$py" -m venv .venv
 fi
 if [ "$(cat .venv/.kmirror-stamp 2>/dev/null)" != "$stamp_want" ]; then
-  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-  .venv/bin/python -m pip install -q -e ".[$extras]"
+  echo "installing kmirror and its packages into .venv (log: .venv/setup.log)" >&2
+  if ! { .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m pip install -q -e ".[$extras]"; } >.venv/setup.log 2>&1; then
+    cat .venv/setup.log >&2
+    echo "setup failed: see the pip output above" >&2
+    exit 1
+  fi
   echo "$stamp_want" > .venv/.kmirror-stamp
 fi
