@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from protocol.errors import ProtocolError
+
 from . import topic_configs
 from .api.api_versions import FEATURES
 from .api.api_versions import make_handler as api_versions_handler
@@ -306,7 +308,14 @@ class Node:
                 session=conn.state,
             )
 
-        return await self.dispatcher.handle(make_ctx, frame)
+        try:
+            return await self.dispatcher.handle(make_ctx, frame)
+        except ProtocolError as e:
+            # Kafka closes the connection on a request it cannot even answer (unreadable header,
+            # unknown api key, unsupported version); other connections are unaffected.
+            log.info("closing connection %s: %s", conn.connection_id, e)
+            conn.close()
+            return None
 
     # -- lifecycle -------------------------------------------------------------------------
 

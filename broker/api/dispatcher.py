@@ -16,15 +16,13 @@ from kio.schema.errors import ErrorCode
 
 from protocol.build import build
 from protocol.errors import (
-    DecodeError,
     RequestBodyError,
-    RequestError,
     UnknownApiKeyError,
     UnsupportedVersionError,
 )
 from protocol.headers import encode_response_header, parse_request_header
 from protocol.readers import Buffer
-from protocol.registry import REGISTRY, Registry, body_bytes
+from protocol.registry import REGISTRY, Registry, body_bytes, decode_body
 
 from .context import RequestContext
 
@@ -80,14 +78,8 @@ class Dispatcher:
     ) -> list[Buffer] | None:
         """Handle one request frame; returns the response payload parts (no size prefix)."""
         started = time.perf_counter()
-        try:
-            header, pos = parse_request_header(frame, self._header_version)
-        except DecodeError:
-            raise  # not even a header: the connection is closed by the caller
-        except RequestError:
-            raise
-        except Exception as e:  # e.g. a truncated client id: treat like an undecodable header
-            raise DecodeError(str(e)) from e
+        # A header that does not parse raises ProtocolError: the caller closes the connection.
+        header, pos = parse_request_header(frame, self._header_version)
         key, version = header.api_key, header.api_version
         api = self._apis.get(key)
         ctx = ctx_factory(header)
@@ -105,8 +97,6 @@ class Dispatcher:
                     encode_response_header(header.correlation_id, self._resp_header(key, version)),
                     *parts,
                 ]
-            from protocol.registry import decode_body
-
             spec = self._registry.spec(key)
             try:
                 body = decode_body(spec.request_type(version), frame, pos, strict=False)
