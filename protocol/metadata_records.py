@@ -10,6 +10,7 @@ from typing import Any, Final
 
 from kio.serial import entity_writer
 
+from .encoders.primitives import uvarint as _uvarint
 from .errors import DecodeError
 from .generated.index import RECORD_KEYS, TYPES
 from .readers import Buffer, read_uvarint
@@ -18,15 +19,6 @@ from .registry import _resolve, decode_body
 FRAME_VERSION: Final = 1
 _KEYS: Final = RECORD_KEYS["metadata"]
 _KEY_OF: Final = {name: key for key, name in _KEYS.items()}
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 @functools.cache

@@ -18,6 +18,7 @@ from protocol.encoders.fetch import encode_fetch_response
 from protocol.readers import Buffer
 from protocol.registry import REGISTRY, decode_body
 
+from ..replication.replica_manager import leader_epoch_error
 from .context import RequestContext
 from .fetch_sessions import FetchSessionCache, SessionError, SessionPartition
 from .services import Services
@@ -143,12 +144,9 @@ class FetchApi:
                 rows.append((key, row))
                 continue
             plog = hosted.log
-            if sp.current_leader_epoch >= 0 and sp.current_leader_epoch != hosted.leader_epoch:
-                row["error_code"] = (
-                    ErrorCode.fenced_leader_epoch
-                    if sp.current_leader_epoch < hosted.leader_epoch
-                    else ErrorCode.unknown_leader_epoch
-                )
+            epoch_error = leader_epoch_error(hosted, sp.current_leader_epoch)
+            if epoch_error is not None:
+                row["error_code"] = epoch_error
                 rows.append((key, row))
                 continue
             hw = plog.high_watermark

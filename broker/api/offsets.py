@@ -13,6 +13,7 @@ from kio.schema.errors import ErrorCode
 from protocol.build import build
 from protocol.registry import REGISTRY
 
+from ..replication.replica_manager import leader_epoch_error
 from .context import RequestContext
 from .services import Services
 
@@ -46,13 +47,9 @@ class OffsetsApi:
                 if hosted is None:
                     row["error_code"] = ErrorCode.unknown_topic_or_partition
                     continue
-                cur = getattr(p, "current_leader_epoch", -1)
-                if cur >= 0 and cur != hosted.leader_epoch:
-                    row["error_code"] = (
-                        ErrorCode.fenced_leader_epoch
-                        if cur < hosted.leader_epoch
-                        else ErrorCode.unknown_leader_epoch
-                    )
+                epoch_error = leader_epoch_error(hosted, getattr(p, "current_leader_epoch", -1))
+                if epoch_error is not None:
+                    row["error_code"] = epoch_error
                     continue
                 plog = hosted.log
                 ts = p.timestamp
@@ -104,13 +101,9 @@ class OffsetsApi:
                 if hosted is None:
                     row["error_code"] = ErrorCode.unknown_topic_or_partition
                     continue
-                cur = getattr(p, "current_leader_epoch", -1)
-                if cur >= 0 and cur != hosted.leader_epoch:
-                    row["error_code"] = (
-                        ErrorCode.fenced_leader_epoch
-                        if cur < hosted.leader_epoch
-                        else ErrorCode.unknown_leader_epoch
-                    )
+                epoch_error = leader_epoch_error(hosted, getattr(p, "current_leader_epoch", -1))
+                if epoch_error is not None:
+                    row["error_code"] = epoch_error
                     continue
                 epoch, end = hosted.log.end_offset_for_epoch(p.leader_epoch)
                 row["leader_epoch"], row["end_offset"] = epoch, end

@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from ..log.clock import Clock
 from ..log.producer_state_loader import attach_producer_state, snapshot_producer_state
 from ..metadata.image import METADATA_TOPIC, Delta, MetadataImage, PartitionImage
@@ -26,6 +28,15 @@ class HostedPartition:
     log: Any  # broker.log PartitionLog
     leader_epoch: int
     is_leader: bool
+
+
+def leader_epoch_error(hosted: HostedPartition, current_leader_epoch: int) -> ErrorCode | None:
+    """Kafka's check of a request's current leader epoch against ours (-1: not checked)."""
+    if current_leader_epoch < 0 or current_leader_epoch == hosted.leader_epoch:
+        return None
+    if current_leader_epoch < hosted.leader_epoch:
+        return ErrorCode.fenced_leader_epoch
+    return ErrorCode.unknown_leader_epoch
 
 
 class ReplicaManager:
