@@ -67,26 +67,46 @@ def _wait_listening(port: int, proc: subprocess.Popen[bytes], timeout: float = 3
 
 def demo(bootstrap: str, records: int) -> None:
     from confluent_kafka import Consumer, KafkaException, Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for _topic, fut in admin.create_topics([NewTopic("quickstart", 3, 1)]).items():
         fut.result(timeout=10)
     print("created topic 'quickstart' (3 partitions)")
 
-    producer = Producer({"bootstrap.servers": bootstrap, "compression.type": "lz4", "enable.idempotence": True, "linger.ms": 5})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "compression.type": "lz4",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+        }
+    )
     failed: list[object] = []
     started = time.perf_counter()
     for i in range(records):
-        producer.produce("quickstart", key=b"key-%d" % (i % 100), value=b"value-%08d" % i, on_delivery=lambda e, m: failed.append(e) if e else None)
+        producer.produce(
+            "quickstart",
+            key=b"key-%d" % (i % 100),
+            value=b"value-%08d" % i,
+            on_delivery=lambda e, m: failed.append(e) if e else None,
+        )
         if i % 10000 == 0:
             producer.poll(0)
     if producer.flush(30) or failed:
         raise SystemExit(f"produce failed: {failed[:3]}")
     took = time.perf_counter() - started
-    print(f"produced {records} records (lz4, idempotent, acks=all) in {took:.2f}s: {records / took:,.0f} records/s")
+    print(
+        f"produced {records} records (lz4, idempotent, acks=all) in {took:.2f}s: {records / took:,.0f} records/s"
+    )
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "quickstart-group", "auto.offset.reset": "earliest"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "quickstart-group",
+            "auto.offset.reset": "earliest",
+        }
+    )
     consumer.subscribe(["quickstart"])
     seen = 0
     started = time.perf_counter()
@@ -99,35 +119,70 @@ def demo(bootstrap: str, records: int) -> None:
     consumer.commit(asynchronous=False)
     consumer.close()
     took = time.perf_counter() - started
-    print(f"consumed {seen} records with consumer group 'quickstart-group' in {took:.2f}s; offsets committed")
+    print(
+        f"consumed {seen} records with consumer group 'quickstart-group' in {took:.2f}s; offsets committed"
+    )
     if seen != records:
         raise SystemExit(f"expected {records} records, consumed {seen}")
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description="Start a local kmirror node and run a produce/consume demo against it.")
-    parser.add_argument("--records", type=int, default=100_000, help="records to produce (default 100000)")
+    parser = argparse.ArgumentParser(
+        description="Start a local kmirror node and run a produce/consume demo against it."
+    )
+    parser.add_argument(
+        "--records", type=int, default=100_000, help="records to produce (default 100000)"
+    )
     parser.add_argument("--keep", action="store_true", help="leave the node running until Ctrl-C")
     args = parser.parse_args()
     if args.records <= 0:
         parser.error("--records must be positive")
 
-    workdir = Path(os.environ.get("KMIRROR_QUICKSTART_DIR") or tempfile.mkdtemp(prefix="kmirror-quickstart-"))
+    workdir = Path(
+        os.environ.get("KMIRROR_QUICKSTART_DIR") or tempfile.mkdtemp(prefix="kmirror-quickstart-")
+    )
     workdir.mkdir(parents=True, exist_ok=True)
     port, cport, mport = _free_port(), _free_port(), _free_port()
     config = _write_config(workdir, port, cport, mport)
-    subprocess.run([str(ROOT / "bin" / "kafka-storage.sh"), "format", "-t", CLUSTER_ID, "-c", str(config), "--ignore-formatted"], check=True)
+    subprocess.run(
+        [
+            str(ROOT / "bin" / "kafka-storage.sh"),
+            "format",
+            "-t",
+            CLUSTER_ID,
+            "-c",
+            str(config),
+            "--ignore-formatted",
+        ],
+        check=True,
+    )
     log_path = workdir / "node.log"
     with log_path.open("ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "broker", str(config)], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "broker", str(config)],
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         _wait_listening(port, proc)
         bootstrap = f"127.0.0.1:{port}"
-        print(f"kmirror node running: bootstrap {bootstrap}, metrics http://127.0.0.1:{mport}/metrics, data {workdir}")
+        print(
+            f"kmirror node running: bootstrap {bootstrap}, metrics http://127.0.0.1:{mport}/metrics, data {workdir}"
+        )
         demo(bootstrap, args.records)
         with urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=5) as resp:
-            lines = [ln for ln in resp.read().decode().splitlines() if ln.startswith("kafka_network_request_requests_total")]
-        print("requests served (Prometheus):", ", ".join(ln.split("{request=")[1].replace('"}', "=").replace('"', "") for ln in lines[:8]))
+            lines = [
+                ln
+                for ln in resp.read().decode().splitlines()
+                if ln.startswith("kafka_network_request_requests_total")
+            ]
+        print(
+            "requests served (Prometheus):",
+            ", ".join(
+                ln.split("{request=")[1].replace('"}', "=").replace('"', "") for ln in lines[:8]
+            ),
+        )
         if args.keep:
             print("node left running; Ctrl-C stops it")
             proc.wait()
