@@ -97,7 +97,9 @@ class ReplicaManager:
         hosted.leader_epoch = p.leader_epoch
         hosted.is_leader = p.leader == self._node_id
         epochs = hosted.log.leader_epoch_cache
-        if hosted.is_leader and epochs is not None:
+        latest = epochs.latest_epoch
+        # Never move the history backwards: a mirrored log carries the source's (higher) epochs.
+        if hosted.is_leader and (latest is None or p.leader_epoch > latest):
             epochs.assign(p.leader_epoch, hosted.log.log_end_offset)
 
     def notify_append(self) -> None:

@@ -1,0 +1,1 @@
+"""Cluster Mirroring (KIP-1279): source client, mirror fetchers, and the per-partition state driver."""

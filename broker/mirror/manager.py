@@ -1,0 +1,367 @@
+"""Drives each local mirror partition through the KIP-1279 state machine.
+
+The wanted state comes from the topic's ``mirror.name`` config (``<m>``: mirroring, ``<m>.paused``:
+paused, ``<m>.removed``: failover); the current state from the mirror coordinator. A reconcile task
+per partition steps the partition one valid transition at a time, doing each state's work:
+
+- PREPARING: align the log with the source (truncate where the epoch histories diverge), then
+  MIRRORING, which starts the fetcher (which resumes from the local log end offset).
+- PAUSING: stop the fetcher, then PAUSED. Resume goes straight back to MIRRORING.
+- STOPPING (failover): stop the fetcher, truncate to the last stable offset, persist the last
+  mirrored epoch, bump the leader epoch above every mirrored epoch, write the MIRROR_PID_RESET
+  control batch, then STOPPED; once every partition of the topic is STOPPED its ``mirror.name`` is
+  cleared and the topic is writable.
+- FAILED stays FAILED until the operator removes the topic from the mirror.
+
+Everything is injected (coordinator, fetchers, controller operations, source queries) so the
+manager is tested without sockets, and so the seams for a multi-node cluster stay where the KIP
+puts them.
+"""
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from protocol.records import build_mirror_pid_reset
+
+from ..log.validation import AppendOrigin
+from ..metadata.image import MIRROR_RESOURCE, TOPIC_RESOURCE, Delta, MetadataImage
+from ..metadata.mirror_states import (
+    MIRROR_NAME_CONFIG,
+    PAUSED_SUFFIX,
+    REMOVED_SUFFIX,
+    MirrorState,
+)
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, int]  # (topic, partition)
+
+
+class StateStore(Protocol):
+    async def read_state(
+        self, mirror: str, topic_id: uuid.UUID, partition: int
+    ) -> tuple[MirrorState, int | None]: ...
+    async def write_state(
+        self, mirror: str, topic_id: uuid.UUID, partition: int, new: MirrorState
+    ) -> None: ...
+    async def write_last_mirror_epoch(
+        self, mirror: str, topic_id: uuid.UUID, partition: int, epoch: int
+    ) -> None: ...
+
+
+class Fetchers(Protocol):
+    async def add(
+        self,
+        mirror: str,
+        source_config: Mapping[str, str],
+        partitions: Mapping[Key, uuid.UUID | None],
+    ) -> None: ...
+    async def remove(self, mirror: str, partitions: Any) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Wanted:
+    mirror: str
+    state: MirrorState  # MIRRORING, PAUSED or STOPPED
+
+
+def wanted_from_config(value: str | None) -> Wanted | None:
+    """Parse a topic's ``mirror.name`` config."""
+    if not value:
+        return None
+    if value.endswith(REMOVED_SUFFIX):
+        return Wanted(value[: -len(REMOVED_SUFFIX)], MirrorState.STOPPED)
+    if value.endswith(PAUSED_SUFFIX):
+        return Wanted(value[: -len(PAUSED_SUFFIX)], MirrorState.PAUSED)
+    return Wanted(value, MirrorState.MIRRORING)
+
+
+# For a wanted state and a current one, the next state to move to (None: arrived or stuck).
+def next_state(current: MirrorState, wanted: MirrorState) -> MirrorState | None:
+    S = MirrorState
+    if current == wanted or (current == S.FAILED and wanted != S.STOPPED):
+        return None
+    if wanted == S.MIRRORING:
+        return {
+            S.UNKNOWN: S.PREPARING,
+            S.STOPPED: S.PREPARING,
+            S.PREPARING: S.MIRRORING,
+            S.PAUSED: S.MIRRORING,
+            S.PAUSING: S.PAUSED,
+            S.STOPPING: S.STOPPED,
+        }.get(current)
+    if wanted == S.PAUSED:
+        return {
+            S.UNKNOWN: S.PREPARING,
+            S.PREPARING: S.MIRRORING,
+            S.MIRRORING: S.PAUSING,
+            S.PAUSING: S.PAUSED,
+            S.STOPPING: S.STOPPED,
+            S.STOPPED: S.PREPARING,
+        }.get(current)
+    # wanted STOPPED
+    return {
+        S.UNKNOWN: S.PREPARING,
+        S.PREPARING: S.MIRRORING,
+        S.MIRRORING: S.STOPPING,
+        S.PAUSING: S.PAUSED,
+        S.PAUSED: S.STOPPING,
+        S.FAILED: S.STOPPING,
+        S.STOPPING: S.STOPPED,
+    }.get(current)
+
+
+@dataclass(slots=True)
+class PartitionInfo:
+    mirror: str
+    topic_id: uuid.UUID
+    state: MirrorState
+    last_mirror_epoch: int | None = None
+    error: str | None = None
+
+
+class MirrorManager:
+    def __init__(
+        self,
+        image: Callable[[], MetadataImage],
+        replicas: Any,
+        states: StateStore,
+        fetchers: Fetchers,
+        *,
+        bump_leader_epoch: Callable[[str, int, int], Awaitable[None]],
+        clear_mirror_name: Callable[[str], Awaitable[None]],
+        source_cluster_id: Callable[[str], Awaitable[str | None]],
+        align_with_source: Callable[[str, str, int, Any], Awaitable[None]] | None = None,
+        now_ms: Callable[[], int],
+    ) -> None:
+        self._image = image
+        self._replicas = replicas
+        self._states = states
+        self._fetchers = fetchers
+        self._bump = bump_leader_epoch
+        self._clear = clear_mirror_name
+        self._source_cluster_id = source_cluster_id
+        self._align = align_with_source
+        self._now_ms = now_ms
+        self._info: dict[Key, PartitionInfo] = {}
+        self._locks: dict[Key, asyncio.Lock] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._fetching: set[Key] = set()
+        self._closed = False
+
+    # -- queries ---------------------------------------------------------------------------
+
+    def writable(self, topic: str, partition: int) -> bool:
+        """Produce/DeleteRecords are allowed: not mirrored, or failed over (STOPPED)."""
+        img = self._image()
+        if not img.config(TOPIC_RESOURCE, topic).get(MIRROR_NAME_CONFIG):
+            return True
+        info = self._info.get((topic, partition))
+        return info is not None and info.state == MirrorState.STOPPED
+
+    def partitions(self, mirror: str | None = None) -> dict[Key, PartitionInfo]:
+        return {k: v for k, v in self._info.items() if mirror is None or v.mirror == mirror}
+
+    # -- reacting to metadata ----------------------------------------------------------------
+
+    def on_metadata(self, image: MetadataImage, delta: Delta) -> None:
+        topics: set[str] = set()
+        mirrors_changed: set[str] = set()
+        for rtype, name in delta.changed_configs:
+            if rtype == TOPIC_RESOURCE:
+                topics.add(name)
+            elif rtype == MIRROR_RESOURCE:
+                mirrors_changed.add(name)
+        for name, _p in delta.changed_partitions:
+            topics.add(name)
+        for gone in delta.deleted_topics:
+            for p in gone.partitions:
+                self._info.pop((gone.name, p), None)
+        if mirrors_changed:
+            # a mirror's connection settings changed: restart its fetchers so they reconnect
+            for key, info in list(self._info.items()):
+                if info.mirror in mirrors_changed and key in self._fetching:
+                    self._spawn(self._restart_fetcher(key, info))
+        for name in topics:
+            self.reconcile_topic(image, name)
+
+    def reconcile_all(self) -> None:
+        img = self._image()
+        for name in list(img.topics):
+            self.reconcile_topic(img, name)
+
+    def reconcile_topic(self, image: MetadataImage, name: str) -> None:
+        topic = image.topics.get(name)
+        if topic is None:
+            return
+        wanted = wanted_from_config(image.config(TOPIC_RESOURCE, name).get(MIRROR_NAME_CONFIG))
+        if wanted is None:
+            return
+        for p in topic.partitions:
+            if self._replicas.get(name, p) is not None:
+                self._spawn(self._reconcile((name, p), topic.topic_id))
+
+    def on_fetch_failed(self, mirror: str, topic: str, partition: int, reason: str) -> None:
+        info = self._info.get((topic, partition))
+        log.error("mirror %s: %s-%d failed: %s", mirror, topic, partition, reason)
+        if info is not None:
+            info.error = reason
+        self._spawn(self._fail((topic, partition), reason))
+
+    # -- the work ------------------------------------------------------------------------------
+
+    def _spawn(self, coro: Any) -> None:
+        if self._closed:
+            coro.close()
+            return
+        task = asyncio.get_event_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: "asyncio.Task[None]") -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("mirror reconcile failed", exc_info=task.exception())
+
+    def _lock(self, key: Key) -> asyncio.Lock:
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = self._locks[key] = asyncio.Lock()
+        return lock
+
+    async def _fail(self, key: Key, reason: str) -> None:
+        async with self._lock(key):
+            info = self._info.get(key)
+            if info is None or info.state == MirrorState.FAILED:
+                return
+            await self._stop_fetcher(key, info.mirror)
+            await self._states.write_state(info.mirror, info.topic_id, key[1], MirrorState.FAILED)
+            info.state = MirrorState.FAILED
+            info.error = reason
+
+    async def _reconcile(self, key: Key, topic_id: uuid.UUID) -> None:
+        async with self._lock(key):
+            for _ in range(16):  # every chain of transitions is shorter than this
+                wanted = wanted_from_config(
+                    self._image().config(TOPIC_RESOURCE, key[0]).get(MIRROR_NAME_CONFIG)
+                )
+                if wanted is None or self._closed:
+                    return
+                info = self._info.get(key)
+                if info is None or info.mirror != wanted.mirror or info.topic_id != topic_id:
+                    state, lme = await self._states.read_state(wanted.mirror, topic_id, key[1])
+                    info = self._info[key] = PartitionInfo(wanted.mirror, topic_id, state, lme)
+                if info.state == wanted.state:
+                    await self._settle(key, info, wanted)
+                    return
+                nxt = next_state(info.state, wanted.state)
+                if nxt is None:
+                    return
+                await self._enter(key, info, nxt, wanted)
+
+    async def _settle(self, key: Key, info: PartitionInfo, wanted: Wanted) -> None:
+        """Make the side effects of a stable state true (e.g. after a restart)."""
+        if info.state == MirrorState.MIRRORING and key not in self._fetching:
+            await self._start_fetcher(key, info)
+        elif info.state == MirrorState.STOPPED and wanted.state == MirrorState.STOPPED:
+            await self._maybe_clear(key[0], info.mirror)
+
+    async def _enter(self, key: Key, info: PartitionInfo, new: MirrorState, wanted: Wanted) -> None:
+        topic, partition = key
+        hosted = self._replicas.get(topic, partition)
+        if hosted is None:
+            return
+        if new == MirrorState.STOPPED and info.state == MirrorState.STOPPING:
+            await self._do_stopping(key, info, hosted)
+        await self._states.write_state(info.mirror, info.topic_id, partition, new)
+        log.info(
+            "mirror %s: %s-%d %s -> %s", info.mirror, topic, partition, info.state.name, new.name
+        )
+        info.state = new
+        info.error = None
+        if new == MirrorState.PREPARING and self._align is not None:
+            await self._align(info.mirror, topic, partition, hosted.log)
+        elif new == MirrorState.MIRRORING and wanted.state == MirrorState.MIRRORING:
+            await self._start_fetcher(key, info)
+        elif new in (MirrorState.PAUSED, MirrorState.STOPPING):
+            await self._stop_fetcher(key, info.mirror)
+        elif new == MirrorState.STOPPED:
+            await self._maybe_clear(topic, info.mirror)
+
+    async def _do_stopping(self, key: Key, info: PartitionInfo, hosted: Any) -> None:
+        """Failover work between STOPPING and STOPPED (the KIP's order)."""
+        topic, partition = key
+        plog = hosted.log
+        await self._stop_fetcher(key, info.mirror)
+        lso = self._last_stable_offset(plog)
+        if lso < plog.log_end_offset:
+            plog.truncate_to(lso)
+            log.info("mirror %s: %s-%d truncated to LSO %d", info.mirror, topic, partition, lso)
+        lme = plog.latest_epoch
+        if lme is not None:
+            await self._states.write_last_mirror_epoch(info.mirror, info.topic_id, partition, lme)
+            info.last_mirror_epoch = lme
+        # New local writes must carry an epoch above every mirrored one.
+        await self._bump(
+            topic, partition, max(lme if lme is not None else -1, hosted.leader_epoch) + 1
+        )
+        source_id = await self._source_cluster_id(info.mirror) or ""
+        marker = build_mirror_pid_reset(
+            source_id,
+            partition_leader_epoch=hosted.leader_epoch,
+            timestamp=self._now_ms(),
+        )
+        plog.append_as_leader(
+            marker, hosted.leader_epoch, now_ms=self._now_ms(), origin=AppendOrigin.COORDINATOR
+        )
+        plog.high_watermark = plog.log_end_offset
+
+    @staticmethod
+    def _last_stable_offset(plog: Any) -> int:
+        psm = getattr(plog, "producer_state", None)
+        fn = getattr(psm, "last_stable_offset", None)
+        hw = int(plog.high_watermark)
+        return min(hw, int(fn(hw))) if fn is not None else hw
+
+    async def _maybe_clear(self, topic: str, mirror: str) -> None:
+        img = self._image()
+        t = img.topics.get(topic)
+        if t is None or not img.config(TOPIC_RESOURCE, topic).get(MIRROR_NAME_CONFIG, "").endswith(
+            REMOVED_SUFFIX
+        ):
+            return
+        if all(
+            (i := self._info.get((topic, p))) is not None and i.state == MirrorState.STOPPED
+            for p in t.partitions
+        ):
+            await self._clear(topic)
+
+    async def _start_fetcher(self, key: Key, info: PartitionInfo) -> None:
+        source = dict(self._image().config(MIRROR_RESOURCE, info.mirror))
+        if not source:
+            log.warning("mirror %s has no configuration; %s-%d not fetched", info.mirror, *key)
+            return
+        await self._fetchers.add(info.mirror, source, {key: info.topic_id})
+        self._fetching.add(key)
+
+    async def _stop_fetcher(self, key: Key, mirror: str) -> None:
+        if key in self._fetching:
+            await self._fetchers.remove(mirror, [key])
+            self._fetching.discard(key)
+
+    async def _restart_fetcher(self, key: Key, info: PartitionInfo) -> None:
+        async with self._lock(key):
+            if key in self._fetching:
+                await self._stop_fetcher(key, info.mirror)
+                await self._start_fetcher(key, info)
+
+    async def close(self) -> None:
+        self._closed = True
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)

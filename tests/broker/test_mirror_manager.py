@@ -1,0 +1,279 @@
+"""The mirror state driver with fakes for the coordinator, fetchers and controller."""
+
+import asyncio
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker.log.clock import ManualClock
+from broker.log.config import LogConfig
+from broker.log.partition_log import PartitionLog
+from broker.metadata.image import (
+    MIRROR_RESOURCE,
+    TOPIC_RESOURCE,
+    Delta,
+    MetadataImage,
+    apply_records,
+)
+from broker.metadata.mirror_states import MirrorState, can_transition
+from broker.mirror.manager import MirrorManager, next_state, wanted_from_config
+from protocol.metadata_records import latest_type
+from protocol.records import (
+    ControlType,
+    Record,
+    build_batch,
+    iter_records,
+    parse_control_record,
+    scan_batches,
+)
+
+TopicRecord = latest_type("TopicRecord")
+PartitionRecord = latest_type("PartitionRecord")
+ConfigRecord = latest_type("ConfigRecord")
+
+
+class States:
+    def __init__(self) -> None:
+        self.states: dict[Any, MirrorState] = {}
+        self.lme: dict[Any, int] = {}
+        self.history: list[tuple[Any, MirrorState]] = []
+
+    async def read_state(self, m: str, tid: uuid.UUID, p: int) -> tuple[MirrorState, int | None]:
+        return self.states.get((m, tid, p), MirrorState.UNKNOWN), self.lme.get((m, tid, p))
+
+    async def write_state(self, m: str, tid: uuid.UUID, p: int, new: MirrorState) -> None:
+        old = self.states.get((m, tid, p), MirrorState.UNKNOWN)
+        assert old == new or can_transition(old, new), f"{old.name} -> {new.name}"
+        self.states[(m, tid, p)] = new
+        self.history.append(((m, tid, p), new))
+
+    async def write_last_mirror_epoch(self, m: str, tid: uuid.UUID, p: int, epoch: int) -> None:
+        self.lme[(m, tid, p)] = epoch
+
+
+class Fetchers:
+    def __init__(self) -> None:
+        self.active: dict[Any, str] = {}
+
+    async def add(self, mirror: str, source: Any, partitions: Any) -> None:
+        assert source.get("bootstrap.servers")
+        for key in partitions:
+            self.active[key] = mirror
+
+    async def remove(self, mirror: str, partitions: Any) -> None:
+        for key in partitions:
+            self.active.pop(key, None)
+
+
+class Hosted:
+    def __init__(self, plog: PartitionLog) -> None:
+        self.log = plog
+        self.leader_epoch = 0
+
+
+class Replicas:
+    def __init__(self, hosted: dict[Any, Hosted]) -> None:
+        self.hosted = hosted
+
+    def get(self, topic: str, partition: int) -> Hosted | None:
+        return self.hosted.get((topic, partition))
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Any:
+    tid = uuid.uuid4()
+    clock = ManualClock(1_700_000_000_000)
+    plog = PartitionLog.open(tmp_path, "t", 0, tid, LogConfig(), clock)
+    # mirrored data at source epoch 7, byte for byte
+    plog.append_raw(
+        build_batch([Record(key=None, value=b"x")] * 3, base_offset=0, partition_leader_epoch=7),
+        now_ms=clock.now_ms(),
+    )
+    plog.high_watermark = plog.log_end_offset
+    hosted = Hosted(plog)
+    w: dict[str, Any] = {
+        "image": MetadataImage(),
+        "tid": tid,
+        "plog": plog,
+        "hosted": hosted,
+        "cleared": [],
+        "bumps": [],
+    }
+
+    def commit(records: list[Any]) -> Delta:
+        start = w["image"].offset + 1
+        w["image"], delta = apply_records(w["image"], list(enumerate(records, start)))
+        return delta
+
+    w["commit"] = commit
+    commit(
+        [
+            ConfigRecord(
+                resource_type=MIRROR_RESOURCE,
+                resource_name="m",
+                name="bootstrap.servers",
+                value="127.0.0.1:1",
+            ),
+            TopicRecord(name="t", topic_id=tid),
+            PartitionRecord(
+                partition_id=0,
+                topic_id=tid,
+                replicas=(1,),
+                isr=(1,),
+                leader=1,
+                leader_epoch=0,
+                partition_epoch=0,
+            ),
+            ConfigRecord(
+                resource_type=TOPIC_RESOURCE, resource_name="t", name="mirror.name", value="m"
+            ),
+        ]
+    )
+
+    async def bump(topic: str, partition: int, min_epoch: int) -> None:
+        w["bumps"].append(min_epoch)
+        hosted.leader_epoch = min_epoch
+
+    async def clear(topic: str) -> None:
+        w["cleared"].append(topic)
+        commit(
+            [
+                ConfigRecord(
+                    resource_type=TOPIC_RESOURCE, resource_name="t", name="mirror.name", value=None
+                )
+            ]
+        )
+
+    async def cluster_id(mirror: str) -> str:
+        return "source-cluster"
+
+    w["states"], w["fetchers"] = States(), Fetchers()
+    w["manager"] = MirrorManager(
+        lambda: w["image"],
+        Replicas({("t", 0): hosted}),
+        w["states"],
+        w["fetchers"],
+        bump_leader_epoch=bump,
+        clear_mirror_name=clear,
+        source_cluster_id=cluster_id,
+        now_ms=clock.now_ms,
+    )
+    return w
+
+
+async def _settle(m: MirrorManager) -> None:
+    for _ in range(50):
+        await asyncio.sleep(0)
+        if not m._tasks:
+            return
+        await asyncio.gather(*list(m._tasks))
+
+
+def _set(w: Any, value: str | None) -> None:
+    delta = w["commit"](
+        [
+            ConfigRecord(
+                resource_type=TOPIC_RESOURCE, resource_name="t", name="mirror.name", value=value
+            )
+        ]
+    )
+    w["manager"].on_metadata(w["image"], delta)
+
+
+def test_lifecycle_start_pause_resume_failover(world: Any) -> None:
+    async def run(w: Any) -> None:
+        m: MirrorManager = w["manager"]
+        key = ("m", w["tid"], 0)
+        m.reconcile_all()
+        await _settle(m)
+        assert w["states"].states[key] == MirrorState.MIRRORING
+        assert ("t", 0) in w["fetchers"].active and not m.writable("t", 0)
+        _set(w, "m.paused")
+        await _settle(m)
+        assert w["states"].states[key] == MirrorState.PAUSED and not w["fetchers"].active
+        assert not m.writable("t", 0)
+        _set(w, "m")
+        await _settle(m)
+        assert w["states"].states[key] == MirrorState.MIRRORING and w["fetchers"].active
+        _set(w, "m.removed")
+        await _settle(m)
+        assert w["states"].states[key] == MirrorState.STOPPED and not w["fetchers"].active
+        assert w["states"].lme[key] == 7 and w["bumps"] == [8]
+        assert w["cleared"] == ["t"] and m.writable("t", 0)
+        # the MIRROR_PID_RESET control batch closes the log, at the bumped epoch
+        plog = w["plog"]
+        last = list(
+            scan_batches(plog.read(0, 1 << 20, upper_bound=plog.log_end_offset).records[0])
+        )[-1]
+        assert last.is_control and last.partition_leader_epoch == 8 and last.producer_id == -1
+        rec = next(iter_records(last))
+        ctl = parse_control_record(rec.key, rec.value)
+        assert (
+            ctl.type == ControlType.MIRROR_PID_RESET and ctl.source_cluster_id == "source-cluster"
+        )
+        seen = [s for k, s in w["states"].history if k == key]
+        assert seen == [
+            MirrorState.PREPARING,
+            MirrorState.MIRRORING,
+            MirrorState.PAUSING,
+            MirrorState.PAUSED,
+            MirrorState.MIRRORING,
+            MirrorState.STOPPING,
+            MirrorState.STOPPED,
+        ]
+
+    asyncio.run(run(world))
+
+
+def test_failed_partition_stays_failed_until_removed(world: Any) -> None:
+    async def run() -> None:
+        m: MirrorManager = world["manager"]
+        key = ("m", world["tid"], 0)
+        m.reconcile_all()
+        await _settle(m)
+        m.on_fetch_failed("m", "t", 0, "corrupt batch at offset 3")
+        await _settle(m)
+        assert world["states"].states[key] == MirrorState.FAILED and not world["fetchers"].active
+        m.reconcile_all()
+        await _settle(m)
+        assert world["states"].states[key] == MirrorState.FAILED
+        _set(world, "m.removed")
+        await _settle(m)
+        assert world["states"].states[key] == MirrorState.STOPPED
+
+    asyncio.run(run())
+
+
+def test_restart_in_mirroring_restarts_the_fetcher(world: Any) -> None:
+    async def run() -> None:
+        key = ("m", world["tid"], 0)
+        world["states"].states[key] = MirrorState.MIRRORING
+        m: MirrorManager = world["manager"]
+        m.reconcile_all()
+        await _settle(m)
+        assert ("t", 0) in world["fetchers"].active
+        assert world["states"].history == []  # no transition was needed
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("current", list(MirrorState))
+@pytest.mark.parametrize("wanted", [MirrorState.MIRRORING, MirrorState.PAUSED, MirrorState.STOPPED])
+def test_every_step_is_a_valid_transition_and_chains_end(
+    current: MirrorState, wanted: MirrorState
+) -> None:
+    state, steps = current, 0
+    while (nxt := next_state(state, wanted)) is not None:
+        assert can_transition(state, nxt), f"{state.name} -> {nxt.name}"
+        state, steps = nxt, steps + 1
+        assert steps < 8
+    assert state == wanted or state == MirrorState.FAILED
+
+
+def test_wanted_from_config() -> None:
+    assert wanted_from_config("m.removed").state == MirrorState.STOPPED  # type: ignore[union-attr]
+    assert wanted_from_config("m.paused").mirror == "m"  # type: ignore[union-attr]
+    assert wanted_from_config("m").state == MirrorState.MIRRORING  # type: ignore[union-attr]
+    assert wanted_from_config(None) is None and wanted_from_config("") is None
