@@ -29,6 +29,7 @@ from .api.fetch import FetchApi
 from .api.group import GroupApi
 from .api.log_admin import LogAdminApi
 from .api.metadata import MetadataApi
+from .api.mirror_state import MirrorStateApi
 from .api.offsets import OffsetsApi
 from .api.produce import ProduceApi
 from .api.services import Services
@@ -38,6 +39,7 @@ from .config.server_config import ConfigError, ServerConfig, load_server_config
 from .controller.controller import Controller, Validators
 from .coordinator.group.config import GroupConfig
 from .coordinator.group.coordinator import GroupCoordinator
+from .coordinator.mirror import MirrorCoordinator
 from .coordinator.partition_record_log import PartitionRecordLog
 from .coordinator.timer import LoopScheduler
 from .log.clock import SystemClock
@@ -52,6 +54,7 @@ from .metadata.image import (
     MetadataImage,
     apply_records,
 )
+from .metadata.mirror_states import MIRROR_STATE_TOPIC
 from .metrics.broker_metrics import BrokerMetrics
 from .network.server import KafkaServer, Listener
 from .raft.local_quorum import LocalQuorum
@@ -135,6 +138,10 @@ class Node:
             LoopScheduler(),
         )
         self._loaded_group_partitions: set[int] = set()
+        self.mirror_coordinator = MirrorCoordinator(
+            config.mirror_topic_num_partitions, LoopScheduler()
+        )
+        self._loaded_mirror_partitions: set[int] = set()
         self._group_tasks: set[asyncio.Task[None]] = set()
         self.server: KafkaServer | None = None
         self.services = Services(
@@ -194,25 +201,31 @@ class Node:
 
     def _react(self, delta: Delta) -> None:
         self.replicas.apply_delta(self.image, delta)
-        self._sync_group_partitions()
+        self._sync_coordinator_partitions(OFFSETS_TOPIC, self._loaded_group_partitions, self.groups)
+        self._sync_coordinator_partitions(
+            MIRROR_STATE_TOPIC, self._loaded_mirror_partitions, self.mirror_coordinator
+        )
 
-    def _sync_group_partitions(self) -> None:
-        topic = self.image.topics.get(OFFSETS_TOPIC)
+    def _sync_coordinator_partitions(
+        self, topic_name: str, loaded: set[int], coordinator: Any
+    ) -> None:
+        """Load the coordinator shards of the internal-topic partitions this node leads."""
+        topic = self.image.topics.get(topic_name)
         wanted = set()
         if topic is not None:
-            for p, part in topic.partitions.items():
-                if part.leader == self.config.node_id:
-                    wanted.add(p)
-        for p in sorted(wanted - self._loaded_group_partitions):
-            hosted = self.replicas.get(OFFSETS_TOPIC, p)
+            wanted = {
+                p for p, part in topic.partitions.items() if part.leader == self.config.node_id
+            }
+        for p in sorted(wanted - loaded):
+            hosted = self.replicas.get(topic_name, p)
             if hosted is None:
                 continue
-            self._loaded_group_partitions.add(p)
+            loaded.add(p)
             rlog = PartitionRecordLog(hosted.log, _epoch_of(hosted), self.clock.now_ms)
-            self._spawn(self.groups.load(p, rlog))
-        for p in sorted(self._loaded_group_partitions - wanted):
-            self._loaded_group_partitions.discard(p)
-            self._spawn(self.groups.unload(p))
+            self._spawn(coordinator.load(p, rlog))
+        for p in sorted(loaded - wanted):
+            loaded.discard(p)
+            self._spawn(coordinator.unload(p))
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_event_loop().create_task(coro)
@@ -255,6 +268,7 @@ class Node:
         )
         admin = LogAdminApi(s)
         groups = GroupApi(self.groups, lambda t: t in self.image.topics)
+        mirror_states = MirrorStateApi(self.mirror_coordinator, lambda: self.image)
         holder: dict[str, Dispatcher] = {}
         from protocol.encoders.metadata import encode_metadata_response
 
@@ -267,7 +281,7 @@ class Node:
                 max_version=4,
             ),
             Api(3, meta.handle, max_version=13, encoder=encode_metadata_response),
-            Api(0, raw=produce.handle_raw, min_version=3, max_version=13),
+            Api(0, raw=produce.handle_raw, min_version=3, max_version=13, advertised_min_version=0),
             Api(1, raw=fetch.handle_raw, min_version=4, max_version=17),
             Api(2, offsets.list_offsets, min_version=1, max_version=10),
             Api(23, offsets.offset_for_leader_epoch, max_version=4),
@@ -292,6 +306,8 @@ class Node:
             Api(16, groups.handle_list_groups, max_version=5),
             Api(42, groups.handle_delete_groups, max_version=2),
             Api(47, groups.handle_offset_delete, max_version=0),
+            Api(100, mirror_states.read_mirror_states, max_version=0),
+            Api(101, mirror_states.write_mirror_states, max_version=0),
         ]
         d = Dispatcher(apis, on_request=m.on_request)
         holder["d"] = d
@@ -389,6 +405,7 @@ class Node:
         if self.server is not None:
             await self.server.close()
         await self.groups.close()
+        await self.mirror_coordinator.close()
         self.replicas.snapshot_all()
         self.logs.close()
         if self.meta_logs is not self.logs:

@@ -4,6 +4,10 @@ Group coordinators live on this node's ``__consumer_offsets`` partitions (create
 as Kafka does). Transactions are not served yet: a transactional InitProducerId or a transaction
 coordinator lookup gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which stock clients treat as fatal,
 so nothing waits forever; the transaction RPCs are not advertised in ApiVersions.
+Mirror coordinators (key type 3, KIP-1279) live on this node's ``__mirror_state`` partitions,
+created on first lookup from ``mirror.topic.num.partitions`` / ``mirror.topic.replication.factor``;
+when it cannot be created (e.g. a replication factor above the live brokers) the lookup gets
+COORDINATOR_NOT_AVAILABLE, as in Kafka.
 """
 
 from typing import Any
@@ -14,12 +18,13 @@ from protocol.build import build
 from protocol.registry import REGISTRY
 
 from ..controller.controller import TopicSpec
+from ..metadata.mirror_states import MIRROR_STATE_TOPIC
 from .context import RequestContext
 from .metadata import broker_rows
 from .services import Services
 
 DESCRIBE_CLUSTER, FIND_COORDINATOR, INIT_PRODUCER_ID = 60, 10, 22
-GROUP_KEY, TXN_KEY = 0, 1
+GROUP_KEY, TXN_KEY, MIRROR_KEY = 0, 1, 3
 OFFSETS_TOPIC = "__consumer_offsets"
 
 
@@ -69,6 +74,29 @@ class ClusterApi:
                 False,
             )
 
+    async def ensure_mirror_state_topic(self) -> bool:
+        """Create the compacted ``__mirror_state`` topic unless it exists; whether it exists."""
+        if MIRROR_STATE_TOPIC in self.s.image().topics:
+            return True
+        cfg = self.s.config
+        (result,) = await self.s.controller.create_topics(
+            [
+                TopicSpec(
+                    MIRROR_STATE_TOPIC,
+                    getattr(cfg, "mirror_topic_num_partitions", 50),
+                    getattr(cfg, "mirror_topic_replication_factor", 3),
+                    configs={
+                        "cleanup.policy": "compact",
+                        "compression.type": "producer",
+                        "segment.bytes": "104857600",
+                    },
+                )
+            ],
+            False,
+        )
+        # A concurrent lookup may have created it first.
+        return MIRROR_STATE_TOPIC in self.s.image().topics or result.error == ErrorCode.none
+
     async def find_coordinator(self, ctx: RequestContext, req: Any) -> Any:
         keys = list(getattr(req, "coordinator_keys", ()) or ())
         if not keys and hasattr(req, "key"):
@@ -90,7 +118,15 @@ class ClusterApi:
             if key_type == TXN_KEY:
                 row["error_code"] = ErrorCode.transactional_id_authorization_failed
                 row["error_message"] = "Transactions are not supported by this broker yet"
-            elif key_type != GROUP_KEY:
+            elif key_type == MIRROR_KEY and ep is not None:
+                if not key:
+                    row["error_code"] = ErrorCode.invalid_request
+                    row["error_message"] = "Empty mirror coordinator key"
+                elif await self.ensure_mirror_state_topic():
+                    row.update(node_id=self.s.node_id, host=ep.host, port=ep.port)
+                else:
+                    row["error_code"] = ErrorCode.coordinator_not_available
+            elif key_type not in (GROUP_KEY, MIRROR_KEY):
                 row["error_code"] = ErrorCode.invalid_request
                 row["error_message"] = f"Unsupported coordinator key type {key_type}"
             elif ep is None:

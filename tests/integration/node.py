@@ -43,6 +43,8 @@ class Node:
             "num.partitions": "1",
             "offsets.topic.replication.factor": "1",
             "offsets.topic.num.partitions": "4",
+            "mirror.topic.replication.factor": "1",
+            "mirror.topic.num.partitions": "4",
             "group.initial.rebalance.delay.ms": "0",
             "metrics.port": str(self.metrics_port),
         }
@@ -60,7 +62,14 @@ class Node:
     def format(self, cluster_id: str = "kmirror-test-cluster-0") -> None:
         self.write_config()
         subprocess.run(
-            [str(ROOT / "bin" / "kafka-storage.sh"), "format", "-t", "MkU3OEVBNTcwNTJENDM2Qk", "-c", str(self.config_path)],
+            [
+                str(ROOT / "bin" / "kafka-storage.sh"),
+                "format",
+                "-t",
+                "MkU3OEVBNTcwNTJENDM2Qk",
+                "-c",
+                str(self.config_path),
+            ],
             check=True,
             capture_output=True,
             timeout=60,

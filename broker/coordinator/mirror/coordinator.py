@@ -1,0 +1,163 @@
+"""The mirror coordinator service: routes each mirror partition to its `__mirror_state` shard.
+
+Errors are raised as `CoordinatorError`: NOT_COORDINATOR when the shard is not loaded here,
+COORDINATOR_LOAD_IN_PROGRESS while it loads, INVALID_MIRROR_STATES (145) for a forbidden
+transition, and the mapped append error when a write is not committed.
+"""
+
+import base64
+import uuid
+
+from broker.coordinator.mirror.records import MirrorKey
+from broker.coordinator.mirror.shard import MirrorShard
+from broker.coordinator.runtime import (
+    CoordinatorError,
+    CoordinatorRuntime,
+    RecordLog,
+    ShardContext,
+    partition_for,
+)
+from broker.coordinator.timer import LoopScheduler, Scheduler
+from broker.metadata.mirror_states import MirrorState
+
+MirrorStateEntry = tuple[tuple[str, uuid.UUID, int], MirrorState, int | None]
+
+
+def kafka_uuid_str(topic_id: uuid.UUID) -> str:
+    """Kafka's `Uuid.toString()`: URL-safe base64 of the 16 bytes, unpadded."""
+    return base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode("ascii")
+
+
+def coordinator_key(mirror: str, topic_id: uuid.UUID, partition: int) -> str:
+    """The prototype's composite coordinator key, ``<mirror>:<topic id>:<partition>``."""
+    return f"{mirror}:{kafka_uuid_str(topic_id)}:{partition}"
+
+
+class MirrorCoordinator:
+    def __init__(self, num_partitions: int, scheduler: Scheduler | None = None) -> None:
+        # Shards by partition, so `states()` can answer without awaiting; the runtime decides
+        # which of them are loaded.
+        self._shards: dict[int, MirrorShard] = {}
+
+        def factory(ctx: ShardContext[MirrorShard]) -> MirrorShard:
+            shard = MirrorShard(ctx)
+            self._shards[ctx.partition] = shard
+            return shard
+
+        self.runtime: CoordinatorRuntime[MirrorShard] = CoordinatorRuntime(
+            num_partitions, factory, scheduler or LoopScheduler()
+        )
+
+    @property
+    def num_partitions(self) -> int:
+        return self.runtime.num_partitions
+
+    # -- shard ownership (driven by __mirror_state leadership) -------------------------------
+
+    def partition_for(self, mirror: str, topic_id: uuid.UUID, partition: int) -> int:
+        """The prototype's routing (inkless-linking, ClusterMirrorCoordinatorService.partitionFor):
+        ``Utils.abs(String.format("%s:%s:%d", mirror, topicId, partition).hashCode()) % n``,
+        with Kafka's base64 topic id string, so both sides agree on the shard."""
+        return partition_for(coordinator_key(mirror, topic_id, partition), self.num_partitions)
+
+    def loaded_partitions(self) -> list[int]:
+        return self.runtime.loaded_partitions()
+
+    def is_loading(self, partition: int) -> bool:
+        return self.runtime.is_loading(partition)
+
+    async def load(self, partition: int, log: RecordLog) -> None:
+        await self.runtime.load(partition, log)
+
+    async def unload(self, partition: int) -> None:
+        # The shard object stays in `_shards` emptied (on_unloaded); a later load replaces it.
+        await self.runtime.unload(partition)
+
+    async def close(self) -> None:
+        await self.runtime.close()
+        self._shards.clear()
+
+    # -- operations -------------------------------------------------------------------------
+
+    async def read_state(
+        self, mirror: str, topic_id: uuid.UUID, partition: int
+    ) -> tuple[MirrorState, int | None]:
+        """The partition's state (UNKNOWN when none is stored) and its last mirrored epoch."""
+        k = MirrorKey(mirror, topic_id, partition)
+        return await self.runtime.read(self.partition_for(*_fields(k)), lambda s: s.read(k))
+
+    async def write_state(
+        self,
+        mirror: str,
+        topic_id: uuid.UUID,
+        partition: int,
+        new: MirrorState,
+        topic_name: str | None = None,
+    ) -> None:
+        """Persist a transition; the same state again succeeds without writing. `topic_name`
+        only makes the INVALID_MIRROR_STATES message readable."""
+        await self.write_partition(mirror, topic_id, partition, new, None, topic_name)
+
+    async def write_last_mirror_epoch(
+        self, mirror: str, topic_id: uuid.UUID, partition: int, epoch: int
+    ) -> None:
+        await self.write_partition(mirror, topic_id, partition, None, epoch)
+
+    async def write_partition(
+        self,
+        mirror: str,
+        topic_id: uuid.UUID,
+        partition: int,
+        state: MirrorState | None,
+        last_mirror_epoch: int | None,
+        topic_name: str | None = None,
+    ) -> None:
+        """A transition and/or an LME (None leaves it alone) in one atomic append."""
+        k = MirrorKey(mirror, topic_id, partition)
+        label = f"{topic_name or kafka_uuid_str(topic_id)}-{partition}"
+        await self.runtime.write(
+            self.partition_for(*_fields(k)),
+            lambda s: s.write(k, state, last_mirror_epoch, label),
+        )
+
+    async def delete(self, mirror: str, topic_id: uuid.UUID, partition: int) -> None:
+        """Tombstone the partition's state and LME records."""
+        k = MirrorKey(mirror, topic_id, partition)
+        await self.runtime.write(self.partition_for(*_fields(k)), lambda s: s.delete([k]))
+
+    async def delete_matching(self, mirror: str, topic_id: uuid.UUID | None = None) -> int:
+        """Tombstone every stored partition of `mirror` (of one topic if `topic_id`) held by the
+        loaded shards; the count of partitions removed. For DeleteMirror and removed topics."""
+        count = 0
+        for p in self.loaded_partitions():
+            shard = self._shards.get(p)
+            if shard is None:
+                continue
+            keys = [
+                k for k, _, _ in shard.entries(mirror) if topic_id is None or k.topic_id == topic_id
+            ]
+            if keys and await self._delete_on(p, keys):
+                count += len(keys)
+        return count
+
+    async def _delete_on(self, partition: int, keys: list[MirrorKey]) -> bool:
+        try:
+            await self.runtime.write(partition, lambda s: s.delete(keys))
+        except CoordinatorError:
+            return False  # unloaded meanwhile: the new owner still has the records
+        return True
+
+    def states(self, mirror: str | None = None) -> list[MirrorStateEntry]:
+        """Every stored mirror partition of the loaded shards (of one mirror if given)."""
+        out: list[MirrorStateEntry] = []
+        for p in self.loaded_partitions():
+            shard = self._shards.get(p)
+            if shard is None:
+                continue
+            out += [(_fields(k), state, lme) for k, state, lme in shard.entries(mirror)]
+        out.sort(key=lambda e: (e[0][0], str(e[0][1]), e[0][2]))
+        return out
+
+
+def _fields(k: MirrorKey) -> tuple[str, uuid.UUID, int]:
+    return k.mirror, k.topic_id, k.partition
