@@ -29,6 +29,7 @@ from .api.fetch import FetchApi
 from .api.group import GroupApi
 from .api.log_admin import LogAdminApi
 from .api.metadata import MetadataApi
+from .api.mirror import MirrorApi
 from .api.mirror_state import MirrorStateApi
 from .api.offsets import OffsetsApi
 from .api.produce import ProduceApi
@@ -37,6 +38,7 @@ from .api.topics import TopicsApi
 from .config.meta_properties import MetaPropertiesError, read_meta_properties
 from .config.server_config import ConfigError, ServerConfig, load_server_config
 from .controller.controller import Controller, Validators
+from .controller.mirrors import MirrorController
 from .coordinator.group.config import GroupConfig
 from .coordinator.group.coordinator import GroupCoordinator
 from .coordinator.mirror import MirrorCoordinator
@@ -269,6 +271,12 @@ class Node:
         admin = LogAdminApi(s)
         groups = GroupApi(self.groups, lambda t: t in self.image.topics)
         mirror_states = MirrorStateApi(self.mirror_coordinator, lambda: self.image)
+        self.mirror_controller = MirrorController(
+            self.controller,
+            state_topic_partitions=self.config.mirror_topic_num_partitions,
+            state_topic_replication_factor=self.config.mirror_topic_replication_factor,
+        )
+        self.mirror_api = mirrors = MirrorApi(s, self.mirror_controller)
         holder: dict[str, Dispatcher] = {}
         from protocol.encoders.metadata import encode_metadata_response
 
@@ -288,12 +296,12 @@ class Node:
             Api(10, cluster.find_coordinator, max_version=6),
             Api(60, cluster.describe_cluster, max_version=2),
             Api(22, cluster.init_producer_id, max_version=5),
-            Api(19, topics.create_topics, min_version=2, max_version=7),
+            Api(19, topics.create_topics, min_version=2, max_version=8),
             Api(20, topics.delete_topics, min_version=1, max_version=6),
             Api(37, topics.create_partitions, max_version=3),
-            Api(32, configs.describe_configs, min_version=1, max_version=4),
+            Api(32, configs.describe_configs, min_version=1, max_version=5),
             Api(33, configs.alter_configs, max_version=2),
-            Api(44, configs.incremental_alter_configs, max_version=1),
+            Api(44, configs.incremental_alter_configs, max_version=2),
             Api(21, admin.delete_records, max_version=2),
             Api(35, admin.describe_log_dirs, min_version=1, max_version=4),
             Api(11, groups.handle_join_group, max_version=9),
@@ -308,6 +316,15 @@ class Node:
             Api(47, groups.handle_offset_delete, max_version=0),
             Api(100, mirror_states.read_mirror_states, max_version=0),
             Api(101, mirror_states.write_mirror_states, max_version=0),
+            Api(94, mirrors.create_mirror, max_version=0),
+            Api(95, mirrors.add_topics, max_version=0),
+            Api(96, mirrors.remove_topics, max_version=0),
+            Api(98, mirrors.list_mirrors, max_version=0),
+            Api(99, mirrors.describe_mirrors, max_version=0),
+            Api(102, mirrors.pause_topics, max_version=0),
+            Api(103, mirrors.resume_topics, max_version=0),
+            Api(104, mirrors.delete_mirror, max_version=0),
+            Api(105, mirrors.bump_leader_epochs, max_version=0),
         ]
         d = Dispatcher(apis, on_request=m.on_request)
         holder["d"] = d

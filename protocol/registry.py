@@ -5,9 +5,10 @@ for every version it has; our generated types fill in the versions and APIs kio 
 CreateTopics v8, the KIP-1279 RPCs). Types are imported lazily: importing all ~2000 modules up front
 would cost seconds at start-up.
 
-Bodies are decoded with kio's native reader first; when it refuses something the protocol allows
-(unknown tagged fields, error codes newer than kio's enum), the pure-Python `lenient` decoder takes
-over, and it also produces the message for genuinely malformed input.
+Bodies are decoded by the pure-Python `lenient` decoder: it skips unknown tagged fields, accepts
+error codes newer than kio's enum, bounds every array count by the bytes left, and names the field
+when input is malformed. kio's native reader is faster but aborts the process on a forged array
+count, so it never sees untrusted bytes; the hot requests (Produce, Fetch) have hand parsers.
 """
 
 import io
@@ -18,7 +19,6 @@ from typing import Any, Final
 
 from kio.schema.index import api_key_map as kio_api_keys
 from kio.schema.index import schema_name_map as kio_schema_map
-from kio.serial import entity_reader as kio_entity_reader
 from kio.serial import entity_writer as kio_entity_writer
 from kio.static.constants import EntityType
 
@@ -252,14 +252,10 @@ def decode_body(entity_type: type, buf: Buffer, pos: int, *, strict: bool = True
     Requests are decoded non-strictly, as Kafka does: librdkafka 2.16 sends an all-topics
     Metadata v13 request with three stray bytes after the body, and Kafka serves it.
     """
-    try:
-        body: Any
-        body, size = kio_entity_reader(entity_type)(buf, pos)
-        end = pos + size
-    except Exception:
-        # kio refused it: either something the protocol allows (unknown tag, new error code)
-        # or real garbage. The lenient reader decides which, and names the field if garbage.
-        body, end = lenient.decode(entity_type, buf, pos)
+    # Never kio's native reader on bytes from the network: it reserves memory for an array
+    # count before checking the frame holds that many items, so a forged count aborts the
+    # process. The lenient reader checks every count against the bytes left.
+    body, end = lenient.decode(entity_type, buf, pos)
     if strict and end != len(buf):
         raise DecodeError(
             f"{entity_type.__name__}: {len(buf) - end} unexpected bytes after the message"

@@ -1,4 +1,5 @@
-"""DescribeConfigs v1-v4, AlterConfigs v0-v2, IncrementalAlterConfigs v0-v1 for topics and brokers.
+"""DescribeConfigs v1-v5, AlterConfigs v0-v2, IncrementalAlterConfigs v0-v2 for topics, brokers and
+mirrors (resource type 64, KIP-1279; also accepted on the older versions, as the prototype does).
 
 Describe rows come from the composition root's config describers as dicts with keys name, value,
 read_only, source, sensitive, synonyms ([{name, value, source}]) and type (Kafka's ConfigType).
@@ -11,10 +12,17 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from protocol.build import build
+from protocol.errors import MirrorErrorCode
 from protocol.registry import REGISTRY
 
+from ..controller import mirror_config
 from ..controller.controller import SET, ConfigChange
-from ..metadata.image import BROKER_LOGGER_RESOURCE, BROKER_RESOURCE, TOPIC_RESOURCE
+from ..metadata.image import (
+    BROKER_LOGGER_RESOURCE,
+    BROKER_RESOURCE,
+    MIRROR_RESOURCE,
+    TOPIC_RESOURCE,
+)
 from .context import RequestContext
 from .services import Services
 
@@ -27,7 +35,7 @@ class ConfigsApi:
 
     def _rows(
         self, resource_type: int, name: str
-    ) -> tuple[ErrorCode, str | None, list[dict[str, Any]]]:
+    ) -> tuple[ErrorCode | MirrorErrorCode, str | None, list[dict[str, Any]]]:
         if resource_type == TOPIC_RESOURCE:
             if name not in self.s.image().topics:
                 return ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist", []
@@ -42,6 +50,11 @@ class ConfigsApi:
             return ErrorCode.none, None, self.s.describe_broker_configs()
         if resource_type == BROKER_LOGGER_RESOURCE:
             return ErrorCode.none, None, []
+        if resource_type == MIRROR_RESOURCE:
+            explicit = self.s.image().config(MIRROR_RESOURCE, name)
+            if not explicit:
+                return MirrorErrorCode.UNKNOWN_MIRROR, f"Mirror {name} does not exist", []
+            return ErrorCode.none, None, mirror_config.describe_rows(explicit)
         return ErrorCode.invalid_request, f"Unsupported resource type {resource_type}", []
 
     async def describe_configs(self, ctx: RequestContext, req: Any) -> Any:

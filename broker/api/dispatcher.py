@@ -45,6 +45,9 @@ class Api:
     min_version: int = 0
     max_version: int = 1 << 15
     encoder: Encoder | None = None  # hand-written response encoder for a hot API
+    # Lower min version shown in ApiVersions than served (Kafka 4 shows Produce v0+ so that
+    # librdkafka < 2.10 keeps gzip/snappy/lz4 enabled; v0-v2 requests are still refused).
+    advertised_min_version: int | None = None
 
 
 class Dispatcher:
@@ -57,6 +60,7 @@ class Dispatcher:
         self._registry = registry
         self._apis: dict[int, Api] = {}
         self._ranges: dict[int, tuple[int, int]] = {}
+        self._advertised: dict[int, tuple[int, int]] = {}
         self._on_request = on_request
         for api in apis:
             spec = registry.spec(api.key)
@@ -66,9 +70,12 @@ class Dispatcher:
                 raise ValueError(f"api {api.key}: no version both the handler and codec serve")
             self._apis[api.key] = api
             self._ranges[api.key] = (lo, hi)
+            adv_lo = lo if api.advertised_min_version is None else api.advertised_min_version
+            self._advertised[api.key] = (adv_lo, hi)
 
     def supported_versions(self) -> dict[int, tuple[int, int]]:
-        return dict(self._ranges)
+        """What ApiVersions advertises (served ranges, except advertised_min_version)."""
+        return dict(self._advertised)
 
     def _header_version(self, key: int, version: int) -> int:
         return self._registry.request_header_version(key, version)
@@ -145,7 +152,7 @@ class Dispatcher:
             error_code=ErrorCode.unsupported_version,
             api_keys=tuple(
                 ApiVersion(api_key=k, min_version=lo, max_version=hi)  # type: ignore[arg-type]
-                for k, (lo, hi) in sorted(self._ranges.items())
+                for k, (lo, hi) in sorted(self._advertised.items())
             ),
         )
         return [encode_response_header(corr, 0), body_bytes(resp)]

@@ -15,8 +15,10 @@ from kio.schema.errors import ErrorCode
 
 from protocol.build import build
 from protocol.encoders.fetch import encode_fetch_response
+from protocol.encoders.fetch_request import FetchRequestView, parse_fetch_request
+from protocol.errors import ProtocolError, RequestBodyError
 from protocol.readers import Buffer
-from protocol.registry import REGISTRY, decode_body
+from protocol.registry import REGISTRY
 
 from ..replication.replica_manager import leader_epoch_error
 from .context import RequestContext
@@ -26,7 +28,7 @@ from .services import Services
 log = logging.getLogger(__name__)
 
 API_KEY = 1
-VERSIONS = (4, 18)
+VERSIONS = (4, 18)  # the parser knows up to 19; the node advertises up to 17
 READ_COMMITTED = 1
 
 
@@ -40,11 +42,17 @@ class FetchApi:
         self, ctx: RequestContext, frame: memoryview, pos: int
     ) -> list[Buffer] | None:
         version = ctx.api_version
-        req = decode_body(REGISTRY.spec(API_KEY).request_type(version), frame, pos, strict=False)
+        try:
+            req = parse_fetch_request(frame, pos, version)
+        except ProtocolError as e:
+            h = ctx.header
+            raise RequestBodyError(
+                str(e), h.api_key, version, h.correlation_id, h.client_id
+            ) from None
         resp = await self.fetch(ctx, req)
         return encode_fetch_response(resp, version)
 
-    async def fetch(self, ctx: RequestContext, req: Any) -> Any:
+    async def fetch(self, ctx: RequestContext, req: FetchRequestView) -> Any:
         version = ctx.api_version
         by_id = version >= 13
         cls = REGISTRY.spec(API_KEY).response_type(version)
@@ -64,18 +72,18 @@ class FetchApi:
         if full:
             wanted.clear()
         for t in req.topics:
-            key = t.topic_id if by_id else t.topic
+            tkey: Any = t.topic_id if by_id else t.topic
             for p in t.partitions:
-                wanted[(key, p.partition)] = SessionPartition(
-                    p.fetch_offset, p.partition_max_bytes, getattr(p, "current_leader_epoch", -1)
+                wanted[(tkey, p.partition)] = SessionPartition(
+                    p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch
                 )
-        for ft in req.forgotten_topics_data or ():
-            key = ft.topic_id if by_id else ft.topic
+        for ft in req.forgotten_topics_data:
+            fkey: Any = ft.topic_id if by_id else ft.topic
             for part in ft.partitions:
-                wanted.pop((key, part), None)
+                wanted.pop((fkey, part), None)
 
-        deadline = time.monotonic() + max(0, int(req.max_wait.total_seconds() * 1000)) / 1000
-        committed = getattr(req, "isolation_level", 0) == READ_COMMITTED
+        deadline = time.monotonic() + max(0, req.max_wait_ms) / 1000
+        committed = req.isolation_level == READ_COMMITTED
         while True:
             rows, total = self._read(wanted, req.max_bytes, committed, by_id, full)
             remaining = deadline - time.monotonic()

@@ -6,6 +6,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from protocol.build import build
+from protocol.errors import MirrorErrorCode
 from protocol.registry import REGISTRY
 
 from .context import RequestContext
@@ -32,6 +33,9 @@ class LogAdminApi:
                 hosted = self.s.replicas.get(t.name, p.partition_index)
                 if hosted is None:
                     row["error_code"] = ErrorCode.unknown_topic_or_partition
+                    continue
+                if not self.s.writable(t.name, p.partition_index):
+                    row["error_code"] = MirrorErrorCode.READ_ONLY_TOPIC
                     continue
                 plog = hosted.log
                 offset = plog.high_watermark if p.offset == -1 else p.offset

@@ -15,7 +15,7 @@ from kio.schema.errors import ErrorCode
 
 from protocol.build import build, error_code
 from protocol.encoders.produce import encode_produce_response, parse_produce_request
-from protocol.errors import ProtocolError, RequestBodyError
+from protocol.errors import MirrorErrorCode, ProtocolError, RequestBodyError
 from protocol.readers import Buffer
 from protocol.registry import REGISTRY
 
@@ -81,6 +81,10 @@ class ProduceApi:
                 assert name is not None
                 if not hosted.is_leader:
                     row["error_code"] = ErrorCode.not_leader_or_follower
+                    continue
+                if not s.writable(name, p.index):
+                    row["error_code"] = MirrorErrorCode.READ_ONLY_TOPIC
+                    row["error_message"] = f"Topic {name} is a mirror topic and read-only"
                     continue
                 if p.records is None or len(p.records) == 0:
                     row["error_code"] = ErrorCode.corrupt_message

@@ -4,7 +4,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..metadata.image import MetadataImage
+from ..metadata.image import TOPIC_RESOURCE, MetadataImage
+from ..metadata.mirror_states import MIRROR_NAME_CONFIG
 
 
 @dataclass(slots=True)
@@ -22,3 +23,12 @@ class Services:
     describe_topic_configs: Callable[[str], list[dict[str, Any]]] = lambda name: []
     describe_broker_configs: Callable[[], list[dict[str, Any]]] = lambda: []
     extra: dict[str, Any] = field(default_factory=dict)
+    # (topic, partition) -> may Produce/DeleteRecords write there? Replaced by the mirror
+    # manager's state-aware check; None: any topic with a mirror.name is read-only.
+    mirror_writable: Callable[[str, int], bool] | None = None
+
+    def writable(self, topic: str, partition: int) -> bool:
+        """KIP-1279: mirror topics are read-only until failed over."""
+        if self.mirror_writable is not None:
+            return self.mirror_writable(topic, partition)
+        return not self.image().config(TOPIC_RESOURCE, topic).get(MIRROR_NAME_CONFIG)

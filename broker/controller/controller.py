@@ -15,9 +15,12 @@ from typing import Any, Final
 
 from kio.schema.errors import ErrorCode
 
+from protocol.errors import MirrorErrorCode
 from protocol.metadata_records import latest_type
 
-from ..metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
+from ..metadata.image import BROKER_RESOURCE, MIRROR_RESOURCE, TOPIC_RESOURCE, MetadataImage
+from ..metadata.mirror_states import MIRROR_NAME_CONFIG
+from . import mirror_config
 from .topics import assign_replicas, topic_name_error
 
 log = logging.getLogger(__name__)
@@ -32,6 +35,8 @@ UnfenceBrokerRecord = latest_type("UnfenceBrokerRecord")
 FeatureLevelRecord = latest_type("FeatureLevelRecord")
 
 PRODUCER_ID_BLOCK: Final = 1000
+# mirror.name is internal (KIP-1279): only the mirror RPCs set or clear it.
+_MIRROR_NAME_ONLY: Final = "mirror.name can only be set through the mirror APIs (kafka-mirrors.sh)"
 # Incremental config operations (IncrementalAlterConfigs).
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
@@ -73,7 +78,7 @@ class ConfigChange:
 class ResourceResult:
     resource_type: int
     resource_name: str
-    error: ErrorCode = ErrorCode.none
+    error: ErrorCode | MirrorErrorCode = ErrorCode.none
     message: str | None = None
 
 
@@ -108,6 +113,25 @@ class Controller:
     async def _commit(self, records: Sequence[Any]) -> None:
         if records:
             await self._quorum.append(records)
+
+    # -- for sibling controllers (mirrors.py) that share this lock, image and quorum ----------
+
+    @property
+    def lock(self) -> asyncio.Lock:
+        return self._lock
+
+    def current_image(self) -> MetadataImage:
+        return self._image()
+
+    async def commit(self, records: Sequence[Any]) -> None:
+        await self._commit(records)
+
+    def topic_records(self, img: MetadataImage, spec: TopicSpec) -> tuple[TopicResult, list[Any]]:
+        """Validate one topic creation against ``img``; its records (call under ``lock``)."""
+        return self._check_topic(img, spec)
+
+    def validate_topic_config(self, key: str, value: str) -> str:
+        return self._v.topic_config(key, value)
 
     # -- brokers -------------------------------------------------------------------------
 
@@ -209,6 +233,9 @@ class Controller:
             assignment = assign_replicas(brokers, range(n), rf, random.randrange(len(brokers)))
         configs: dict[str, str] = {}
         for key, value in spec.configs.items():
+            if key == MIRROR_NAME_CONFIG:
+                res.error, res.message = ErrorCode.invalid_config, _MIRROR_NAME_ONLY
+                return res, []
             if value is None:
                 res.error, res.message = (
                     ErrorCode.invalid_config,
@@ -359,7 +386,17 @@ class Controller:
     def _validate(self, resource_type: int, key: str, value: str) -> str:
         if resource_type == TOPIC_RESOURCE:
             return self._v.topic_config(key, value)
+        if resource_type == MIRROR_RESOURCE:
+            why = mirror_config.config_error(key, value)
+            if why:
+                raise ConfigValidationError(why)
+            return value
         return self._v.broker_config(key, value)
+
+    def _list_keys(self, resource_type: int) -> frozenset[str]:
+        if resource_type == MIRROR_RESOURCE:
+            return mirror_config.LIST_KEYS
+        return self._v.list_keys
 
     async def alter_configs(
         self, changes: Sequence[ConfigChange], validate_only: bool
@@ -376,6 +413,14 @@ class Controller:
                         res.error = ErrorCode.unknown_topic_or_partition
                         res.message = f"Topic {ch.resource_name} does not exist"
                         continue
+                    if any(key == MIRROR_NAME_CONFIG for key, _op, _v in ch.ops):
+                        res.error, res.message = ErrorCode.invalid_config, _MIRROR_NAME_ONLY
+                        continue
+                elif ch.resource_type == MIRROR_RESOURCE:
+                    if not img.config(MIRROR_RESOURCE, ch.resource_name):
+                        res.error = MirrorErrorCode.UNKNOWN_MIRROR
+                        res.message = f"Mirror {ch.resource_name} does not exist"
+                        continue
                 elif ch.resource_type == BROKER_RESOURCE:
                     if ch.resource_name not in ("", str(self._node_id)) and not (
                         ch.resource_name.isdigit() and int(ch.resource_name) in img.brokers
@@ -389,6 +434,10 @@ class Controller:
                     continue
                 current = dict(img.config(ch.resource_type, ch.resource_name))
                 wanted = {} if ch.replace_all else dict(current)
+                if MIRROR_NAME_CONFIG in current and ch.resource_type == TOPIC_RESOURCE:
+                    wanted[MIRROR_NAME_CONFIG] = current[
+                        MIRROR_NAME_CONFIG
+                    ]  # AlterConfigs keeps it
                 try:
                     for key, op, value in ch.ops:
                         if op == SET:
@@ -398,7 +447,7 @@ class Controller:
                         elif op == DELETE:
                             wanted.pop(key, None)
                         elif op in (APPEND, SUBTRACT):
-                            if key not in self._v.list_keys:
+                            if key not in self._list_keys(ch.resource_type):
                                 raise ConfigValidationError(
                                     f"Config value append is not allowed for config key: {key}"
                                 )
@@ -414,6 +463,10 @@ class Controller:
                                 wanted.pop(key, None)
                         else:
                             raise ConfigValidationError(f"Unknown config operation {op}")
+                    if ch.resource_type == MIRROR_RESOURCE:
+                        why = mirror_config.missing_required(wanted)
+                        if why:
+                            raise ConfigValidationError(why)
                 except ConfigValidationError as e:
                     res.error, res.message = ErrorCode.invalid_config, str(e)
                     continue

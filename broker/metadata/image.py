@@ -163,11 +163,9 @@ class ImageBuilder:
         leader = r.leader if r.leader != -2 else old.leader  # -2: no change
         replicas = tuple(r.replicas) if r.replicas is not None else old.replicas
         isr = tuple(r.isr) if r.isr is not None else old.isr
-        epoch = (
-            old.leader_epoch + 1
-            if leader != old.leader or replicas != old.replicas
-            else old.leader_epoch
-        )
+        # As Kafka's PartitionRegistration.merge: any leader given (even the same one) starts a
+        # new leader epoch; that is how a controller bumps an epoch (KIP-1279 BumpLeaderEpochs).
+        epoch = old.leader_epoch + 1 if r.leader != -2 else old.leader_epoch
         self._set_partition(
             r.topic_id,
             PartitionImage(r.partition_id, replicas, isr, leader, epoch, old.partition_epoch + 1),

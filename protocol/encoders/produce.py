@@ -32,6 +32,7 @@ from .primitives import (
     uuid_bytes,
     uvarint,
 )
+from .request_readers import read_count, read_text, topic_id_of
 
 PRODUCE_API_KEY: Final = 0
 MIN_VERSION: Final = 3
@@ -190,7 +191,7 @@ def _parse(buf: Buffer, offset: int, version: int) -> ProduceRequestView:
         length -= 1
     transactional_id: str | None = None
     if length >= 0:
-        transactional_id, pos = _text(mv, pos, n, length, "transactional_id")
+        transactional_id, pos = read_text(mv, pos, n, length, "transactional_id")
     elif length != -1:
         raise DecodeError(f"transactional_id has negative length {length}")
 
@@ -199,7 +200,7 @@ def _parse(buf: Buffer, offset: int, version: int) -> ProduceRequestView:
     acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(mv, pos)
     pos += 6
 
-    topic_count, pos = _count(mv, pos, n, flexible, "topic_data")
+    topic_count, pos = read_count(mv, pos, n, flexible, "topic_data")
     topics: list[ProduceTopicView] = []
     for _ in range(topic_count):
         name: str | None = None
@@ -210,7 +211,7 @@ def _parse(buf: Buffer, offset: int, version: int) -> ProduceRequestView:
             raw = mv[pos : pos + 16].tobytes()
             pos += 16
             if raw != _ZERO_UUID:
-                topic_id = _topic_id(raw)
+                topic_id = topic_id_of(raw)
         else:
             if not flexible:
                 length, pos = read_fixed(_I16, mv, pos, "topic name length")
@@ -222,9 +223,9 @@ def _parse(buf: Buffer, offset: int, version: int) -> ProduceRequestView:
                 length -= 1
             if length < 0:
                 raise DecodeError(f"topic name has length {length} (null)")
-            name, pos = _text(mv, pos, n, length, "topic name")
+            name, pos = read_text(mv, pos, n, length, "topic name")
 
-        part_count, pos = _count(mv, pos, n, flexible, "partition_data")
+        part_count, pos = read_count(mv, pos, n, flexible, "partition_data")
         partitions: list[ProducePartitionView] = []
         for _ in range(part_count):
             if pos + 4 > n:
@@ -266,42 +267,3 @@ def _parse(buf: Buffer, offset: int, version: int) -> ProduceRequestView:
     if flexible:
         pos = skip_tagged_fields(mv, pos, "request tagged fields")
     return ProduceRequestView(transactional_id, acks, timeout_ms, topics, pos)
-
-
-# Building a UUID costs about as much as the rest of a parse, and producers send to few topics.
-_UUID_CACHE_LIMIT: Final = 4096
-_uuid_cache: dict[bytes, uuid.UUID] = {}
-
-
-def _topic_id(raw: bytes) -> uuid.UUID:
-    value = _uuid_cache.get(raw)
-    if value is None:
-        if len(_uuid_cache) >= _UUID_CACHE_LIMIT:
-            _uuid_cache.clear()
-        value = _uuid_cache[raw] = uuid.UUID(bytes=raw)
-    return value
-
-
-def _count(mv: memoryview, pos: int, n: int, flexible: bool, what: str) -> tuple[int, int]:
-    if flexible:
-        if pos < n and (b := mv[pos]) < 0x80:
-            count = b - 1
-            pos += 1
-        else:
-            count, pos = read_uvarint(mv, pos, f"{what} count")
-            count -= 1
-    else:
-        count, pos = read_fixed(_I32, mv, pos, f"{what} count")
-    if count < 0:
-        raise DecodeError(f"{what} array is null or negative ({count})")
-    return count, pos
-
-
-def _text(mv: memoryview, pos: int, n: int, length: int, what: str) -> tuple[str, int]:
-    end = pos + length
-    if end > n:
-        raise TruncatedError(f"{what} declares {length} bytes but only {n - pos} remain")
-    try:
-        return str(mv[pos:end], "utf-8"), end
-    except UnicodeDecodeError as e:
-        raise DecodeError(f"{what} is not valid UTF-8 ({e.reason})") from None

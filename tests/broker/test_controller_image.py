@@ -55,7 +55,9 @@ def _controller(q: MemoryQuorum) -> Controller:
         default_partitions=3,
     )
     c = Controller(q, lambda: q.image, v, node_id=1)
-    asyncio.run(c.register_broker([("PLAINTEXT", "localhost", 9092, 0)], None, {"metadata.version": 26}))
+    asyncio.run(
+        c.register_broker([("PLAINTEXT", "localhost", 9092, 0)], None, {"metadata.version": 26})
+    )
     return c
 
 
@@ -131,17 +133,42 @@ def test_incremental_and_legacy_alter_configs() -> None:
     asyncio.run(c.create_topics([TopicSpec("t", 1, configs={"retention.ms": "5"})], False))
     res = asyncio.run(
         c.alter_configs(
-            [ConfigChange(TOPIC_RESOURCE, "t", [("cleanup.policy", APPEND, "compact"), ("cleanup.policy", APPEND, "delete"), ("retention.ms", DELETE, None)])],
+            [
+                ConfigChange(
+                    TOPIC_RESOURCE,
+                    "t",
+                    [
+                        ("cleanup.policy", APPEND, "compact"),
+                        ("cleanup.policy", APPEND, "delete"),
+                        ("retention.ms", DELETE, None),
+                    ],
+                )
+            ],
             False,
         )
     )
     assert res[0].error == ErrorCode.none
     assert q.image.config(TOPIC_RESOURCE, "t") == {"cleanup.policy": "compact,delete"}
-    asyncio.run(c.alter_configs([ConfigChange(TOPIC_RESOURCE, "t", [("cleanup.policy", SUBTRACT, "compact")])], False))
+    asyncio.run(
+        c.alter_configs(
+            [ConfigChange(TOPIC_RESOURCE, "t", [("cleanup.policy", SUBTRACT, "compact")])], False
+        )
+    )
     assert q.image.config(TOPIC_RESOURCE, "t") == {"cleanup.policy": "delete"}
-    bad = asyncio.run(c.alter_configs([ConfigChange(TOPIC_RESOURCE, "t", [("retention.ms", SET, "soon")])], False))
+    bad = asyncio.run(
+        c.alter_configs([ConfigChange(TOPIC_RESOURCE, "t", [("retention.ms", SET, "soon")])], False)
+    )
     assert bad[0].error == ErrorCode.invalid_config and "retention.ms" in (bad[0].message or "")
-    legacy = asyncio.run(c.alter_configs([ConfigChange(TOPIC_RESOURCE, "t", [("min.insync.replicas", SET, "1")], replace_all=True)], False))
+    legacy = asyncio.run(
+        c.alter_configs(
+            [
+                ConfigChange(
+                    TOPIC_RESOURCE, "t", [("min.insync.replicas", SET, "1")], replace_all=True
+                )
+            ],
+            False,
+        )
+    )
     assert legacy[0].error == ErrorCode.none
     assert q.image.config(TOPIC_RESOURCE, "t") == {"min.insync.replicas": "1"}
     missing = asyncio.run(c.alter_configs([ConfigChange(TOPIC_RESOURCE, "zz", [])], False))

@@ -1,0 +1,457 @@
+"""KIP-1279 mirror admin RPCs, all v0: CreateMirror 94, AddTopicsToMirror 95,
+RemoveTopicsFromMirror 96, ListMirrors 98, DescribeMirrors 99, PauseMirrorTopics 102,
+ResumeMirrorTopics 103, DeleteMirror 104, BumpLeaderEpochs 105.
+
+Changes go through `MirrorController` (records committed before the answer). Topic selection:
+a ``TopicName`` that is a legal topic name is that topic; anything else (``.*``, ``orders-.*``)
+is a regular expression matched in full. Add matches it against the SOURCE's topics (non-internal)
+and remove/pause/resume against the destination topics of the mirror that the operation applies
+to. (Kafka's prototype resolves patterns in its CLI by connecting to the source itself, which
+needs the source's secrets; resolving them here keeps the secrets on the brokers.)
+
+AddTopicsToMirror creates topics missing locally from the source: same topic id, partition count
+and (non-excluded) configs, the default replication factor, in one batch with ``mirror.name``.
+An existing local topic whose id differs from the source's is refused (INCONSISTENT_TOPIC_ID).
+
+DescribeMirrors reports every partition this node leads of every topic in the mirror; the state
+and last mirrored epoch come from the injected ``states`` and the offsets from ``progress``
+(defaults: UNKNOWN, and only the local log end offset).
+"""
+
+import asyncio
+import logging
+import re
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Final, Protocol
+
+from kio.schema.errors import ErrorCode
+
+from protocol.build import build
+from protocol.errors import MirrorErrorCode
+from protocol.registry import REGISTRY
+
+from ..controller.controller import TopicSpec
+from ..controller.mirrors import (
+    MirrorController,
+    MirrorTopicResult,
+    MirrorTopicsOutcome,
+    mirror_names,
+    mirror_topics,
+)
+from ..controller.topics import topic_name_error
+from ..metadata.image import MIRROR_RESOURCE
+from ..metadata.mirror_states import PAUSED_SUFFIX
+from .context import RequestContext
+from .services import Services
+
+log = logging.getLogger(__name__)
+
+CREATE_MIRROR, ADD_TOPICS, REMOVE_TOPICS = 94, 95, 96
+LIST_MIRRORS, DESCRIBE_MIRRORS = 98, 99
+PAUSE_TOPICS, RESUME_TOPICS, DELETE_MIRROR, BUMP_LEADER_EPOCHS = 102, 103, 104, 105
+SOURCE_TIMEOUT_S: Final = 15.0
+ACCEPTING_STATES: Final = ("UNKNOWN", "STOPPED")  # the KIP's precondition for AddTopicsToMirror
+
+Code = ErrorCode | MirrorErrorCode
+# mirror -> {(topic, partition): (state name, last mirrored epoch or -1)}
+StatesFn = Callable[[str], Mapping[tuple[str, int], tuple[str, int]]]
+# (mirror, topic, partition) -> (source offset, destination offset, lag) or None
+ProgressFn = Callable[[str, str, int], tuple[int, int, int] | None]
+
+
+class SourceTopicLike(Protocol):
+    name: str
+    topic_id: Any
+    partitions: Mapping[int, Any]
+    is_internal: bool
+
+
+class SourceLike(Protocol):
+    """What this module needs of `broker.mirror.source.SourceClient`."""
+
+    async def topics(self, names: Sequence[str] | None = None) -> Mapping[str, Any]: ...
+    async def topic_configs(self, names: Sequence[str]) -> Mapping[str, Mapping[str, str]]: ...
+    async def cluster_id(self) -> str | None: ...
+    async def close(self) -> None: ...
+
+
+SourceFactory = Callable[[Mapping[str, str], str], SourceLike]
+
+
+def is_topic_pattern(name: str) -> bool:
+    """A selector that is not a legal topic name is a regular expression."""
+    return bool(name) and topic_name_error(name) is not None
+
+
+def _default_source(config: Mapping[str, str], client_id: str) -> SourceLike:
+    from ..mirror.source import SourceClient  # loaded on use: the fetch side may be absent
+
+    client: SourceLike = SourceClient(config, client_id)
+    return client
+
+
+class MirrorApi:
+    def __init__(
+        self,
+        services: Services,
+        mirrors: MirrorController,
+        *,
+        source_client: SourceFactory | None = None,
+        states: StatesFn | None = None,
+        progress: ProgressFn | None = None,
+        source_cluster_id: Callable[[str], str | None] | None = None,
+    ) -> None:
+        self.s = services
+        self.mirrors = mirrors
+        self.source_client = source_client or _default_source
+        # Public so the composition root can wire them after the mirror manager exists.
+        self.states: StatesFn = states or (lambda mirror: {})
+        self.progress: ProgressFn | None = progress
+        self.source_cluster_id = source_cluster_id
+        self._cluster_ids: dict[str, str] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _respond(key: int, ctx: RequestContext, data: dict[str, Any]) -> Any:
+        cls = REGISTRY.spec(key).response_type(ctx.api_version)
+        return build(cls, {"throttle_time": 0, **data})
+
+    def _client_id(self, mirror: str) -> str:
+        return f"kmirror-{self.s.node_id}-mirror-admin-{mirror}"
+
+    async def _with_source(
+        self, mirror: str, work: Callable[[SourceLike], Awaitable[Any]]
+    ) -> tuple[Any, str | None]:
+        """Run ``work`` against the mirror's source; (result, None) or (None, why it failed)."""
+        config = dict(self.s.image().config(MIRROR_RESOURCE, mirror))
+        try:
+            client = self.source_client(config, self._client_id(mirror))
+        except ValueError as e:
+            return None, str(e)
+        try:
+            result = await asyncio.wait_for(work(client), SOURCE_TIMEOUT_S)
+            if mirror not in self._cluster_ids:
+                cid = await asyncio.wait_for(client.cluster_id(), SOURCE_TIMEOUT_S)
+                if cid:
+                    self._cluster_ids[mirror] = cid
+            return result, None
+        except Exception as e:  # SourceError, NetworkError, TimeoutError: the source is the issue
+            return None, f"cannot reach the source of mirror {mirror}: {e or type(e).__name__}"
+        finally:
+            try:
+                await client.close()
+            except Exception:
+                log.debug("closing the source client of %s failed", mirror, exc_info=True)
+
+    def _resolve_cluster_id_later(self, mirror: str) -> None:
+        async def resolve() -> None:
+            async def nothing(_c: SourceLike) -> None:
+                return None
+
+            _, why = await self._with_source(mirror, nothing)
+            if why:
+                log.info("mirror %s: source cluster id not resolved yet: %s", mirror, why)
+
+        task = asyncio.get_running_loop().create_task(resolve())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def cluster_id_of(self, mirror: str) -> str:
+        if self.source_cluster_id is not None:
+            cid = self.source_cluster_id(mirror)
+            if cid:
+                return cid
+        return self._cluster_ids.get(mirror, "")
+
+    @staticmethod
+    def _topic_rows(results: Sequence[MirrorTopicResult]) -> list[dict[str, Any]]:
+        return [{"name": r.name, "error_code": int(r.error)} for r in results]
+
+    def _topics_response(
+        self, key: int, ctx: RequestContext, mirror: str, out: MirrorTopicsOutcome
+    ) -> Any:
+        failed = [r for r in out.topics if r.error != ErrorCode.none and r.message]
+        message = out.message
+        if message is None and failed:
+            message = "; ".join(r.message or "" for r in failed)
+        return self._respond(
+            key,
+            ctx,
+            {
+                "error_code": int(out.error),
+                "error_message": message,
+                "mirror_name": mirror,
+                "topics": self._topic_rows(out.topics),
+            },
+        )
+
+    # -- CreateMirror / DeleteMirror ---------------------------------------------------------
+
+    async def create_mirror(self, ctx: RequestContext, req: Any) -> Any:
+        configs = {c.name: c.value for c in req.config}
+        code, message = await self.mirrors.create_mirror(req.mirror_name, configs)
+        if code == ErrorCode.none:
+            self._cluster_ids.pop(req.mirror_name, None)
+            self._resolve_cluster_id_later(req.mirror_name)
+        return self._respond(
+            CREATE_MIRROR, ctx, {"error_code": int(code), "error_message": message}
+        )
+
+    async def delete_mirror(self, ctx: RequestContext, req: Any) -> Any:
+        code, message = await self.mirrors.delete_mirror(req.mirror_name)
+        if code == ErrorCode.none:
+            self._cluster_ids.pop(req.mirror_name, None)
+        return self._respond(
+            DELETE_MIRROR, ctx, {"error_code": int(code), "error_message": message}
+        )
+
+    # -- topic selection ----------------------------------------------------------------------
+
+    @staticmethod
+    def _select(
+        selectors: Sequence[str], candidates: Sequence[str]
+    ) -> tuple[list[str], str | None, Code]:
+        """Literal names as given, patterns expanded over ``candidates``; or an error."""
+        names: list[str] = []
+        for sel in selectors:
+            if not is_topic_pattern(sel):
+                names.append(sel)
+                continue
+            try:
+                rx = re.compile(sel)
+            except re.error as e:
+                return (
+                    [],
+                    f"Invalid regular expression '{sel}': {e}",
+                    ErrorCode.invalid_regular_expression,
+                )
+            matched = [c for c in candidates if rx.fullmatch(c)]
+            if not matched:
+                return [], f"No topics match '{sel}'", ErrorCode.unknown_topic_or_partition
+            names.extend(matched)
+        return list(dict.fromkeys(names)), None, ErrorCode.none
+
+    # -- AddTopicsToMirror -------------------------------------------------------------------
+
+    async def add_topics(self, ctx: RequestContext, req: Any) -> Any:
+        mirror = req.mirror_name
+        img = self.s.image()
+        if not img.config(MIRROR_RESOURCE, mirror):
+            return self._topics_response(
+                ADD_TOPICS,
+                ctx,
+                mirror,
+                MirrorTopicsOutcome(
+                    MirrorErrorCode.UNKNOWN_MIRROR, f"Mirror {mirror} does not exist."
+                ),
+            )
+        selectors = [t.topic_name for t in req.topics]
+        patterns = any(is_topic_pattern(s) for s in selectors)
+
+        async def look(
+            client: SourceLike,
+        ) -> tuple[Mapping[str, Any], Mapping[str, Mapping[str, str]]]:
+            found = await client.topics(None if patterns else selectors)
+            missing = [n for n in found if n not in self.s.image().topics]
+            configs = await client.topic_configs(missing) if missing else {}
+            return found, configs
+
+        looked, source_error = await self._with_source(mirror, look)
+        found: Mapping[str, Any] = looked[0] if looked else {}
+        source_configs: Mapping[str, Mapping[str, str]] = looked[1] if looked else {}
+        if patterns and source_error:
+            return self._topics_response(
+                ADD_TOPICS,
+                ctx,
+                mirror,
+                MirrorTopicsOutcome(ErrorCode.network_exception, source_error),
+            )
+        candidates = sorted(
+            n for n, t in found.items() if not t.is_internal and not n.startswith("__")
+        )
+        names, why, code = self._select(selectors, candidates)
+        if why:
+            return self._topics_response(ADD_TOPICS, ctx, mirror, MirrorTopicsOutcome(code, why))
+
+        early: dict[str, MirrorTopicResult] = {}
+        new_topics: dict[str, TopicSpec] = {}
+        states = self.states(mirror)
+        img = self.s.image()
+        for name in names:
+            local = img.topics.get(name)
+            src = found.get(name)
+            if local is not None:
+                if src is not None and src.topic_id and src.topic_id != local.topic_id:
+                    early[name] = MirrorTopicResult(
+                        name,
+                        ErrorCode.inconsistent_topic_id,
+                        f"Topic {name} has id {local.topic_id} here but {src.topic_id} at the source.",
+                    )
+                    continue
+                busy = [
+                    f"{p}:{states[(name, p)][0]}"
+                    for p in local.partitions
+                    if (name, p) in states and states[(name, p)][0] not in ACCEPTING_STATES
+                ]
+                if busy:
+                    early[name] = MirrorTopicResult(
+                        name,
+                        ErrorCode.invalid_request,
+                        f"Topic {name} has partitions neither UNKNOWN nor STOPPED: {', '.join(busy)}",
+                    )
+            elif src is not None:
+                new_topics[name] = TopicSpec(
+                    name,
+                    num_partitions=max(len(src.partitions), 1),
+                    configs=dict(
+                        self.mirrors.sanitize_topic_configs(mirror, source_configs.get(name, {}))
+                    ),
+                    topic_id=src.topic_id,
+                )
+            elif source_error:
+                early[name] = MirrorTopicResult(name, ErrorCode.network_exception, source_error)
+            else:
+                early[name] = MirrorTopicResult(
+                    name,
+                    ErrorCode.unknown_topic_or_partition,
+                    f"Topic {name} exists neither here nor at the source of mirror {mirror}.",
+                )
+        out = await self.mirrors.add_topics(
+            mirror, [n for n in names if n not in early], new_topics
+        )
+        if out.error == ErrorCode.none:
+            by_name = {r.name: r for r in out.topics}
+            out.topics = [early.get(n) or by_name[n] for n in names]
+        return self._topics_response(ADD_TOPICS, ctx, mirror, out)
+
+    # -- Remove / Pause / Resume -------------------------------------------------------------
+
+    async def _change(
+        self,
+        key: int,
+        ctx: RequestContext,
+        req: Any,
+        applies: Callable[[str, str], bool],
+        op: Callable[[str, Sequence[str]], Awaitable[MirrorTopicsOutcome]],
+    ) -> Any:
+        mirror = req.mirror_name
+        img = self.s.image()
+        if not img.config(MIRROR_RESOURCE, mirror):
+            out = MirrorTopicsOutcome(
+                MirrorErrorCode.UNKNOWN_MIRROR, f"Mirror {mirror} does not exist."
+            )
+            return self._topics_response(key, ctx, mirror, out)
+        candidates = [t for t, v in mirror_topics(img, mirror).items() if applies(mirror, v)]
+        names, why, code = self._select([t.topic_name for t in req.topics], candidates)
+        if why:
+            return self._topics_response(
+                key, ctx, mirror, MirrorTopicsOutcome(code, f"{why} in mirror {mirror}")
+            )
+        return self._topics_response(key, ctx, mirror, await op(mirror, names))
+
+    async def remove_topics(self, ctx: RequestContext, req: Any) -> Any:
+        return await self._change(
+            REMOVE_TOPICS,
+            ctx,
+            req,
+            lambda m, v: v in (m, m + PAUSED_SUFFIX),
+            self.mirrors.remove_topics,
+        )
+
+    async def pause_topics(self, ctx: RequestContext, req: Any) -> Any:
+        return await self._change(
+            PAUSE_TOPICS, ctx, req, lambda m, v: v == m, self.mirrors.pause_topics
+        )
+
+    async def resume_topics(self, ctx: RequestContext, req: Any) -> Any:
+        return await self._change(
+            RESUME_TOPICS, ctx, req, lambda m, v: v == m + PAUSED_SUFFIX, self.mirrors.resume_topics
+        )
+
+    # -- ListMirrors / DescribeMirrors -------------------------------------------------------
+
+    async def list_mirrors(self, ctx: RequestContext, req: Any) -> Any:
+        img = self.s.image()
+        rows = [
+            {
+                "mirror_name": m,
+                "source_bootstrap": img.config(MIRROR_RESOURCE, m).get("bootstrap.servers", ""),
+                "source_cluster_id": self.cluster_id_of(m),
+                "topic_count": len(mirror_topics(img, m)),
+            }
+            for m in mirror_names(img)
+        ]
+        return self._respond(
+            LIST_MIRRORS, ctx, {"error_code": 0, "error_message": None, "mirrors": rows}
+        )
+
+    def _local_offset(self, topic: str, partition: int) -> int:
+        hosted = self.s.replicas.get(topic, partition)
+        return int(hosted.log.log_end_offset) if hosted is not None else -1
+
+    async def describe_mirrors(self, ctx: RequestContext, req: Any) -> Any:
+        img = self.s.image()
+        wanted = list(dict.fromkeys(req.mirror_names)) or mirror_names(img)
+        rows: list[dict[str, Any]] = []
+        for m in wanted:
+            if not img.config(MIRROR_RESOURCE, m):
+                rows.append(
+                    {
+                        "error_code": int(MirrorErrorCode.UNKNOWN_MIRROR),
+                        "mirror_name": m,
+                        "topics": [],
+                    }
+                )
+                continue
+            states = self.states(m)
+            topics: list[dict[str, Any]] = []
+            for name in mirror_topics(img, m):
+                t = img.topics[name]
+                parts: list[dict[str, Any]] = []
+                for p in sorted(t.partitions):
+                    if t.partitions[p].leader != self.s.node_id:
+                        continue  # its leader reports it
+                    state, lme = states.get((name, p), ("UNKNOWN", -1))
+                    prog = self.progress(m, name, p) if self.progress is not None else None
+                    src, dst, lag = (
+                        prog if prog is not None else (-1, self._local_offset(name, p), -1)
+                    )
+                    parts.append(
+                        {
+                            "partition_index": p,
+                            "source_offset": src,
+                            "destination_offset": dst,
+                            "lag": lag,
+                            "state": state,
+                            "last_mirror_epoch": lme,
+                        }
+                    )
+                topics.append({"topic_name": name, "partitions": parts})
+            rows.append({"error_code": 0, "mirror_name": m, "topics": topics})
+        return self._respond(
+            DESCRIBE_MIRRORS, ctx, {"error_code": 0, "error_message": None, "mirrors": rows}
+        )
+
+    # -- BumpLeaderEpochs --------------------------------------------------------------------
+
+    async def bump_leader_epochs(self, ctx: RequestContext, req: Any) -> Any:
+        results = await self.mirrors.bump_leader_epochs(
+            (t.topic_id, p.partition_index, p.min_leader_epoch)
+            for t in req.topics
+            for p in t.partitions
+        )
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for r in results:
+            by_topic.setdefault(r.topic, []).append(
+                {"partition_index": r.partition, "error_code": int(r.error)}
+            )
+        return self._respond(
+            BUMP_LEADER_EPOCHS,
+            ctx,
+            {
+                "error_code": 0,
+                "topics": [{"topic_name": n, "partitions": ps} for n, ps in by_topic.items()],
+            },
+        )

@@ -1,0 +1,512 @@
+"""``kafka-mirrors.sh``: create, alter, list, describe and delete cluster mirrors, and add, remove,
+pause and resume their topics (KIP-1279 "Command-Line").
+
+Talks to one destination broker (the first of ``--bootstrap-server`` that answers) with the mirror
+RPCs. ``--topic`` is a topic name or a regular expression matched in full: the broker resolves
+it, against the source's topics for ``--add`` and against the mirror's topics otherwise.
+With ``--replication-factor``, ``--add`` creates the missing topics itself (CreateTopics v8 with
+the source topic id), reaching the source with the mirror's configs (DescribeConfigs) overlaid by
+``--mirror-config`` (which supplies the secrets DescribeConfigs never returns).
+
+Exit code 0 on success, 1 on any error (reported on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from importlib import metadata
+from typing import Any, NoReturn, TextIO
+
+from kio.schema.errors import ErrorCode
+
+from broker.api.mirror import is_topic_pattern
+from broker.config.properties import PropertiesError, load_properties
+from broker.network.client import ClientConnection
+from broker.network.errors import NetworkError
+from protocol.build import build
+from protocol.errors import MirrorErrorCode
+
+CREATE_TOPICS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 19, 32, 44
+CREATE_MIRROR, ADD_TOPICS, REMOVE_TOPICS, LIST_MIRRORS, DESCRIBE_MIRRORS = 94, 95, 96, 98, 99
+PAUSE_TOPICS, RESUME_TOPICS, DELETE_MIRROR = 102, 103, 104
+MIRROR_RESOURCE = 64
+SET = 0
+
+ACTIONS = ("add", "alter", "create", "delete", "describe", "list", "pause", "remove", "resume")
+# action -> options it needs, and options it accepts besides the common ones
+REQUIRED = {
+    "create": ("mirror", "mirror_config"),
+    "alter": ("mirror", "mirror_config"),
+    "add": ("mirror", "topic"),
+    "remove": ("mirror", "topic"),
+    "pause": ("mirror", "topic"),
+    "resume": ("mirror", "topic"),
+    "delete": ("mirror",),
+    "list": (),
+    "describe": (),
+}
+ALLOWED = {
+    "create": {"mirror", "mirror_config"},
+    "alter": {"mirror", "mirror_config"},
+    "add": {"mirror", "topic", "replication_factor", "mirror_config"},
+    "remove": {"mirror", "topic"},
+    "pause": {"mirror", "topic"},
+    "resume": {"mirror", "topic"},
+    "delete": {"mirror"},
+    "list": set(),
+    "describe": {"mirror"},
+}
+VALUED = ("mirror", "mirror_config", "topic", "replication_factor")
+
+HELP = """\
+This tool helps to create cluster mirrors and add topics to them.
+Option                                  Description
+------                                  -----------
+--add                                   Add topic(s) to an existing cluster
+                                          mirror (supports regex).
+--alter                                 Alter the configuration of an existing
+                                          cluster mirror.
+--bootstrap-server <String: server to   REQUIRED: The destination Kafka server
+  connect to>                             to connect to.
+--command-config <String: command       Property file containing configs to be
+  config property file>                   passed to Admin Client.
+--create                                Create a new cluster mirror from a
+                                          source cluster.
+--delete                                Delete a cluster mirror including its
+                                          configuration (it must be empty or
+                                          hold only stopped topics).
+--describe                              Describe a cluster mirror including
+                                          partition lag and state.
+--help                                  Print usage information.
+--list                                  List all cluster mirrors.
+--mirror <String: mirror>               The name of the cluster mirror.
+--mirror-config <String: mirror config  Property file containing source
+  property file>                          cluster configs for mirroring.
+--pause                                 Pause mirroring for topic(s) matching
+                                          the pattern (supports regex).
+--remove                                Remove topic(s) from an existing
+                                          cluster mirror (supports regex).
+--replication-factor <Short:            The replication factor to use for the
+  replication-factor>                     mirror topic. If not specified, uses
+                                          the destination cluster's default.
+--resume                                Resume mirroring for previously paused
+                                          topic(s) matching the pattern
+                                          (supports regex).
+--topic <String: topic>                 Topic name or regex pattern to match
+                                          topics (e.g., 'my-topic' or 'test-.
+                                          *').
+--version                               Display Kafka version.
+"""
+
+
+class UsageError(Exception):
+    """A bad invocation: reported with a hint to --help, exit 1."""
+
+
+class CommandError(Exception):
+    """The broker refused or could not be reached: reported on stderr, exit 1."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="kafka-mirrors", add_help=False, allow_abbrev=False)
+    for action in ACTIONS:
+        p.add_argument(f"--{action}", action="store_true")
+    p.add_argument("--bootstrap-server")
+    p.add_argument("--command-config")
+    p.add_argument("--mirror")
+    p.add_argument("--mirror-config")
+    p.add_argument("--topic")
+    p.add_argument("--replication-factor")
+    p.add_argument("--help", action="store_true")
+    p.add_argument("--version", action="store_true")
+    return p
+
+
+def _version() -> str:
+    try:
+        return metadata.version("kmirror")
+    except metadata.PackageNotFoundError:
+        return "0.0.0"
+
+
+def _code_name(code: int) -> str:
+    for enum in (ErrorCode, MirrorErrorCode):
+        try:
+            return str(enum(code).name).upper()
+        except ValueError:
+            continue
+    return f"UNKNOWN_ERROR_{code}"
+
+
+def _code(value: Any) -> int:
+    return int(getattr(value, "value", value))
+
+
+def _load(path: str, what: str) -> dict[str, str]:
+    try:
+        return dict(load_properties(path))
+    except (OSError, PropertiesError) as e:
+        raise UsageError(f"cannot read the {what} file {path}: {e}") from None
+
+
+def _validate(args: argparse.Namespace) -> str:
+    chosen = [a for a in ACTIONS if getattr(args, a)]
+    if len(chosen) != 1:
+        listed = ", ".join(f"--{a}" for a in ACTIONS)
+        raise UsageError(f"Command must include exactly one action: {listed}")
+    action = chosen[0]
+    if not args.bootstrap_server:
+        raise UsageError('Missing required argument "[bootstrap-server]"')
+    for opt in REQUIRED[action]:
+        if getattr(args, opt) in (None, ""):
+            raise UsageError(f"Option --{opt.replace('_', '-')} is required with --{action}")
+    for opt in VALUED:
+        if getattr(args, opt) is not None and opt not in ALLOWED[action]:
+            raise UsageError(f"Option --{opt.replace('_', '-')} is not valid with --{action}")
+    if args.replication_factor is not None:
+        try:
+            rf = int(args.replication_factor)
+        except ValueError:
+            rf = 0
+        if not 0 < rf < 2**15:
+            raise UsageError(
+                f"--replication-factor must be a positive short, got {args.replication_factor!r}"
+            )
+    if args.topic is not None and is_topic_pattern(args.topic):
+        try:
+            re.compile(args.topic)
+        except re.error as e:
+            raise UsageError(
+                f"--topic {args.topic!r} is not a valid regular expression: {e}"
+            ) from None
+    return action
+
+
+def _servers(value: str) -> list[tuple[str, int]]:
+    out = []
+    for entry in (e.strip() for e in value.split(",")):
+        host, sep, port = entry.rpartition(":")
+        if not entry or not sep or not port.isdigit():
+            raise UsageError(f"--bootstrap-server: '{entry}' is not host:port")
+        out.append((host or "localhost", int(port)))
+    return out
+
+
+class Session:
+    """One negotiated connection to a destination broker."""
+
+    def __init__(self, conn: ClientConnection) -> None:
+        self.conn = conn
+
+    @classmethod
+    async def open(cls, servers: Sequence[tuple[str, int]], props: Mapping[str, str]) -> Session:
+        protocol = props.get("security.protocol", "PLAINTEXT").upper()
+        if protocol != "PLAINTEXT":
+            raise UsageError(
+                f"security.protocol={protocol} in --command-config is not supported "
+                "by this tool (PLAINTEXT only)"
+            )
+        try:
+            timeout_ms = int(props.get("request.timeout.ms", "30000"))
+        except ValueError:
+            raise UsageError("request.timeout.ms in --command-config is not a number") from None
+        errors = []
+        for host, port in servers:
+            conn = ClientConnection(
+                host,
+                port,
+                props.get("client.id", "kafka-mirrors"),
+                request_timeout_ms=timeout_ms,
+                connect_timeout_ms=min(timeout_ms, 10_000),
+            )
+            try:
+                await conn.connect()
+                return cls(conn)
+            except NetworkError as e:
+                errors.append(str(e))
+        raise CommandError("cannot connect to the destination cluster: " + "; ".join(errors))
+
+    async def call(self, api_key: int, fields: dict[str, Any]) -> Any:
+        try:
+            version = self.conn.version_for(api_key)
+            body: Any = build(self.conn.registry.spec(api_key).request_type(version), fields)
+            return await self.conn.send(body, version)
+        except NetworkError as e:
+            raise CommandError(str(e)) from None
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _check(resp: Any) -> None:
+    code = _code(resp.error_code)
+    if code:
+        raise CommandError(f"{resp.error_message or 'request failed'} ({_code_name(code)})")
+
+
+def _topics_outcome(resp: Any, err: TextIO, verb: str) -> list[str]:
+    """Names that succeeded; failures are written to ``err``."""
+    _check(resp)
+    ok: list[str] = []
+    failed = False
+    for t in resp.topics:
+        code = _code(t.error_code)
+        if code:
+            failed = True
+            print(f"Failed to {verb} topic {t.name}: {_code_name(code)}", file=err)
+        else:
+            ok.append(str(t.name))
+    if failed and resp.error_message:
+        print(resp.error_message, file=err)
+    return ok
+
+
+def _fmt_list(names: Sequence[str]) -> str:
+    return "[" + ", ".join(names) + "]"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], out: TextIO) -> None:
+    cells = [list(header)] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    for r in cells:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip(), file=out)
+
+
+def _num(v: int) -> str:
+    return "-" if v < 0 else str(v)
+
+
+async def _describe_mirror_configs(s: Session, mirror: str) -> dict[str, str]:
+    resp = await s.call(
+        DESCRIBE_CONFIGS,
+        {
+            "resources": [
+                {
+                    "resource_type": MIRROR_RESOURCE,
+                    "resource_name": mirror,
+                    "configuration_keys": None,
+                }
+            ],
+            "include_synonyms": False,
+            "include_documentation": False,
+        },
+    )
+    (r,) = resp.results
+    _check(r)
+    return {str(c.name): str(c.value) for c in r.configs if c.value is not None}
+
+
+async def _create_for_add(
+    s: Session, args: argparse.Namespace, overlay: Mapping[str, str], err: TextIO
+) -> list[str]:
+    """--add --replication-factor: create the missing topics here with the source's ids."""
+    from broker.mirror.source import SourceClient  # the source side is only needed here
+
+    config = {**await _describe_mirror_configs(s, args.mirror), **overlay}
+    try:
+        source = SourceClient(config, "kafka-mirrors")
+    except ValueError as e:
+        raise CommandError(str(e)) from None
+    try:
+        pattern = is_topic_pattern(args.topic)
+        found = await asyncio.wait_for(source.topics(None if pattern else [args.topic]), 30)
+    except Exception as e:
+        raise CommandError(f"cannot list the source's topics: {e}") from None
+    finally:
+        await source.close()
+    rx = re.compile(args.topic) if pattern else None
+    names = sorted(
+        n
+        for n, t in found.items()
+        if not t.is_internal and (rx.fullmatch(n) if rx else n == args.topic)
+    )
+    if not names:
+        raise CommandError(f"No topics matching '{args.topic}' found in the source cluster")
+    resp = await s.call(
+        CREATE_TOPICS,
+        {
+            "topics": [
+                {
+                    "name": n,
+                    "num_partitions": max(len(found[n].partitions), 1),
+                    "replication_factor": int(args.replication_factor),
+                    "assignments": [],
+                    "configs": [],
+                    "mirror_info": {"topic_id": found[n].topic_id} if found[n].topic_id else None,
+                }
+                for n in names
+            ],
+            "timeout": 30_000,
+            "validate_only": False,
+        },
+    )
+    for t in resp.topics:
+        code = _code(t.error_code)
+        if code and code != ErrorCode.topic_already_exists.value:
+            raise CommandError(
+                f"cannot create topic {t.name}: {t.error_message or ''} ({_code_name(code)})"
+            )
+    return names
+
+
+async def _run(action: str, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    props = _load(args.command_config, "--command-config") if args.command_config else {}
+    mirror_config = _load(args.mirror_config, "--mirror-config") if args.mirror_config else {}
+    s = await Session.open(_servers(args.bootstrap_server), props)
+    try:
+        return await _dispatch(s, action, args, mirror_config, out, err)
+    finally:
+        s.close()
+
+
+async def _dispatch(
+    s: Session,
+    action: str,
+    args: argparse.Namespace,
+    mirror_config: Mapping[str, str],
+    out: TextIO,
+    err: TextIO,
+) -> int:
+    mirror = args.mirror
+    if action == "create":
+        resp = await s.call(
+            CREATE_MIRROR,
+            {
+                "mirror_name": mirror,
+                "config": [{"name": k, "value": v} for k, v in mirror_config.items()],
+            },
+        )
+        _check(resp)
+        print(f"Created mirror {mirror}", file=out)
+        return 0
+    if action == "delete":
+        _check(await s.call(DELETE_MIRROR, {"mirror_name": mirror}))
+        print(f"Deleted mirror {mirror}", file=out)
+        return 0
+    if action == "alter":
+        resp = await s.call(
+            INCREMENTAL_ALTER_CONFIGS,
+            {
+                "resources": [
+                    {
+                        "resource_type": MIRROR_RESOURCE,
+                        "resource_name": mirror,
+                        "configs": [
+                            {"name": k, "config_operation": SET, "value": v}
+                            for k, v in mirror_config.items()
+                        ],
+                    }
+                ],
+                "validate_only": False,
+            },
+        )
+        for r in resp.responses:
+            _check(r)
+        print(f"Completed updating config for mirror {mirror}.", file=out)
+        return 0
+    if action == "list":
+        resp = await s.call(LIST_MIRRORS, {})
+        _check(resp)
+        if not resp.mirrors:
+            print("No mirrors found", file=out)
+            return 0
+        listed = [
+            (m.mirror_name, m.topic_count, m.source_cluster_id or "-", m.source_bootstrap or "-")
+            for m in sorted(resp.mirrors, key=lambda m: str(m.mirror_name))
+        ]
+        _table(("MIRROR", "TOPICS", "CLUSTER-ID", "BOOTSTRAP-SERVER"), listed, out)
+        return 0
+    if action == "describe":
+        resp = await s.call(
+            DESCRIBE_MIRRORS,
+            {"mirror_names": [mirror] if mirror else [], "include_authorized_operations": False},
+        )
+        _check(resp)
+        rows: list[tuple[Any, ...]] = []
+        for m in sorted(resp.mirrors, key=lambda m: str(m.mirror_name)):
+            code = _code(m.error_code)
+            if code:
+                raise CommandError(f"Mirror {m.mirror_name}: {_code_name(code)}")
+            for t in sorted(m.topics, key=lambda t: str(t.topic_name)):
+                for p in sorted(t.partitions, key=lambda p: int(p.partition_index)):
+                    rows.append(
+                        (
+                            m.mirror_name,
+                            t.topic_name,
+                            p.partition_index,
+                            _num(p.source_offset),
+                            _num(p.destination_offset),
+                            _num(p.lag),
+                            p.state,
+                        )
+                    )
+        if not rows:
+            print("No mirror partitions found", file=out)
+            return 0
+        header = ("MIRROR", "TOPIC", "PARTITION", "SOURCE-OFFSET", "DESTINATION-OFFSET", "LAG")
+        _table((*header, "STATE"), rows, out)
+        return 0
+    # add / remove / pause / resume
+    selectors = [args.topic]
+    if action == "add" and args.replication_factor is not None:
+        selectors = await _create_for_add(s, args, mirror_config, err)
+    key, verb = {
+        "add": (ADD_TOPICS, "add"),
+        "remove": (REMOVE_TOPICS, "remove"),
+        "pause": (PAUSE_TOPICS, "pause"),
+        "resume": (RESUME_TOPICS, "resume"),
+    }[action]
+    resp = await s.call(
+        key,
+        {
+            "mirror_name": mirror,
+            "topics": [{"topic_id": None, "topic_name": n} for n in selectors],
+        },
+    )
+    ok = _topics_outcome(resp, err, verb)
+    if ok:
+        n, names = len(ok), _fmt_list(ok)
+        message: Callable[[], str] = {
+            "add": lambda: f"Added {n} topic(s) to mirror {mirror}: {names}",
+            "remove": lambda: f"Removed {n} topic(s) from mirror {mirror}: {names}",
+            "pause": lambda: f"Paused mirroring for {n} topic(s) in mirror {mirror}: {names}",
+            "resume": lambda: f"Resumed mirroring for {n} topic(s) in mirror {mirror}: {names}",
+        }[action]
+        print(message(), file=out)
+    return 0 if len(ok) == len(resp.topics) else 1
+
+
+def main(
+    argv: Sequence[str] | None = None, out: TextIO = sys.stdout, err: TextIO = sys.stderr
+) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = _parser().parse_args(argv)
+        if args.help or not argv:
+            print(HELP, end="", file=out if args.help else err)
+            return 0 if args.help else 1
+        if args.version:
+            print(_version(), file=out)
+            return 0
+        action = _validate(args)
+        return asyncio.run(_run(action, args, out, err))
+    except UsageError as e:
+        print(f"Error: {e}", file=err)
+        print("Run kafka-mirrors.sh --help for the options.", file=err)
+        return 1
+    except CommandError as e:
+        print(f"Error while executing mirror command: {e}", file=err)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
