@@ -51,6 +51,7 @@ from .metadata.image import (
     BROKER_RESOURCE,
     METADATA_TOPIC,
     METADATA_TOPIC_ID,
+    MIRROR_RESOURCE,
     TOPIC_RESOURCE,
     Delta,
     MetadataImage,
@@ -58,6 +59,9 @@ from .metadata.image import (
 )
 from .metadata.mirror_states import MIRROR_STATE_TOPIC
 from .metrics.broker_metrics import BrokerMetrics
+from .mirror.fetcher import MirrorFetcherManager
+from .mirror.manager import MirrorManager
+from .mirror.source import SourceClient
 from .network.server import KafkaServer, Listener
 from .raft.local_quorum import LocalQuorum
 from .replication.replica_manager import ReplicaManager
@@ -66,6 +70,7 @@ log = logging.getLogger("kmirror")
 
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 MAINTENANCE_INTERVAL_S = 1.0
+THROTTLE_KEY = "mirror.replication.throttled.rate"
 
 
 class StartupError(Exception):
@@ -162,6 +167,27 @@ class Node:
             describe_broker_configs=self._describe_broker_configs,
         )
         self.dispatcher = self._build_dispatcher()
+        self.fetchers = MirrorFetcherManager(
+            config.node_id,
+            self.logs.get,
+            self.clock,
+            on_failed=self._on_mirror_fetch_failed,
+            on_appended=lambda _t, _p: self.replicas.notify_append(),
+            num_fetchers=max(1, config.mirror_num_replica_fetchers),
+        )
+        self.mirrors = MirrorManager(
+            lambda: self.image,
+            self.replicas,
+            self.mirror_coordinator,
+            self.fetchers,
+            bump_leader_epoch=self.mirror_controller.bump_leader_epoch,
+            clear_mirror_name=self.mirror_controller.clear_mirror_name,
+            source_cluster_id=self._source_cluster_id,
+            now_ms=self.clock.now_ms,
+        )
+        self.services.mirror_writable = self.mirrors.writable
+        self.mirror_api.states = self._mirror_states
+        self.mirror_api.progress = self._mirror_progress
 
     # -- metadata --------------------------------------------------------------------------
 
@@ -207,6 +233,55 @@ class Node:
         self._sync_coordinator_partitions(
             MIRROR_STATE_TOPIC, self._loaded_mirror_partitions, self.mirror_coordinator
         )
+        mirrors = getattr(self, "mirrors", None)
+        if mirrors is not None:  # not during start-up replay: reconciled once serving
+            mirrors.on_metadata(self.image, delta)
+            if any(rtype == BROKER_RESOURCE for rtype, _ in delta.changed_configs):
+                self._apply_mirror_throttle()
+
+    # -- mirroring --------------------------------------------------------------------------
+
+    def _on_mirror_fetch_failed(self, mirror: str, topic: str, partition: int, reason: str) -> None:
+        self.mirrors.on_fetch_failed(mirror, topic, partition, reason)
+
+    def _mirror_states(self, mirror: str) -> dict[tuple[str, int], tuple[str, int]]:
+        return {
+            key: (info.state.name, -1 if info.last_mirror_epoch is None else info.last_mirror_epoch)
+            for key, info in self.mirrors.partitions(mirror).items()
+        }
+
+    def _mirror_progress(
+        self, mirror: str, topic: str, partition: int
+    ) -> tuple[int, int, int] | None:
+        st = self.fetchers.status(mirror, topic, partition)
+        if st is None:
+            return None
+        return st.source_high_watermark, st.local_log_end_offset, st.lag
+
+    async def _source_cluster_id(self, mirror: str) -> str | None:
+        cid = self.mirror_api.cluster_id_of(mirror)
+        if cid:
+            return cid
+        config = dict(self.image.config(MIRROR_RESOURCE, mirror))
+        try:
+            client = SourceClient(config, f"kmirror-{self.config.node_id}-mirror-{mirror}")
+        except ValueError:
+            return None
+        try:
+            return await asyncio.wait_for(client.cluster_id(), 5)
+        except Exception:
+            log.warning("mirror %s: source cluster id unknown (source unreachable)", mirror)
+            return None
+        finally:
+            await client.close()
+
+    def _apply_mirror_throttle(self) -> None:
+        node, img = str(self.config.node_id), self.image
+        raw = img.config(BROKER_RESOURCE, node).get(THROTTLE_KEY) or img.config(
+            BROKER_RESOURCE, ""
+        ).get(THROTTLE_KEY)
+        rate = int(raw) if raw is not None else self.config.mirror_replication_throttled_rate
+        self.fetchers.set_throttle(rate if rate > 0 else None)
 
     def _sync_coordinator_partitions(
         self, topic_name: str, loaded: set[int], coordinator: Any
@@ -354,6 +429,7 @@ class Node:
 
     async def start(self) -> None:
         self.load_metadata()
+        self._apply_mirror_throttle()
         cfg = self.config
         listeners = [
             Listener(
@@ -417,10 +493,15 @@ class Node:
                     self.meta_logs.periodic(now)
             except Exception:
                 log.exception("log maintenance failed")
+            # Self-healing: a transition that failed (coordinator still loading, source down)
+            # is retried; stable partitions cost a dictionary lookup.
+            self.mirrors.reconcile_all()
 
     async def stop(self) -> None:
         if self.server is not None:
             await self.server.close()
+        await self.mirrors.close()
+        await self.fetchers.close()
         await self.groups.close()
         await self.mirror_coordinator.close()
         self.replicas.snapshot_all()

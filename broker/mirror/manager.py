@@ -244,6 +244,16 @@ class MirrorManager:
             info.error = reason
 
     async def _reconcile(self, key: Key, topic_id: uuid.UUID) -> None:
+        try:
+            await self._reconcile_locked(key, topic_id)
+        except Exception as e:
+            code = getattr(e, "code", None)
+            if code is not None:  # coordinator not loaded yet, source unreachable...: retried later
+                log.info("mirror partition %s-%d not reconciled yet: %s (code %s)", *key, e, code)
+            else:
+                raise
+
+    async def _reconcile_locked(self, key: Key, topic_id: uuid.UUID) -> None:
         async with self._lock(key):
             for _ in range(16):  # every chain of transitions is shorter than this
                 wanted = wanted_from_config(
