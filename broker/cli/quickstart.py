@@ -1,8 +1,10 @@
-"""The main job's demo: format and start a local node, drive it with a stock client, stop it.
+"""The main job: a source and a destination node on this machine, mirrored, then failed over.
 
-``bin/quickstart.sh`` runs this. It uses free loopback ports and a fresh directory under
-``$KMIRROR_QUICKSTART_DIR`` (default: a new temporary directory), and stops the node it started
-(SIGTERM, by PID) whatever happens.
+``bin/quickstart.sh`` runs this: it formats and starts two nodes on free loopback ports under
+``$KMIRROR_QUICKSTART_DIR`` (default: a new temporary directory), produces to the source with a
+stock idempotent lz4 producer, creates a mirror with kafka-mirrors.sh semantics (create, add,
+describe), reads the mirror topic on the destination with a stock consumer, fails over (remove) and
+produces to the destination. It stops the nodes it started (SIGTERM, by PID) whatever happens.
 """
 
 import argparse
@@ -43,6 +45,8 @@ def _write_config(workdir: Path, port: int, cport: int, mport: int) -> Path:
                 "num.partitions=3",
                 "offsets.topic.replication.factor=1",
                 "offsets.topic.num.partitions=4",
+                "mirror.topic.replication.factor=1",
+                "mirror.topic.num.partitions=4",
                 "group.initial.rebalance.delay.ms=0",
                 f"metrics.port={mport}",
                 "",
@@ -89,7 +93,7 @@ def demo(bootstrap: str, records: int) -> None:
             "quickstart",
             key=b"key-%d" % (i % 100),
             value=b"value-%08d" % i,
-            on_delivery=lambda e, m: failed.append(e) if e else None,
+            on_delivery=lambda e, m: failed.append(e) if e else None,  # noqa: B023 (same list)
         )
         if i % 10000 == 0:
             producer.poll(0)
@@ -126,24 +130,11 @@ def demo(bootstrap: str, records: int) -> None:
         raise SystemExit(f"expected {records} records, consumed {seen}")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(
-        description="Start a local kmirror node and run a produce/consume demo against it."
-    )
-    parser.add_argument(
-        "--records", type=int, default=100_000, help="records to produce (default 100000)"
-    )
-    parser.add_argument("--keep", action="store_true", help="leave the node running until Ctrl-C")
-    args = parser.parse_args()
-    if args.records <= 0:
-        parser.error("--records must be positive")
-
-    workdir = Path(
-        os.environ.get("KMIRROR_QUICKSTART_DIR") or tempfile.mkdtemp(prefix="kmirror-quickstart-")
-    )
-    workdir.mkdir(parents=True, exist_ok=True)
+def _start_node(workdir: Path, name: str) -> tuple[subprocess.Popen[bytes], int, int, Path]:
+    home = workdir / name
+    home.mkdir(parents=True, exist_ok=True)
     port, cport, mport = _free_port(), _free_port(), _free_port()
-    config = _write_config(workdir, port, cport, mport)
+    config = _write_config(home, port, cport, mport)
     subprocess.run(
         [
             str(ROOT / "bin" / "kafka-storage.sh"),
@@ -155,8 +146,9 @@ def main() -> int:
             "--ignore-formatted",
         ],
         check=True,
+        capture_output=True,
     )
-    log_path = workdir / "node.log"
+    log_path = home / "node.log"
     with log_path.open("ab") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "broker", str(config)],
@@ -164,39 +156,155 @@ def main() -> int:
             stdout=out,
             stderr=subprocess.STDOUT,
         )
+    _wait_listening(port, proc)
+    print(
+        f"{name} node: bootstrap 127.0.0.1:{port}, metrics http://127.0.0.1:{mport}/metrics, log {log_path}"
+    )
+    return proc, port, mport, log_path
+
+
+def _mirrors(*args: str) -> str:
+    """kafka-mirrors.sh, in this process (the same code bin/kafka-mirrors.sh runs)."""
+    import io
+
+    from .mirrors import main as mirrors_main
+
+    out, err = io.StringIO(), io.StringIO()
+    rc = mirrors_main(list(args), out, err)
+    if rc != 0:
+        raise SystemExit(f"kafka-mirrors.sh {' '.join(args)} failed:\n{err.getvalue()}")
+    return out.getvalue()
+
+
+def _end_offsets(bootstrap: str, topic: str, partitions: int) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "quickstart-probe"})
     try:
-        _wait_listening(port, proc)
-        bootstrap = f"127.0.0.1:{port}"
-        print(
-            f"kmirror node running: bootstrap {bootstrap}, metrics http://127.0.0.1:{mport}/metrics, data {workdir}"
+        return sum(
+            c.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
+            for p in range(partitions)
         )
-        demo(bootstrap, args.records)
-        with urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=5) as resp:
+    finally:
+        c.close()
+
+
+def mirror_demo(workdir: Path, source: str, destination: str, records: int) -> None:
+    from confluent_kafka import Consumer, Producer
+
+    demo(source, records)  # topic 'quickstart' with data on the source
+    props = workdir / "mirror.properties"
+    props.write_text(f"bootstrap.servers={source}\n")
+    _mirrors(
+        "--bootstrap-server",
+        destination,
+        "--create",
+        "--mirror",
+        "dr",
+        "--mirror-config",
+        str(props),
+    )
+    _mirrors("--bootstrap-server", destination, "--add", "--topic", "quick.*", "--mirror", "dr")
+    print("created mirror 'dr' on the destination and added topics matching 'quick.*'")
+    want = _end_offsets(source, "quickstart", 3)
+    started = time.perf_counter()
+    deadline = time.monotonic() + 120
+    while _end_offsets(destination, "quickstart", 3) < want:
+        if time.monotonic() > deadline:
+            raise SystemExit("the mirror did not catch up within 120 s")
+        time.sleep(0.2)
+    took = time.perf_counter() - started
+    print(f"mirrored {want} records in {took:.2f}s")
+    print(_mirrors("--bootstrap-server", destination, "--describe", "--mirror", "dr").rstrip())
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": destination,
+            "group.id": "dr-readers",
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+        }
+    )
+    consumer.subscribe(["quickstart"])
+    seen, deadline = 0, time.monotonic() + 60
+    while seen < want and time.monotonic() < deadline:
+        seen += sum(1 for m in consumer.consume(1000, timeout=1.0) if not m.error())
+    consumer.close()
+    print(f"a stock consumer read {seen} records from the mirror topic on the destination")
+
+    _mirrors(
+        "--bootstrap-server", destination, "--remove", "--topic", "quickstart", "--mirror", "dr"
+    )
+    producer = Producer({"bootstrap.servers": destination, "enable.idempotence": True})
+    deadline = time.monotonic() + 60
+    while True:
+        failed: list[object] = []
+        producer.produce(
+            "quickstart",
+            value=b"written after failover",
+            on_delivery=lambda e, m: failed.append(e) if e else None,  # noqa: B023 (same list)
+        )
+        producer.flush(10)
+        if not failed:
+            break
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the destination did not become writable: {failed[0]}")
+        time.sleep(0.5)
+    print("failed over: the topic is writable on the destination, a producer wrote to it")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description="Start a source and a destination kmirror node, mirror a topic, fail over."
+    )
+    parser.add_argument(
+        "--records",
+        type=int,
+        default=100_000,
+        help="records to produce at the source (default 100000)",
+    )
+    parser.add_argument("--keep", action="store_true", help="leave both nodes running until Ctrl-C")
+    args = parser.parse_args()
+    if args.records <= 0:
+        parser.error("--records must be positive")
+    workdir = Path(
+        os.environ.get("KMIRROR_QUICKSTART_DIR") or tempfile.mkdtemp(prefix="kmirror-quickstart-")
+    )
+    workdir.mkdir(parents=True, exist_ok=True)
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        src, sport, _smport, _ = _start_node(workdir, "source")
+        procs.append(src)
+        dst, dport, dmport, _ = _start_node(workdir, "destination")
+        procs.append(dst)
+        mirror_demo(workdir, f"127.0.0.1:{sport}", f"127.0.0.1:{dport}", args.records)
+        with urllib.request.urlopen(f"http://127.0.0.1:{dmport}/metrics", timeout=5) as resp:
             lines = [
                 ln
                 for ln in resp.read().decode().splitlines()
                 if ln.startswith("kafka_network_request_requests_total")
             ]
         print(
-            "requests served (Prometheus):",
+            "destination requests served (Prometheus):",
             ", ".join(
-                ln.split("{request=")[1].replace('"}', "=").replace('"', "") for ln in lines[:8]
+                ln.split("{request=")[1].replace('"}', "=").replace('"', "") for ln in lines[:10]
             ),
         )
         if args.keep:
-            print("node left running; Ctrl-C stops it")
-            proc.wait()
+            print("nodes left running; Ctrl-C stops them")
+            procs[-1].wait()
     except KeyboardInterrupt:
         pass
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                code = proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                code = proc.wait()
-            print(f"node stopped (exit code {code}); its log is {log_path}")
+        for proc in reversed(procs):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        print(f"nodes stopped; data in {workdir}")
     return 0
 
 

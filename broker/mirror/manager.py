@@ -152,6 +152,7 @@ class MirrorManager:
         self._tasks: set[asyncio.Task[None]] = set()
         self._fetching: set[Key] = set()
         self._closed = False
+        self._last_error: dict[Key, str] = {}
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -249,7 +250,10 @@ class MirrorManager:
         except Exception as e:
             code = getattr(e, "code", None)
             if code is not None:  # coordinator not loaded yet, source unreachable...: retried later
-                log.info("mirror partition %s-%d not reconciled yet: %s (code %s)", *key, e, code)
+                why = f"{e} (code {code})"
+                if self._last_error.get(key) != why:  # once per distinct reason, not every retry
+                    self._last_error[key] = why
+                    log.warning("mirror partition %s-%d waits: %s", *key, why)
             else:
                 raise
 
