@@ -93,7 +93,7 @@ def demo(bootstrap: str, records: int) -> None:
             "quickstart",
             key=b"key-%d" % (i % 100),
             value=b"value-%08d" % i,
-            on_delivery=lambda e, m: failed.append(e) if e else None,  # noqa: B023 (same list)
+            on_delivery=lambda e, m: failed.append(e) if e else None,
         )
         if i % 10000 == 0:
             producer.poll(0)
@@ -242,7 +242,7 @@ def mirror_demo(workdir: Path, source: str, destination: str, records: int) -> N
         producer.produce(
             "quickstart",
             value=b"written after failover",
-            on_delivery=lambda e, m: failed.append(e) if e else None,  # noqa: B023 (same list)
+            on_delivery=lambda e, m: failed.append(e) if e else None,  # noqa: B023 (same list)  # noqa: B023 (same list)
         )
         producer.flush(10)
         if not failed:
