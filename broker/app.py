@@ -183,6 +183,7 @@ class Node:
             bump_leader_epoch=self.mirror_controller.bump_leader_epoch,
             clear_mirror_name=self.mirror_controller.clear_mirror_name,
             source_cluster_id=self._source_cluster_id,
+            align_with_source=self._align_with_source,
             now_ms=self.clock.now_ms,
         )
         self.services.mirror_writable = self.mirrors.writable
@@ -245,10 +246,19 @@ class Node:
         self.mirrors.on_fetch_failed(mirror, topic, partition, reason)
 
     def _mirror_states(self, mirror: str) -> dict[tuple[str, int], tuple[str, int]]:
-        return {
-            key: (info.state.name, -1 if info.last_mirror_epoch is None else info.last_mirror_epoch)
-            for key, info in self.mirrors.partitions(mirror).items()
-        }
+        """Stored states (including failed-over topics that left the mirror) overlaid with the
+        driver's live view."""
+        out: dict[tuple[str, int], tuple[str, int]] = {}
+        for (_m, topic_id, p), state, lme in self.mirror_coordinator.states(mirror):
+            t = self.image.topic_by_id(topic_id)
+            if t is not None:
+                out[(t.name, p)] = (state.name, -1 if lme is None else lme)
+        for key, info in self.mirrors.partitions(mirror).items():
+            out[key] = (
+                info.state.name,
+                -1 if info.last_mirror_epoch is None else info.last_mirror_epoch,
+            )
+        return out
 
     def _mirror_progress(
         self, mirror: str, topic: str, partition: int
@@ -274,6 +284,33 @@ class Node:
             return None
         finally:
             await client.close()
+
+    async def _align_with_source(self, mirror: str, topic: str, partition: int, plog: Any) -> None:
+        """PREPARING: drop local epochs the source never mirrored from us (failback)."""
+        if plog.log_end_offset <= plog.log_start_offset:
+            return  # nothing local: a first start copies everything anyway
+        config = dict(self.image.config(MIRROR_RESOURCE, mirror))
+        client = SourceClient(config, f"kmirror-{self.config.node_id}-mirror-{mirror}")
+        try:
+            epochs = await asyncio.wait_for(client.last_mirrored_epochs(mirror), 30)
+        finally:
+            await client.close()
+        confirmed = None if epochs is None else epochs.get((topic, partition))
+        entries = plog.leader_epoch_cache.entries()
+        cut = MirrorManager.truncation_point(entries, plog.log_start_offset, confirmed)
+        if 0 <= cut < plog.log_end_offset:
+            log.info(
+                "mirror %s: %s-%d truncated to %d before mirroring (source confirms epoch %s)",
+                mirror,
+                topic,
+                partition,
+                cut,
+                confirmed,
+            )
+            if cut <= plog.log_start_offset:
+                plog.truncate_fully_and_start_at(cut)
+            else:
+                plog.truncate_to(cut)
 
     def _apply_mirror_throttle(self) -> None:
         node, img = str(self.config.node_id), self.image

@@ -407,7 +407,10 @@ class MirrorApi:
                 continue
             states = self.states(m)
             topics: list[dict[str, Any]] = []
-            for name in mirror_topics(img, m):
+            # topics in the mirror, and those that left it by failover (their stored state and
+            # last mirrored epoch are what a failback asks for)
+            names = list(dict.fromkeys([*mirror_topics(img, m), *(t for t, _p in sorted(states))]))
+            for name in (n for n in names if n in img.topics):
                 t = img.topics[name]
                 parts: list[dict[str, Any]] = []
                 for p in sorted(t.partitions):

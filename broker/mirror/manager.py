@@ -335,6 +335,19 @@ class MirrorManager:
         plog.high_watermark = plog.log_end_offset
 
     @staticmethod
+    def truncation_point(
+        epochs: list[tuple[int, int]], log_start: int, confirmed_epoch: int | None
+    ) -> int:
+        """Where PREPARING cuts the log: the start of the first local epoch beyond the last epoch
+        the source confirms it mirrored (KIP-1279 "LME truncation"); none confirmed: everything."""
+        if confirmed_epoch is None:
+            return log_start
+        for epoch, start in epochs:
+            if epoch > confirmed_epoch:
+                return max(start, log_start)
+        return -1  # nothing to cut
+
+    @staticmethod
     def _last_stable_offset(plog: Any) -> int:
         psm = getattr(plog, "producer_state", None)
         fn = getattr(psm, "last_stable_offset", None)

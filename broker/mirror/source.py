@@ -26,6 +26,7 @@ METADATA: Final = 3
 LIST_OFFSETS: Final = 2
 OFFSET_FOR_LEADER_EPOCH: Final = 23
 DESCRIBE_CONFIGS: Final = 32
+DESCRIBE_MIRRORS: Final = 99
 TOPIC_RESOURCE: Final = 2
 DYNAMIC_TOPIC_CONFIG: Final = 1
 EARLIEST_TIMESTAMP: Final = -2
@@ -390,6 +391,30 @@ class SourceClient:
         raise SourceError(f"OffsetForLeaderEpoch: no answer for {topic}-{partition}")
 
     # -- lifecycle -----------------------------------------------------------------------
+    async def last_mirrored_epochs(self, mirror: str) -> dict[tuple[str, int], int] | None:
+        """The source's own last mirrored epochs for ``mirror`` (failback, KIP-1279 PREPARING).
+
+        None when the source cannot say (no DescribeMirrors, or no such mirror there): the
+        caller then treats every local epoch as unconfirmed.
+        """
+        try:
+            _version, resp = await self._any(
+                DESCRIBE_MIRRORS, {"mirror_names": [mirror], "include_authorized_operations": False}
+            )
+        except UnsupportedVersionError:
+            self.skipped.add("DescribeMirrors")
+            return None
+        out: dict[tuple[str, int], int] = {}
+        for m in resp.mirrors:
+            if _code(m.error_code) != 0 or m.mirror_name != mirror:
+                continue
+            for t in m.topics:
+                for p in t.partitions:
+                    if p.last_mirror_epoch >= 0:
+                        out[(t.topic_name, p.partition_index)] = int(p.last_mirror_epoch)
+            return out
+        return None
+
     async def close(self) -> None:
         self._closed = True
         clients = [*self._bootstrap_clients.values(), *self._pool.values()]

@@ -277,3 +277,12 @@ def test_wanted_from_config() -> None:
     assert wanted_from_config("m.paused").mirror == "m"  # type: ignore[union-attr]
     assert wanted_from_config("m").state == MirrorState.MIRRORING  # type: ignore[union-attr]
     assert wanted_from_config(None) is None and wanted_from_config("") is None
+
+
+def test_truncation_point_cuts_at_first_unconfirmed_epoch() -> None:
+    epochs = [(0, 0), (3, 100), (5, 250)]
+    assert MirrorManager.truncation_point(epochs, 0, 3) == 250  # epoch 5 was never mirrored back
+    assert MirrorManager.truncation_point(epochs, 0, 5) == -1  # all confirmed: nothing to cut
+    assert MirrorManager.truncation_point(epochs, 0, 1) == 100
+    assert MirrorManager.truncation_point(epochs, 40, None) == 40  # nothing known: everything
+    assert MirrorManager.truncation_point(epochs, 120, 1) == 120  # never below the log start

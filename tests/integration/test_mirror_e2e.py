@@ -179,6 +179,16 @@ def test_mirror_lifecycle(pair: tuple[Node, Node, Path]) -> None:
     assert "m1" not in _tool(dst, "--list")
 
 
+def _metric(node: Node, name: str) -> float:
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{node.metrics_port}/metrics", timeout=5) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith((name + " ", name + "{")):
+                return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
 def _kv(batch: Any) -> tuple[bytes | None, bytes | None]:
     rec = next(iter_records(batch))
     return rec.key, rec.value
@@ -194,3 +204,48 @@ def test_cli_wrapper_help() -> None:
         timeout=60,
     )
     assert p.returncode == 0 and "--mirror" in p.stdout
+
+
+def test_failback_copies_only_the_delta(tmp_path: Path) -> None:
+    """A -> B, fail over to B, B takes writes, then B -> A with the same mirror name: A keeps
+    what it has, truncates nothing B confirms, and fetches only B's new batches."""
+    a, b = Node(tmp_path / "a"), Node(tmp_path / "b")
+    a.start()
+    b.start()
+    try:
+        admin = AdminClient({"bootstrap.servers": a.bootstrap})
+        for f in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)]).values():
+            f.result(15)
+        assert not _produce(a.bootstrap, 300)
+        props_a = tmp_path / "to-a.properties"
+        props_a.write_text(f"bootstrap.servers={a.bootstrap}\n")
+        _tool(b, "--create", "--mirror", "dr", "--mirror-config", str(props_a))
+        _tool(b, "--add", "--topic", TOPIC, "--mirror", "dr")
+        ends = _end_offsets(a.bootstrap)
+        _wait("B catches up", lambda: _end_offsets(b.bootstrap) == ends)
+        _tool(b, "--remove", "--topic", TOPIC, "--mirror", "dr")
+        _wait("B writable", lambda: not _produce(b.bootstrap, 1, start=5000), timeout=30)
+        assert not _produce(b.bootstrap, 99, start=5001)
+        a_before = {p: len(_segment_bytes(a, p)) for p in range(PARTITIONS)}
+
+        props_b = tmp_path / "to-b.properties"
+        props_b.write_text(f"bootstrap.servers={b.bootstrap}\n")
+        _tool(a, "--create", "--mirror", "dr", "--mirror-config", str(props_b))
+        _tool(a, "--add", "--topic", TOPIC, "--mirror", "dr")
+        ends = _end_offsets(b.bootstrap)
+        _wait("A catches up with B", lambda: _end_offsets(a.bootstrap) == ends, timeout=40)
+        delta = 0
+        for p in range(PARTITIONS):
+            a_log, b_log = _segment_bytes(a, p), _segment_bytes(b, p)
+            assert [bytes(x.raw) for x in scan_batches(a_log)] == [
+                bytes(x.raw) for x in scan_batches(b_log)
+            ]
+            assert a_log[: a_before[p]] == b_log[: a_before[p]]  # A's old bytes untouched
+            delta += len(a_log) - a_before[p]
+        # only the delta crossed the wire: B (the new source) served no more than that to A
+        served = _metric(b, "kafka_server_brokertopicmetrics_bytes_out_total")
+        total = sum(len(_segment_bytes(b, p)) for p in range(PARTITIONS))
+        assert 0 < delta < total / 2 and delta <= served <= delta + 1024, (delta, served, total)
+    finally:
+        b.kill()
+        a.kill()
