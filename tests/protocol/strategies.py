@@ -8,7 +8,8 @@ Fields with a default draw it often, so the "tagged field left out when default"
 import dataclasses
 import datetime
 import functools
-from typing import Any, cast
+from types import UnionType
+from typing import Any, Union, cast, get_args, get_origin
 
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
@@ -19,7 +20,6 @@ from kio.serial._introspect import (
     PrimitiveTupleField,
     classify_field,
     get_field_tag,
-    is_optional,
 )
 
 _INT_RANGES = {
@@ -67,6 +67,12 @@ def primitive(kafka_type: str) -> st.SearchStrategy[Any]:
     raise NotImplementedError(kafka_type)
 
 
+def _outer_optional(field: dataclasses.Field[Any]) -> bool:
+    # Nullability of the field itself. kio's is_optional also looks inside tuple[X | None, ...]
+    # (its uuid arrays), which would make non-nullable arrays like []uuid look nullable.
+    return type(None) in get_args(field.type) and get_origin(field.type) in (UnionType, Union)
+
+
 def field_strategy(field: dataclasses.Field[Any]) -> st.SearchStrategy[Any]:
     fc = classify_field(field)
     base: st.SearchStrategy[Any]
@@ -80,7 +86,7 @@ def field_strategy(field: dataclasses.Field[Any]) -> st.SearchStrategy[Any]:
         base = st.lists(entities(fc.type_), max_size=3).map(tuple)
     else:  # pragma: no cover
         raise NotImplementedError(fc)
-    if is_optional(field) and get_field_tag(field) is None:
+    if _outer_optional(field) and get_field_tag(field) is None:
         base = st.none() | base
     if field.default is not dataclasses.MISSING:
         base = st.just(field.default) | base
