@@ -20,7 +20,7 @@ if ! command -v kcat >/dev/null 2>&1; then
     echo "warning: kcat is not installed (apt-get install kcat); its tests will fail" >&2
   fi
 fi
-extras="${KMIRROR_EXTRAS:-test}"
+extras="${KMIRROR_EXTRAS:-test,audit}"
 stamp_want="$(sha256sum pyproject.toml | cut -c1-16)-$extras"
 if [ ! -x .venv/bin/python ]; then
   "$py" -m venv .venv

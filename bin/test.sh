@@ -6,8 +6,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bin/setup.sh
 . .venv/bin/activate
-echo "== ruff"; ruff check protocol broker tests bench
-echo "== ruff format"; ruff format --check protocol broker tests bench
-echo "== mypy"; mypy protocol broker
+echo "== ruff"; ruff check protocol broker audit tests bench
+echo "== ruff format"; ruff format --check protocol broker audit tests bench
+echo "== mypy"; mypy protocol broker audit
 echo "== import-linter"; lint-imports
 echo "== pytest"; python -m pytest -q "$@"

@@ -39,8 +39,8 @@ from ..controller.mirrors import (
     mirror_topics,
 )
 from ..controller.topics import topic_name_error
-from ..metadata.image import MIRROR_RESOURCE
-from ..metadata.mirror_states import PAUSED_SUFFIX
+from ..metadata.image import MIRROR_RESOURCE, TOPIC_RESOURCE
+from ..metadata.mirror_states import MIRROR_NAME_CONFIG, PAUSED_SUFFIX
 from .context import RequestContext
 from .services import Services
 
@@ -290,6 +290,8 @@ class MirrorApi:
                         f"Topic {name} has id {local.topic_id} here but {src.topic_id} at the source.",
                     )
                     continue
+                if img.config(TOPIC_RESOURCE, name).get(MIRROR_NAME_CONFIG):
+                    continue  # already in a mirror: the controller answers TOPIC_ALREADY_IN_MIRROR
                 busy = [
                     f"{p}:{states[(name, p)][0]}"
                     for p in local.partitions

@@ -35,6 +35,9 @@ UnfenceBrokerRecord = latest_type("UnfenceBrokerRecord")
 FeatureLevelRecord = latest_type("FeatureLevelRecord")
 
 PRODUCER_ID_BLOCK: Final = 1000
+# Each partition is a directory with open files: a forged CreateTopics/CreatePartitions asking for
+# millions would stall the node (Kafka has no cap; we choose one and say so in the error).
+MAX_PARTITIONS_PER_TOPIC: Final = 10_000
 # mirror.name is internal (KIP-1279): only the mirror RPCs set or clear it.
 _MIRROR_NAME_ONLY: Final = "mirror.name can only be set through the mirror APIs (kafka-mirrors.sh)"
 # Incremental config operations (IncrementalAlterConfigs).
@@ -188,6 +191,10 @@ class Controller:
                 res.error = ErrorCode.invalid_request
                 res.message = "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time."
                 return res, []
+            if len(spec.assignments) > MAX_PARTITIONS_PER_TOPIC:
+                res.error = ErrorCode.invalid_partitions
+                res.message = f"Number of partitions {len(spec.assignments)} exceeds this broker's limit of {MAX_PARTITIONS_PER_TOPIC} per topic."
+                return res, []
             parts = sorted(spec.assignments)
             if parts != list(range(len(parts))):
                 res.error, res.message = (
@@ -219,6 +226,10 @@ class Controller:
                     ErrorCode.invalid_partitions,
                     "Number of partitions must be larger than 0.",
                 )
+                return res, []
+            if n > MAX_PARTITIONS_PER_TOPIC:
+                res.error = ErrorCode.invalid_partitions
+                res.message = f"Number of partitions {n} exceeds this broker's limit of {MAX_PARTITIONS_PER_TOPIC} per topic."
                 return res, []
             if rf <= 0:
                 res.error, res.message = (
@@ -352,6 +363,10 @@ class Controller:
                 if count == current:
                     res.error = ErrorCode.invalid_partitions
                     res.message = f"Topic already has {current} partition(s)."
+                    continue
+                if count > MAX_PARTITIONS_PER_TOPIC:
+                    res.error = ErrorCode.invalid_partitions
+                    res.message = f"Number of partitions {count} exceeds this broker's limit of {MAX_PARTITIONS_PER_TOPIC} per topic."
                     continue
                 rf = len(t.partitions[0].replicas) if t.partitions else 1
                 brokers = self._live_brokers(img)

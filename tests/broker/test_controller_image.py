@@ -194,3 +194,15 @@ def test_valid_topic_names() -> None:
     from broker.controller.topics import topic_name_error
 
     assert topic_name_error("a.b_c-D9") is None and topic_name_error("a" * 249) is None
+
+
+def test_partition_count_is_capped() -> None:
+    from broker.controller.controller import MAX_PARTITIONS_PER_TOPIC
+
+    q = MemoryQuorum()
+    c = _controller(q)
+    res = asyncio.run(c.create_topics([TopicSpec("huge", 2**31 - 1)], False))
+    assert res[0].error == ErrorCode.invalid_partitions and "limit" in (res[0].message or "")
+    asyncio.run(c.create_topics([TopicSpec("small", 1)], False))
+    res = asyncio.run(c.create_partitions([("small", MAX_PARTITIONS_PER_TOPIC + 1, None)], False))
+    assert res[0].error == ErrorCode.invalid_partitions and "huge" not in q.image.topics
