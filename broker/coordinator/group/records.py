@@ -8,13 +8,9 @@ explicit expiry) and GroupMetadataValue v3. Other record types (KIP-848 groups, 
 groups...) are not ours and decode to `None` so a log written by Kafka still loads.
 """
 
-import io
-import struct
 import uuid
 from dataclasses import dataclass
-from typing import Any
 
-from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32, i64
 
 from protocol.generated.group_metadata_key.v0.data import GroupMetadataKey
@@ -29,6 +25,8 @@ from protocol.generated.offset_commit_value.v1 import data as ocv1
 from protocol.generated.offset_commit_value.v2 import data as ocv2
 from protocol.generated.offset_commit_value.v3 import data as ocv3
 from protocol.generated.offset_commit_value.v4 import data as ocv4
+
+from ..record_framing import I16, RecordFormatError, decode_prefixed, encode_prefixed
 
 LEGACY_OFFSET_COMMIT = 0
 OFFSET_COMMIT = 1
@@ -48,11 +46,6 @@ _GROUP_VALUES: dict[int, type] = {
     3: gmv3.GroupMetadataValue,
     4: gmv4.GroupMetadataValue,
 }
-_I16 = struct.Struct(">h")
-
-
-class RecordFormatError(ValueError):
-    pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,30 +92,15 @@ class GroupKey:
     group: str
 
 
-def _encode(prefix: int, entity: Any) -> bytes:
-    out = io.BytesIO()
-    out.write(_I16.pack(prefix))
-    entity_writer(type(entity))(out, entity)
-    return out.getvalue()
-
-
-def _decode(entity_type: type, buf: bytes) -> Any:
-    value: Any
-    value, size = entity_reader(entity_type)(buf, 2)
-    if size + 2 != len(buf):
-        raise RecordFormatError(f"{entity_type.__name__}: {len(buf) - 2 - size} trailing bytes")
-    return value
-
-
 def offset_key(group: str, topic: str, partition: int) -> bytes:
-    return _encode(
+    return encode_prefixed(
         OFFSET_COMMIT, OffsetCommitKey(group=group, topic=topic, partition=i32(partition))
     )
 
 
 def offset_value(v: OffsetValue) -> bytes:
     if v.expire_timestamp is not None:
-        return _encode(
+        return encode_prefixed(
             1,
             ocv1.OffsetCommitValue(
                 offset=i64(v.offset),
@@ -131,7 +109,7 @@ def offset_value(v: OffsetValue) -> bytes:
                 expire_timestamp=i64(v.expire_timestamp),
             ),
         )
-    return _encode(
+    return encode_prefixed(
         4,
         ocv4.OffsetCommitValue(
             offset=i64(v.offset),
@@ -144,7 +122,7 @@ def offset_value(v: OffsetValue) -> bytes:
 
 
 def group_key(group: str) -> bytes:
-    return _encode(GROUP_METADATA, GroupMetadataKey(group=group))
+    return encode_prefixed(GROUP_METADATA, GroupMetadataKey(group=group))
 
 
 def group_value(v: GroupValue) -> bytes:
@@ -161,7 +139,7 @@ def group_value(v: GroupValue) -> bytes:
         )
         for m in v.members
     )
-    return _encode(
+    return encode_prefixed(
         3,
         gmv3.GroupMetadataValue(
             protocol_type=v.protocol_type,
@@ -178,19 +156,19 @@ def decode_key(key: bytes) -> OffsetKey | GroupKey | None:
     """The key, or None for a record type this coordinator does not own."""
     if len(key) < 2:
         raise RecordFormatError("record key shorter than its type")
-    (record_type,) = _I16.unpack_from(key)
+    (record_type,) = I16.unpack_from(key)
     if record_type in (LEGACY_OFFSET_COMMIT, OFFSET_COMMIT):
-        k = _decode(OffsetCommitKey, key)
+        k = decode_prefixed(OffsetCommitKey, key)
         return OffsetKey(k.group, k.topic, k.partition)
     if record_type == GROUP_METADATA:
-        return GroupKey(_decode(GroupMetadataKey, key).group)
+        return GroupKey(decode_prefixed(GroupMetadataKey, key).group)
     return None
 
 
 def _version(value: bytes, known: dict[int, type]) -> type:
     if len(value) < 2:
         raise RecordFormatError("record value shorter than its version")
-    (version,) = _I16.unpack_from(value)
+    (version,) = I16.unpack_from(value)
     try:
         return known[version]
     except KeyError:
@@ -198,7 +176,7 @@ def _version(value: bytes, known: dict[int, type]) -> type:
 
 
 def decode_offset_value(value: bytes) -> OffsetValue:
-    v = _decode(_version(value, _OFFSET_VALUES), value)
+    v = decode_prefixed(_version(value, _OFFSET_VALUES), value)
     expire = getattr(v, "expire_timestamp", -1)
     return OffsetValue(
         offset=i64(v.offset),
@@ -211,7 +189,7 @@ def decode_offset_value(value: bytes) -> OffsetValue:
 
 
 def decode_group_value(value: bytes) -> GroupValue:
-    v = _decode(_version(value, _GROUP_VALUES), value)
+    v = decode_prefixed(_version(value, _GROUP_VALUES), value)
     members = tuple(
         MemberValue(
             member_id=m.member_id,

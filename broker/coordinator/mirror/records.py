@@ -8,13 +8,10 @@ Record type 1 is LastMirrorEpochsKey/Value, type 2 MirrorPartitionStateKey/Value
 Record types written by someone else decode to None, so a log with them still loads.
 """
 
-import io
-import struct
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i8, i32
 
 from protocol.generated.last_mirror_epochs_key.v0.data import LastMirrorEpochsKey
@@ -22,14 +19,10 @@ from protocol.generated.last_mirror_epochs_value.v0.data import LastMirrorEpochs
 from protocol.generated.mirror_partition_state_key.v0.data import MirrorPartitionStateKey
 from protocol.generated.mirror_partition_state_value.v0.data import MirrorPartitionStateValue
 
+from ..record_framing import I16, RecordFormatError, decode_prefixed, encode_prefixed
+
 LAST_MIRROR_EPOCHS = 1
 MIRROR_PARTITION_STATE = 2
-
-_I16 = struct.Struct(">h")
-
-
-class RecordFormatError(ValueError):
-    pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,30 +34,15 @@ class MirrorKey:
     partition: int
 
 
-def _encode(prefix: int, entity: Any) -> bytes:
-    out = io.BytesIO()
-    out.write(_I16.pack(prefix))
-    entity_writer(type(entity))(out, entity)
-    return out.getvalue()
-
-
-def _decode(entity_type: type, buf: bytes) -> Any:
-    value: Any
-    value, size = entity_reader(entity_type)(buf, 2)
-    if size + 2 != len(buf):
-        raise RecordFormatError(f"{entity_type.__name__}: {len(buf) - 2 - size} trailing bytes")
-    return value
-
-
 def epoch_key(k: MirrorKey) -> bytes:
-    return _encode(
+    return encode_prefixed(
         LAST_MIRROR_EPOCHS,
         LastMirrorEpochsKey(mirror_name=k.mirror, topic_id=k.topic_id, partition=i32(k.partition)),
     )
 
 
 def state_key(k: MirrorKey) -> bytes:
-    return _encode(
+    return encode_prefixed(
         MIRROR_PARTITION_STATE,
         MirrorPartitionStateKey(
             mirror_name=k.mirror, topic_id=k.topic_id, partition=i32(k.partition)
@@ -73,22 +51,22 @@ def state_key(k: MirrorKey) -> bytes:
 
 
 def epoch_value(epoch: int) -> bytes:
-    return _encode(0, LastMirrorEpochsValue(last_mirror_epoch=i32(epoch)))
+    return encode_prefixed(0, LastMirrorEpochsValue(last_mirror_epoch=i32(epoch)))
 
 
 def state_value(state: int) -> bytes:
-    return _encode(0, MirrorPartitionStateValue(state=i8(state)))
+    return encode_prefixed(0, MirrorPartitionStateValue(state=i8(state)))
 
 
 def decode_key(key: bytes) -> tuple[int, MirrorKey] | None:
     """(record type, key), or None for a record type this coordinator does not own."""
     if len(key) < 2:
         raise RecordFormatError("record key shorter than its type")
-    (record_type,) = _I16.unpack_from(key)
+    (record_type,) = I16.unpack_from(key)
     if record_type == LAST_MIRROR_EPOCHS:
-        k: Any = _decode(LastMirrorEpochsKey, key)
+        k: Any = decode_prefixed(LastMirrorEpochsKey, key)
     elif record_type == MIRROR_PARTITION_STATE:
-        k = _decode(MirrorPartitionStateKey, key)
+        k = decode_prefixed(MirrorPartitionStateKey, key)
     else:
         return None
     if k.topic_id is None:
@@ -99,16 +77,16 @@ def decode_key(key: bytes) -> tuple[int, MirrorKey] | None:
 def _check_version(value: bytes) -> None:
     if len(value) < 2:
         raise RecordFormatError("record value shorter than its version")
-    (version,) = _I16.unpack_from(value)
+    (version,) = I16.unpack_from(value)
     if version != 0:
         raise RecordFormatError(f"unknown value version {version}")
 
 
 def decode_epoch_value(value: bytes) -> int:
     _check_version(value)
-    return int(_decode(LastMirrorEpochsValue, value).last_mirror_epoch)
+    return int(decode_prefixed(LastMirrorEpochsValue, value).last_mirror_epoch)
 
 
 def decode_state_value(value: bytes) -> int:
     _check_version(value)
-    return int(_decode(MirrorPartitionStateValue, value).state)
+    return int(decode_prefixed(MirrorPartitionStateValue, value).state)

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 
 from broker.coordinator.mirror import records as rec
 from broker.coordinator.mirror.records import MirrorKey
+from broker.coordinator.record_framing import RecordFormatError
 from broker.coordinator.runtime import (
     CoordinatorError,
     Record,
@@ -53,7 +54,7 @@ class MirrorShard:
                 try:
                     self.states[k] = MirrorState(code)
                 except ValueError:
-                    raise rec.RecordFormatError(f"unknown mirror state {code}") from None
+                    raise RecordFormatError(f"unknown mirror state {code}") from None
         elif value is None:
             self.epochs.pop(k, None)
         else:
