@@ -19,7 +19,8 @@ from kio.schema.consumer_protocol_subscription.v3.data import (
     ConsumerProtocolSubscription as SubscriptionV3,
 )
 from kio.schema.errors import ErrorCode
-from kio.serial import entity_reader
+
+from protocol import lenient
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 _SUBSCRIPTIONS: tuple[type, ...] = (SubscriptionV0, SubscriptionV1, SubscriptionV2, SubscriptionV3)
@@ -108,7 +109,8 @@ def subscribed_topics(metadata: bytes) -> set[str] | None:
     if version < 0:
         return None
     try:
-        sub, _ = entity_reader(_SUBSCRIPTIONS[min(version, len(_SUBSCRIPTIONS) - 1)])(metadata, 2)
+        # client bytes: the bounds-checked reader (kio's native one aborts on forged counts)
+        sub, _ = lenient.decode(_SUBSCRIPTIONS[min(version, len(_SUBSCRIPTIONS) - 1)], metadata, 2)
     except Exception:
         return None
     return set(sub.topics)
