@@ -1,8 +1,11 @@
 #!/usr/bin/env sh
 # Runs every benchmark from the repository root, in the project venv (created by bin/setup.sh).
+# Arguments go to the protocol bench; the broker bench (real processes on loopback, < 90 s)
+# runs with its defaults.
 set -eu
 cd "$(dirname "$0")/.."
 if [ -f .venv/bin/activate ]; then
     . .venv/bin/activate
 fi
 python -m bench.protocol_bench "$@"
+python -m bench.broker_bench
