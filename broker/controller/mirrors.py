@@ -130,16 +130,20 @@ class MirrorController:
                 )
                 for key, value in sorted(clean.items())
             ]
-            records.extend(self._state_topic_records(img))
+            state_records, state_error = self._state_topic_records(img)
+            if state_error:
+                return ErrorCode.invalid_replication_factor, state_error
+            records.extend(state_records)
             if not validate_only:
                 await self._c.commit(records)
         return ErrorCode.none, None
 
-    def _state_topic_records(self, img: MetadataImage) -> list[Any]:
-        """The KIP creates ``__mirror_state`` with the first mirror. Best effort: when it can't
-        be created here (e.g. too few brokers) the mirror coordinator lookup reports it."""
+    def _state_topic_records(self, img: MetadataImage) -> tuple[list[Any], str | None]:
+        """The KIP creates ``__mirror_state`` with the first mirror. When it cannot be created
+        (e.g. mirror.topic.replication.factor above the broker count) the mirror could never
+        make progress, so CreateMirror fails saying why instead."""
         if MIRROR_STATE_TOPIC in img.topics:
-            return []
+            return [], None
         spec = TopicSpec(
             MIRROR_STATE_TOPIC,
             self._state_partitions,
@@ -147,7 +151,12 @@ class MirrorController:
             configs=dict(_STATE_TOPIC_CONFIGS),
         )
         res, records = self._c.topic_records(img, spec)
-        return records if res.error == ErrorCode.none else []
+        if res.error != ErrorCode.none:
+            return [], (
+                f"The mirror state topic {MIRROR_STATE_TOPIC} cannot be created: {res.message} "
+                "(see mirror.topic.replication.factor and mirror.topic.num.partitions)"
+            )
+        return records, None
 
     async def delete_mirror(self, name: str) -> tuple[Code, str | None]:
         async with self._c.lock:

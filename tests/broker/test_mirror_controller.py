@@ -445,3 +445,12 @@ def test_describe_configs_for_a_mirror_hides_secrets() -> None:
     assert values["sasl.jaas.config"] == (None, True)
     assert values["bootstrap.servers"] == ("src:9092", False)
     assert int(ghost.error_code) == M.UNKNOWN_MIRROR
+
+
+def test_create_mirror_fails_when_the_state_topic_cannot_exist() -> None:
+    q, c, _ = _setup()
+    mc = MirrorController(c, state_topic_partitions=3, state_topic_replication_factor=3)
+    code, why = asyncio.run(mc.create_mirror("m", {"bootstrap.servers": "src:9092"}))
+    assert code == ErrorCode.invalid_replication_factor
+    assert why is not None and "__mirror_state" in why and "mirror.topic.replication.factor" in why
+    assert not q.image.config(64, "m")  # nothing committed
