@@ -61,6 +61,7 @@ from .metadata.mirror_states import MIRROR_STATE_TOPIC
 from .metrics.broker_metrics import BrokerMetrics
 from .mirror.fetcher import MirrorFetcherManager
 from .mirror.manager import MirrorManager
+from .mirror.metadata_sync import MirrorMetadataSync
 from .mirror.source import SourceClient
 from .network.server import KafkaServer, Listener
 from .raft.local_quorum import LocalQuorum
@@ -187,6 +188,17 @@ class Node:
             now_ms=self.clock.now_ms,
         )
         self.services.mirror_writable = self.mirrors.writable
+        self.metadata_sync = MirrorMetadataSync(
+            lambda: self.image,
+            self.controller,
+            self.mirror_controller,
+            self.groups,
+            default_interval_ms=lambda: config.mirror_metadata_refresh_interval_ms,
+            known_cluster_id=self.mirror_api.cluster_id_of,
+            ensure_offsets_topic=self.cluster_api.ensure_offsets_topic,
+            client_id=f"kmirror-{config.node_id}-metadata-sync",
+            now_ms=self.clock.now_ms,
+        )
         self.mirror_api.states = self._mirror_states
         self.mirror_api.progress = self._mirror_progress
 
@@ -239,6 +251,10 @@ class Node:
             mirrors.on_metadata(self.image, delta)
             if any(rtype == BROKER_RESOURCE for rtype, _ in delta.changed_configs):
                 self._apply_mirror_throttle()
+            if self.server is not None and any(
+                rtype == MIRROR_RESOURCE for rtype, _ in delta.changed_configs
+            ):
+                self.metadata_sync.on_metadata(self.image)
 
     # -- mirroring --------------------------------------------------------------------------
 
@@ -381,6 +397,7 @@ class Node:
             self.config.offsets_topic_replication_factor,
         )
         admin = LogAdminApi(s)
+        self.cluster_api = cluster
         groups = GroupApi(self.groups, lambda t: t in self.image.topics)
         mirror_states = MirrorStateApi(self.mirror_coordinator, lambda: self.image)
         self.mirror_controller = MirrorController(
@@ -502,6 +519,7 @@ class Node:
             name: lvl for name, (_lo, _hi, lvl) in FEATURES.items() if name in ("metadata.version",)
         }
         await self.controller.register_broker(endpoints, None, levels)
+        self.metadata_sync.on_metadata(self.image)
         if cfg.metrics_port:
             self.metrics.watch_state(
                 self._partition_stats, lambda: len(self.server.connections) if self.server else 0
@@ -537,6 +555,7 @@ class Node:
     async def stop(self) -> None:
         if self.server is not None:
             await self.server.close()
+        await self.metadata_sync.close()
         await self.mirrors.close()
         await self.fetchers.close()
         await self.groups.close()
