@@ -8,7 +8,6 @@ duration fields, so kio's writer accepts them.
 
 import datetime
 import functools
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, Field, fields
 from typing import Any, TypeVar
@@ -117,7 +116,3 @@ def build(entity_type: type[E], data: Mapping[str, Any] | E) -> E:
         elif not optional:
             kwargs[name] = zero
     return entity_type(**kwargs)
-
-
-def zero_uuid() -> uuid.UUID:
-    return uuid.UUID(int=0)

@@ -26,8 +26,13 @@ class OffsetsApi:
     def __init__(self, services: Services) -> None:
         self.s = services
 
-    def _hosted(self, topic: str, partition: int) -> Any:
-        return self.s.replicas.get(topic, partition)
+    def _leader(self, topic: str, partition: int, req_partition: Any) -> tuple[Any, ErrorCode]:
+        """The hosted partition, or None and the error the partition answers with."""
+        hosted = self.s.replicas.get(topic, partition)
+        if hosted is None:
+            return None, ErrorCode.unknown_topic_or_partition
+        error = leader_epoch_error(hosted, getattr(req_partition, "current_leader_epoch", -1))
+        return (None, error) if error is not None else (hosted, ErrorCode.none)
 
     async def list_offsets(self, ctx: RequestContext, req: Any) -> Any:
         committed = getattr(req, "isolation_level", 0) == 1
@@ -43,13 +48,9 @@ class OffsetsApi:
                     "leader_epoch": -1,
                 }
                 parts.append(row)
-                hosted = self._hosted(t.name, p.partition_index)
+                hosted, error = self._leader(t.name, p.partition_index, p)
                 if hosted is None:
-                    row["error_code"] = ErrorCode.unknown_topic_or_partition
-                    continue
-                epoch_error = leader_epoch_error(hosted, getattr(p, "current_leader_epoch", -1))
-                if epoch_error is not None:
-                    row["error_code"] = epoch_error
+                    row["error_code"] = error
                     continue
                 plog = hosted.log
                 ts = p.timestamp
@@ -97,13 +98,9 @@ class OffsetsApi:
                     "end_offset": -1,
                 }
                 parts.append(row)
-                hosted = self._hosted(t.topic, p.partition)
+                hosted, error = self._leader(t.topic, p.partition, p)
                 if hosted is None:
-                    row["error_code"] = ErrorCode.unknown_topic_or_partition
-                    continue
-                epoch_error = leader_epoch_error(hosted, getattr(p, "current_leader_epoch", -1))
-                if epoch_error is not None:
-                    row["error_code"] = epoch_error
+                    row["error_code"] = error
                     continue
                 epoch, end = hosted.log.end_offset_for_epoch(p.leader_epoch)
                 row["leader_epoch"], row["end_offset"] = epoch, end

@@ -1,7 +1,7 @@
 """What handlers share: the node's identity, the current image and the subsystems they call."""
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..metadata.image import TOPIC_RESOURCE, MetadataImage
@@ -22,7 +22,6 @@ class Services:
     # Topic-level config description rows for DescribeConfigs / CreateTopics v5+
     describe_topic_configs: Callable[[str], list[dict[str, Any]]] = lambda name: []
     describe_broker_configs: Callable[[], list[dict[str, Any]]] = lambda: []
-    extra: dict[str, Any] = field(default_factory=dict)
     # (topic, partition) -> may Produce/DeleteRecords write there? Replaced by the mirror
     # manager's state-aware check; None: any topic with a mirror.name is read-only.
     mirror_writable: Callable[[str, int], bool] | None = None

@@ -8,28 +8,12 @@ values framed by `protocol.metadata_records`), so Kafka's own tools can read the
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from protocol.metadata_records import decode_metadata_record, encode_metadata_record
 from protocol.records import Record, build_batch, iter_records, scan_batches
 
 log = logging.getLogger(__name__)
-
-
-class _Log(Protocol):
-    log_start_offset: int
-    log_end_offset: int
-
-    def append_as_leader(self, records: bytes, leader_epoch: int, *, now_ms: int) -> Any: ...
-    def read(
-        self,
-        fetch_offset: int,
-        max_bytes: int,
-        *,
-        upper_bound: int | None = ...,
-        min_one_batch: bool = ...,
-    ) -> Any: ...
-    def flush(self, up_to: int | None = ...) -> Any: ...
 
 
 class LocalQuorum:
