@@ -179,7 +179,10 @@ def test_group_offsets_follow_and_a_consumer_switches_clusters(pair: tuple[Node,
             assert not m.error(), m.error()
             seen.add((m.partition(), m.offset()))
     assert len(seen) == 25, len(seen)
-    committed = {tp.partition: tp.offset for tp in c.commit(asynchronous=False) or []}
+    # a partition none of the 25 came from has no commit (librdkafka reports -1001 for it)
+    committed = {
+        tp.partition: tp.offset for tp in c.commit(asynchronous=False) or [] if tp.offset >= 0
+    }
     c.close()
     committed_at = time.monotonic()
 
