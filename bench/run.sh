@@ -1,7 +1,7 @@
 #!/usr/bin/env sh
 # Runs every benchmark from the repository root, in the project venv (created by bin/setup.sh).
-# Arguments go to the protocol bench; the broker bench (real processes on loopback, < 90 s)
-# runs with its defaults.
+# Arguments go to the protocol bench; the broker and mirror benches (real processes on loopback,
+# < 90 s and ~2 min) run with their defaults.
 set -eu
 cd "$(dirname "$0")/.."
 if [ -f .venv/bin/activate ]; then
@@ -9,3 +9,4 @@ if [ -f .venv/bin/activate ]; then
 fi
 python -m bench.protocol_bench "$@"
 python -m bench.broker_bench
+python -m bench.mirror_bench
