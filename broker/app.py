@@ -37,6 +37,7 @@ from .api.services import Services
 from .api.topics import TopicsApi
 from .config.meta_properties import MetaPropertiesError, read_meta_properties
 from .config.server_config import ConfigError, ServerConfig, load_server_config
+from .config.throttled_replicas import ThrottledReplicasError, parse_throttled_replicas
 from .controller.controller import Controller, Validators
 from .controller.mirrors import MirrorController
 from .coordinator.group.config import GroupConfig
@@ -72,6 +73,7 @@ log = logging.getLogger("kmirror")
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 MAINTENANCE_INTERVAL_S = 1.0
 THROTTLE_KEY = "mirror.replication.throttled.rate"
+THROTTLED_REPLICAS_KEY = "mirror.replication.throttled.replicas"
 
 
 class StartupError(Exception):
@@ -126,6 +128,7 @@ class Node:
                         "cleanup.policy",
                         "leader.replication.throttled.replicas",
                         "follower.replication.throttled.replicas",
+                        THROTTLED_REPLICAS_KEY,
                     }
                 ),
                 default_partitions=config.num_partitions,
@@ -249,7 +252,9 @@ class Node:
         mirrors = getattr(self, "mirrors", None)
         if mirrors is not None:  # not during start-up replay: reconciled once serving
             mirrors.on_metadata(self.image, delta)
-            if any(rtype == BROKER_RESOURCE for rtype, _ in delta.changed_configs):
+            if any(
+                rtype in (BROKER_RESOURCE, TOPIC_RESOURCE) for rtype, _ in delta.changed_configs
+            ):
                 self._apply_mirror_throttle()
             if self.server is not None and any(
                 rtype == MIRROR_RESOURCE for rtype, _ in delta.changed_configs
@@ -335,6 +340,15 @@ class Node:
         ).get(THROTTLE_KEY)
         rate = int(raw) if raw is not None else self.config.mirror_replication_throttled_rate
         self.fetchers.set_throttle(rate if rate > 0 else None)
+        self.fetchers.set_throttled_replicas(self._mirror_throttled)
+
+    def _mirror_throttled(self, topic: str, partition: int) -> bool:
+        """mirror.replication.throttled.replicas of ``topic`` lists ``partition`` for this node."""
+        raw = self.image.config(TOPIC_RESOURCE, topic).get(THROTTLED_REPLICAS_KEY, "")
+        try:
+            return parse_throttled_replicas(raw).throttles(partition, self.config.node_id)
+        except ThrottledReplicasError:  # validated when set; an old bad value throttles nothing
+            return False
 
     def _sync_coordinator_partitions(
         self, topic_name: str, loaded: set[int], coordinator: Any

@@ -8,6 +8,9 @@ is a regular expression matched in full. Add matches it against the SOURCE's top
 and remove/pause/resume against the destination topics of the mirror that the operation applies
 to. (Kafka's prototype resolves patterns in its CLI by connecting to the source itself, which
 needs the source's secrets; resolving them here keeps the secrets on the brokers.)
+An add pattern is also kept with the mirror (even when it matches nothing yet), so the metadata
+sync adds source topics created later; remove with the same pattern text drops it
+(`broker.controller.mirror_patterns`).
 
 AddTopicsToMirror creates topics missing locally from the source: same topic id, partition count
 and (non-excluded) configs, the default replication factor, in one batch with ``mirror.name``.
@@ -30,6 +33,7 @@ from protocol.build import build
 from protocol.errors import MirrorErrorCode
 from protocol.registry import REGISTRY
 
+from ..controller import mirror_config, mirror_patterns
 from ..controller.controller import TopicSpec
 from ..controller.mirrors import (
     MirrorController,
@@ -125,7 +129,7 @@ class MirrorApi:
         self, mirror: str, work: Callable[[SourceLike], Awaitable[Any]]
     ) -> tuple[Any, str | None]:
         """Run ``work`` against the mirror's source; (result, None) or (None, why it failed)."""
-        config = dict(self.s.image().config(MIRROR_RESOURCE, mirror))
+        config = mirror_config.client_settings(self.s.image().config(MIRROR_RESOURCE, mirror))
         try:
             client = self.source_client(config, self._client_id(mirror))
         except ValueError as e:
@@ -211,9 +215,10 @@ class MirrorApi:
 
     @staticmethod
     def _select(
-        selectors: Sequence[str], candidates: Sequence[str]
+        selectors: Sequence[str], candidates: Sequence[str], may_match_nothing: Sequence[str] = ()
     ) -> tuple[list[str], str | None, Code]:
-        """Literal names as given, patterns expanded over ``candidates``; or an error."""
+        """Literal names as given, patterns expanded over ``candidates``; or an error (a pattern
+        matching nothing is one, unless it is in ``may_match_nothing``)."""
         names: list[str] = []
         for sel in selectors:
             if not is_topic_pattern(sel):
@@ -228,7 +233,7 @@ class MirrorApi:
                     ErrorCode.invalid_regular_expression,
                 )
             matched = [c for c in candidates if rx.fullmatch(c)]
-            if not matched:
+            if not matched and sel not in may_match_nothing:
                 return [], f"No topics match '{sel}'", ErrorCode.unknown_topic_or_partition
             names.extend(matched)
         return list(dict.fromkeys(names)), None, ErrorCode.none
@@ -248,7 +253,7 @@ class MirrorApi:
                 ),
             )
         selectors = [t.topic_name for t in req.topics]
-        patterns = any(is_topic_pattern(s) for s in selectors)
+        patterns = [s for s in selectors if is_topic_pattern(s)]
 
         async def look(
             client: SourceLike,
@@ -271,7 +276,7 @@ class MirrorApi:
         candidates = sorted(
             n for n, t in found.items() if not t.is_internal and not n.startswith("__")
         )
-        names, why, code = self._select(selectors, candidates)
+        names, why, code = self._select(selectors, candidates, patterns)
         if why:
             return self._topics_response(ADD_TOPICS, ctx, mirror, MirrorTopicsOutcome(code, why))
 
@@ -321,7 +326,7 @@ class MirrorApi:
                     f"Topic {name} exists neither here nor at the source of mirror {mirror}.",
                 )
         out = await self.mirrors.add_topics(
-            mirror, [n for n in names if n not in early], new_topics
+            mirror, [n for n in names if n not in early], new_topics, patterns=patterns
         )
         if out.error == ErrorCode.none:
             by_name = {r.name: r for r in out.topics}
@@ -337,6 +342,7 @@ class MirrorApi:
         req: Any,
         applies: Callable[[str, str], bool],
         op: Callable[[str, Sequence[str]], Awaitable[MirrorTopicsOutcome]],
+        may_match_nothing: Sequence[str] = (),
     ) -> Any:
         mirror = req.mirror_name
         img = self.s.image()
@@ -346,7 +352,9 @@ class MirrorApi:
             )
             return self._topics_response(key, ctx, mirror, out)
         candidates = [t for t, v in mirror_topics(img, mirror).items() if applies(mirror, v)]
-        names, why, code = self._select([t.topic_name for t in req.topics], candidates)
+        names, why, code = self._select(
+            [t.topic_name for t in req.topics], candidates, may_match_nothing
+        )
         if why:
             return self._topics_response(
                 key, ctx, mirror, MirrorTopicsOutcome(code, f"{why} in mirror {mirror}")
@@ -354,12 +362,16 @@ class MirrorApi:
         return self._topics_response(key, ctx, mirror, await op(mirror, names))
 
     async def remove_topics(self, ctx: RequestContext, req: Any) -> Any:
+        stored = mirror_patterns.include_patterns(
+            self.s.image().config(MIRROR_RESOURCE, req.mirror_name)
+        )
+        patterns = [t.topic_name for t in req.topics if t.topic_name in stored]
+
+        def remove(mirror: str, names: Sequence[str]) -> Awaitable[MirrorTopicsOutcome]:
+            return self.mirrors.remove_topics(mirror, names, patterns)
+
         return await self._change(
-            REMOVE_TOPICS,
-            ctx,
-            req,
-            lambda m, v: v in (m, m + PAUSED_SUFFIX),
-            self.mirrors.remove_topics,
+            REMOVE_TOPICS, ctx, req, lambda m, v: v in (m, m + PAUSED_SUFFIX), remove, patterns
         )
 
     async def pause_topics(self, ctx: RequestContext, req: Any) -> Any:

@@ -3,7 +3,8 @@ pause and resume their topics (KIP-1279 "Command-Line").
 
 Talks to one destination broker (the first of ``--bootstrap-server`` that answers) with the mirror
 RPCs. ``--topic`` is a topic name or a regular expression matched in full: the broker resolves
-it, against the source's topics for ``--add`` and against the mirror's topics otherwise.
+it, against the source's topics for ``--add`` and against the mirror's topics otherwise; an
+``--add`` pattern is also kept by the broker, which adds matching topics created later.
 With ``--replication-factor``, ``--add`` creates the missing topics itself (CreateTopics v8 with
 the source topic id), reaching the source with the mirror's configs (DescribeConfigs) overlaid by
 ``--mirror-config`` (which supplies the secrets DescribeConfigs never returns).
@@ -457,8 +458,10 @@ async def _dispatch(
         return 0
     # add / remove / pause / resume
     selectors = [args.topic]
+    kept = action == "add" and is_topic_pattern(args.topic)  # the broker keeps add patterns
     if action == "add" and args.replication_factor is not None:
         selectors = await _create_for_add(s, args, mirror_config, err)
+        selectors += [args.topic] if kept else []
     key, verb = {
         "add": (ADD_TOPICS, "add"),
         "remove": (REMOVE_TOPICS, "remove"),
@@ -482,6 +485,12 @@ async def _dispatch(
             "resume": lambda: f"Resumed mirroring for {n} topic(s) in mirror {mirror}: {names}",
         }[action]
         print(message(), file=out)
+    if kept and not resp.topics and _code(resp.error_code) == 0:
+        print(
+            f"No topics match '{args.topic}' yet; mirror {mirror} keeps the pattern and adds "
+            f"matching topics created at the source (--remove --topic '{args.topic}' stops that).",
+            file=out,
+        )
     return 0 if len(ok) == len(resp.topics) else 1
 
 

@@ -37,6 +37,7 @@ from broker.config.listeners import (
     parse_voters,
 )
 from broker.config.properties import Properties, PropertiesError, load_properties
+from broker.config.throttled_replicas import ThrottledReplicasError, parse_throttled_replicas
 from broker.config.values import ConfigValueError, Value, parse_value, render_value
 
 __all__ = [
@@ -493,7 +494,6 @@ def load_server_config(path: str | Path) -> tuple[ServerConfig, list[str]]:
 
 
 _TOPIC_NAME_CHARS = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
-_REPLICA = re.compile(r"^\s*\d+\s*:\s*\d+\s*$")
 
 
 def validate_topic_config(key: str, value: str | None) -> str | None:
@@ -513,12 +513,11 @@ def validate_topic_config(key: str, value: str | None) -> str | None:
         why = tk.validator.check(v)
         if why:
             raise ConfigError(f"Invalid value {value} for configuration {key}: {why}")
-    bad_replicas = isinstance(v, list) and v != ["*"] and any(not _REPLICA.match(x) for x in v)
-    if key in THROTTLED_REPLICA_KEYS and bad_replicas:
-        raise ConfigError(
-            f"Invalid value {value} for configuration {key}: "
-            "expected '*' or a list of partitionId:brokerId"
-        )
+    if key in THROTTLED_REPLICA_KEYS:
+        try:
+            parse_throttled_replicas(value)
+        except ThrottledReplicasError as e:
+            raise ConfigError(f"Invalid value {value} for configuration {key}: {e}") from None
     if key == "compression.gzip.level" and isinstance(v, int) and v != -1 and not 1 <= v <= 9:
         raise ConfigError(f"Invalid value {value} for configuration {key}: must be -1 or 1..9")
     if key == "mirror.name" and isinstance(v, str) and not _TOPIC_NAME_CHARS.match(v):

@@ -436,6 +436,11 @@ class Controller:
                         res.error = MirrorErrorCode.UNKNOWN_MIRROR
                         res.message = f"Mirror {ch.resource_name} does not exist"
                         continue
+                    internal = [k for k, _op, _v in ch.ops if mirror_config.is_internal(k)]
+                    if internal:
+                        res.error = ErrorCode.invalid_config
+                        res.message = f"Mirror config {internal[0]} is internal to the broker"
+                        continue
                 elif ch.resource_type == BROKER_RESOURCE:
                     if ch.resource_name not in ("", str(self._node_id)) and not (
                         ch.resource_name.isdigit() and int(ch.resource_name) in img.brokers
@@ -453,6 +458,10 @@ class Controller:
                     wanted[MIRROR_NAME_CONFIG] = current[
                         MIRROR_NAME_CONFIG
                     ]  # AlterConfigs keeps it
+                if ch.resource_type == MIRROR_RESOURCE:  # and the mirror's bookkeeping
+                    wanted.update(
+                        (k, v) for k, v in current.items() if mirror_config.is_internal(k)
+                    )
                 try:
                     for key, op, value in ch.ops:
                         if op == SET:

@@ -57,6 +57,12 @@ CLIENT_KEYS: Final = frozenset(
     }
 )
 KNOWN_PREFIXES: Final = ("sasl.", "ssl.", "socket.")
+# kmirror's own bookkeeping stored with the mirror (see mirror_patterns): never a client setting,
+# never shown by DescribeConfigs, never set or deleted through AlterConfigs.
+INTERNAL_PREFIX: Final = "internal."
+# Topic configs that describe this (destination) cluster: never copied from the source nor
+# deleted because the source lacks them.
+DESTINATION_TOPIC_KEYS: Final = frozenset({"mirror.name", "mirror.replication.throttled.replicas"})
 LIST_KEYS: Final = frozenset({BOOTSTRAP_SERVERS, TOPIC_PROPERTIES_EXCLUDE, GROUPS_INCLUDE})
 SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _INT_KEYS: Final = frozenset(
@@ -71,6 +77,16 @@ TYPE_STRING, TYPE_LIST, TYPE_PASSWORD = 2, 7, 9
 
 def is_known(key: str) -> bool:
     return key in CLIENT_KEYS or key in DEFAULTS or key.startswith(KNOWN_PREFIXES)
+
+
+def is_internal(key: str) -> bool:
+    return key.startswith(INTERNAL_PREFIX)
+
+
+def client_settings(configs: Mapping[str, str]) -> dict[str, str]:
+    """A mirror's configs minus the internal keys: what a source connection is built from (so
+    bookkeeping changes never count as a connection change)."""
+    return {k: v for k, v in configs.items() if not is_internal(k)}
 
 
 def is_sensitive(key: str) -> bool:
@@ -128,7 +144,7 @@ def missing_required(configs: Mapping[str, str]) -> str | None:
 def describe_rows(explicit: Mapping[str, str]) -> list[dict[str, Any]]:
     """DescribeConfigs rows (see broker.api.configs) for a mirror: set keys, then defaults."""
     rows: list[dict[str, Any]] = []
-    for name in sorted(set(explicit) | set(DEFAULTS)):
+    for name in sorted(set(client_settings(explicit)) | set(DEFAULTS)):
         if name in explicit:
             value, source = explicit[name], SOURCE_UNKNOWN
         else:
@@ -153,6 +169,6 @@ def describe_rows(explicit: Mapping[str, str]) -> list[dict[str, Any]]:
 
 
 def excluded_topic_keys(mirror_configs: Mapping[str, str]) -> frozenset[str]:
-    """Topic config names not copied from the source; ``mirror.name`` always."""
+    """Topic config names not copied from the source; the destination's own keys always."""
     raw = mirror_configs.get(TOPIC_PROPERTIES_EXCLUDE, DEFAULT_TOPIC_EXCLUDES)
-    return frozenset({x.strip() for x in raw.split(",") if x.strip()} | {"mirror.name"})
+    return frozenset({x.strip() for x in raw.split(",") if x.strip()} | DESTINATION_TOPIC_KEYS)

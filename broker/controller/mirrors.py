@@ -8,7 +8,7 @@ lock, so validation sees every earlier change, and commits its records as one ba
 """
 
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -24,7 +24,7 @@ from ..metadata.mirror_states import (
     PAUSED_SUFFIX,
     REMOVED_SUFFIX,
 )
-from . import mirror_config
+from . import mirror_config, mirror_patterns
 from .controller import ConfigRecord, ConfigValidationError, Controller, TopicSpec
 
 PartitionRecord = latest_type("PartitionRecord")
@@ -203,21 +203,36 @@ class MirrorController:
         mirror: str,
         names: Sequence[str],
         new_topics: Mapping[str, TopicSpec] | None = None,
+        *,
+        patterns: Sequence[str] = (),
+        create_only: bool = False,
     ) -> MirrorTopicsOutcome:
         """Put topics in ``mirror``. Names missing locally are created from ``new_topics`` (the
         source's topic id, partition count and configs) in the same batch as their
-        ``mirror.name``, so no local write can slip in between."""
+        ``mirror.name``, so no local write can slip in between. ``patterns`` are kept with the
+        mirror (`mirror_patterns`) in the same batch. ``create_only`` (pattern discovery) only
+        creates topics: a name that exists here or was removed from the mirror is refused."""
         new_topics = new_topics or {}
         async with self._c.lock:
             img = self._c.current_image()
-            if not img.config(MIRROR_RESOURCE, mirror):
+            mcfg = img.config(MIRROR_RESOURCE, mirror)
+            if not mcfg:
                 return _unknown_mirror(mirror)
+            removed = mirror_patterns.removed_topics(mcfg) if create_only else set()
             out = MirrorTopicsOutcome()
             records: list[Any] = []
             new_ids: set[uuid.UUID] = set()
             for name in _unique(names):
                 res = MirrorTopicResult(name)
                 out.topics.append(res)
+                if create_only and (name in img.topics or name in removed):
+                    res.error = ErrorCode.topic_already_exists
+                    res.message = (
+                        f"Topic {name} exists here; only new topics are added by pattern."
+                        if name in img.topics
+                        else f"Topic {name} was removed from mirror {mirror}; add it by name."
+                    )
+                    continue
                 if name in img.topics:
                     value = img.config(TOPIC_RESOURCE, name).get(MIRROR_NAME_CONFIG)
                     if value:
@@ -250,18 +265,32 @@ class MirrorController:
                     res.message = f"Topic {name} does not exist."
                     continue
                 records.append(_mirror_name_record(name, mirror))
+            records += mirror_patterns.selection_records(
+                mirror,
+                mcfg,
+                add_patterns=patterns,
+                added=[r.name for r in out.topics if r.error == ErrorCode.none],
+            )
             await self._c.commit(records)
             return out
 
-    async def remove_topics(self, mirror: str, names: Sequence[str]) -> MirrorTopicsOutcome:
-        """Failover: ``<m>``/``<m>.paused`` -> ``<m>.removed``."""
+    async def remove_topics(
+        self, mirror: str, names: Sequence[str], patterns: Sequence[str] = ()
+    ) -> MirrorTopicsOutcome:
+        """Failover: ``<m>``/``<m>.paused`` -> ``<m>.removed``. The topics are remembered as
+        removed (no pattern adds them back); ``patterns`` stop being kept with the mirror."""
 
         def step(value: str) -> tuple[str | None, Code, str | None]:
             if value == mirror + REMOVED_SUFFIX:
                 return None, MirrorErrorCode.MIRROR_TOPIC_BEING_REMOVED, "is already being removed"
             return mirror + REMOVED_SUFFIX, ErrorCode.none, None
 
-        return await self._change(mirror, names, step)
+        def remember(mcfg: Mapping[str, str], done: list[str]) -> list[Any]:
+            return mirror_patterns.selection_records(
+                mirror, mcfg, drop_patterns=patterns, removed=done
+            )
+
+        return await self._change(mirror, names, step, remember)
 
     async def pause_topics(self, mirror: str, names: Sequence[str]) -> MirrorTopicsOutcome:
         def step(value: str) -> tuple[str | None, Code, str | None]:
@@ -283,10 +312,17 @@ class MirrorController:
 
         return await self._change(mirror, names, step)
 
-    async def _change(self, mirror: str, names: Sequence[str], step: Any) -> MirrorTopicsOutcome:
+    async def _change(
+        self,
+        mirror: str,
+        names: Sequence[str],
+        step: Any,
+        then: Callable[[Mapping[str, str], list[str]], list[Any]] | None = None,
+    ) -> MirrorTopicsOutcome:
         async with self._c.lock:
             img = self._c.current_image()
-            if not img.config(MIRROR_RESOURCE, mirror):
+            mcfg = img.config(MIRROR_RESOURCE, mirror)
+            if not mcfg:
                 return _unknown_mirror(mirror)
             out = MirrorTopicsOutcome()
             records: list[Any] = []
@@ -307,6 +343,8 @@ class MirrorController:
                     res.error, res.message = code, f"Topic {name} {why}."
                     continue
                 records.append(_mirror_name_record(name, new))
+            if then is not None:
+                records += then(mcfg, [r.name for r in out.topics if r.error == ErrorCode.none])
             await self._c.commit(records)
             return out
 

@@ -179,6 +179,7 @@ class _Partition:
         self.src_log_start = -1
         self.last_fetch_ms = -1
         self.rate = _Rate()
+        self.throttled = False  # listed in mirror.replication.throttled.replicas for this broker
         self.retry_at = 0.0
         self.failures = 0
         self.idle = asyncio.Event()
@@ -241,6 +242,7 @@ class MirrorFetcherManager:
         self.on_appended = on_appended
         self.num_fetchers = num_fetchers
         self.throttle = TokenBucket(monotonic)
+        self._throttled: Callable[[str, int], bool] = lambda _topic, _partition: False
         self._monotonic = monotonic
         self._mirrors: dict[str, _Mirror] = {}
         self._rng = random.Random()
@@ -277,7 +279,8 @@ class MirrorFetcherManager:
                 continue
             if old is not None:
                 await self._detach(old)
-            m.partitions[key] = _Partition(mirror, key[0], key[1], topic_id)
+            p = m.partitions[key] = _Partition(mirror, key[0], key[1], topic_id)
+            p.throttled = self._throttled(*key)
         m.refresh.set()
 
     async def remove(self, mirror: str, partitions: Iterable[Key]) -> None:
@@ -337,8 +340,21 @@ class MirrorFetcherManager:
         )
 
     def set_throttle(self, rate_bytes_per_s: int | None) -> None:
-        """``mirror.replication.throttled.rate`` (None or <= 0: unthrottled); applies at once."""
+        """``mirror.replication.throttled.rate`` (None or <= 0: unthrottled); applies at once to
+        the partitions ``set_throttled_replicas`` selects."""
         self.throttle.set_rate(float(rate_bytes_per_s) if rate_bytes_per_s else None)
+
+    def set_throttled_replicas(self, throttled: Callable[[str, int], bool]) -> None:
+        """Which partitions the rate applies to (``mirror.replication.throttled.replicas`` lists
+        them for this broker; unlisted partitions are never held back, as in Kafka). Re-read for
+        every partition now and for each one added later."""
+        self._throttled = throttled
+        for m in self._mirrors.values():
+            for p in m.partitions.values():
+                now = throttled(p.topic, p.partition)
+                if now != p.throttled:
+                    log.info("mirror %s: %s %s", m.name, p, "throttled" if now else "unthrottled")
+                p.throttled = now
 
     async def close(self) -> None:
         self._closed = True
@@ -417,6 +433,15 @@ class MirrorFetcherManager:
                 if p.topic_id is not None and t.topic_id is not None and p.topic_id != t.topic_id:
                     self._park(p, f"source topic id is {t.topic_id}, expected {p.topic_id}")
                     continue
+                if t.topic_id is None and p.topic_id is not None:
+                    # The source assigns no topic ids (older than Kafka 2.8, or a server that
+                    # reports none): our id means nothing there, so fetch this one by name.
+                    log.info(
+                        "mirror %s: the source reports no topic id for %s; fetching it by name",
+                        m.name,
+                        p,
+                    )
+                    p.topic_id = None
                 if p.topic_id is None:
                     p.topic_id = t.topic_id
                 sp = t.partitions.get(p.partition)
@@ -684,8 +709,10 @@ class _Fetcher:
             self.wake.clear()
             await self.wake.wait()
             return
+        # Over the rate: throttled partitions sit out (Kafka's follower quota does the same);
+        # the others are fetched as usual.
         delay = self.mgr.throttle.delay()
-        if delay > 0:
+        if delay > 0 and all(p.throttled for p in self.parts.values()):
             await asyncio.sleep(min(delay, 1.0))
             return
         m = self.mirror
@@ -705,7 +732,7 @@ class _Fetcher:
         if self.session_by_id is not None and by_id != self.session_by_id:
             self._reset_session()
         self.session_by_id = by_id
-        body, sent, id_map = self._build(version, by_id, sessions)
+        body, sent, id_map = self._build(version, by_id, sessions, delay)
         try:
             raw = await conn.send_raw(FETCH, version, body)
             resp = parse_fetch_response(raw, version)
@@ -731,7 +758,7 @@ class _Fetcher:
                 self.session_id = resp.session_id
                 self.session_epoch = self.session_epoch + 1 if self.session_epoch else 1
                 self.session = sent
-        total = 0
+        throttled_bytes = 0
         for tkey, data in resp.partitions:
             name = id_map.get(tkey) if isinstance(tkey, uuid.UUID) else tkey
             if name is None:
@@ -742,8 +769,10 @@ class _Fetcher:
             p = s.state
             if p.removed or p.failed or self.parts.get(p.key) is not p:
                 continue
-            total += self.mgr._apply(p, s, data, self)
-        self.mgr.throttle.consume(total)
+            appended = self.mgr._apply(p, s, data, self)
+            if p.throttled:
+                throttled_bytes += appended
+        self.mgr.throttle.consume(throttled_bytes)
         if self.reconcile:
             todo = list(self.reconcile)
             self.reconcile.clear()
@@ -762,17 +791,27 @@ class _Fetcher:
         self.parts.clear()
 
     def _build(
-        self, version: int, by_id: bool, sessions: bool
+        self, version: int, by_id: bool, sessions: bool, throttle_delay: float = 0.0
     ) -> tuple[bytes, dict[Key, _Sent], dict[uuid.UUID, str]]:
+        """The Fetch request. Throttled partitions ask for at most the throttle's burst, and are
+        left out (forgotten by the session) while ``throttle_delay`` > 0; the wait for data is
+        then cut to that delay so they are back in time."""
         m = self.mirror
         cap = self.mgr.throttle.request_cap()
-        part_max = m.partition_max_bytes if cap is None else min(m.partition_max_bytes, cap)
-        max_bytes = m.max_bytes if cap is None else min(m.max_bytes, cap)
+        held = throttle_delay > 0
+        max_wait_ms = m.max_wait_ms if not held else min(m.max_wait_ms, int(throttle_delay * 1000))
+        only_throttled = all(p.throttled for p in self.parts.values())
+        max_bytes = m.max_bytes if cap is None or not only_throttled else min(m.max_bytes, cap)
         full = not sessions or self.session_epoch == 0
         sent: dict[Key, _Sent] = {}
         changed: list[FetchPartitionRequest] = []
         id_map: dict[uuid.UUID, str] = {}
         for key, p in self.parts.items():
+            if p.throttled and held:
+                continue
+            part_max = m.partition_max_bytes
+            if p.throttled and cap is not None:
+                part_max = min(part_max, cap)
             plog = self.mgr.get_log(p.topic, p.partition)
             if plog is None:
                 continue
@@ -810,7 +849,7 @@ class _Fetcher:
         )
         body = encode_fetch_request(
             version,
-            max_wait_ms=m.max_wait_ms,
+            max_wait_ms=max_wait_ms,
             min_bytes=m.min_bytes,
             max_bytes=max_bytes,
             session_id=self.session_id,

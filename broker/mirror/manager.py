@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from protocol.records import build_mirror_pid_reset
 
+from ..controller import mirror_config
 from ..log.validation import AppendOrigin
 from ..metadata.image import MIRROR_RESOURCE, TOPIC_RESOURCE, Delta, MetadataImage
 from ..metadata.mirror_states import (
@@ -368,7 +369,8 @@ class MirrorManager:
             await self._clear(topic)
 
     async def _start_fetcher(self, key: Key, info: PartitionInfo) -> None:
-        source = dict(self._image().config(MIRROR_RESOURCE, info.mirror))
+        # internal bookkeeping keys (mirror_patterns) stripped: they change without reconnecting
+        source = mirror_config.client_settings(self._image().config(MIRROR_RESOURCE, info.mirror))
         if not source:
             log.warning("mirror %s has no configuration; %s-%d not fetched", info.mirror, *key)
             return

@@ -11,8 +11,10 @@ One refresh of mirror ``m`` (skipped while ``m`` is halted):
    (``m.removed``), which the state driver turns into a failover (STOPPED, writable). For active
    topics: more partitions at the source -> CreatePartitions; the source's dynamic topic configs
    minus ``mirror.topic.properties.exclude`` (regexes matched in full; ``mirror.name`` always
-   excluded) replace ours. Paused topics get neither, as the KIP says of PAUSED ("no metadata
-   sync"); they catch up on the first refresh after resume.
+   excluded, and ``mirror.replication.throttled.replicas``, a destination setting) replace ours.
+   Paused topics get neither, as the KIP says of PAUSED ("no metadata sync"); they catch up on
+   the first refresh after resume. Then new source topics matching the mirror's stored ``--add``
+   patterns are created and added (`topic_discovery`).
 3. Consumer group offsets: groups of the source (ListGroups on every source broker) matching
    ``mirror.groups.include``, their committed offsets for the active topics (OffsetFetch at the
    group's source coordinator), committed here as admin commits (generation -1, no member) when
@@ -24,7 +26,7 @@ An API the source lacks (ApiVersions) skips its step with one log line per mirro
 ``skipped[(m, kind)]``; every source call has a timeout. Counters are plain dicts so a metrics
 exporter can read them: ``errors`` / ``skipped`` keyed (mirror, kind), ``last_refresh_ms``.
 Error kinds: cluster_id_mismatch, config, metadata, topic_removal, partitions, topic_configs,
-groups, acls, refresh. Skip kinds: topic_configs, groups, share_groups, acls.
+topic_discovery, groups, acls, refresh. Skip kinds: topic_configs, groups, share_groups, acls.
 """
 
 import asyncio
@@ -43,6 +45,7 @@ from ..controller.mirrors import mirror_names, mirror_topics, split_mirror_name
 from ..coordinator.group.shard import CommitItem, CommitParams
 from ..metadata.image import MIRROR_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from ..metadata.mirror_states import MIRROR_NAME_CONFIG, PAUSED_SUFFIX
+from . import topic_discovery
 from .acl_rules import AclRuleError, parse_acl_include
 from .sync_source import SourceGroup, SourceOffset, SyncSourceClient
 
@@ -89,7 +92,7 @@ class TopicController(Protocol):
     def validate_topic_config(self, key: str, value: str) -> str: ...
 
 
-class MirrorTopics(Protocol):
+class MirrorTopics(topic_discovery.Adder, Protocol):
     async def remove_topics(self, mirror: str, names: Sequence[str]) -> Any: ...
 
 
@@ -114,7 +117,7 @@ def compile_patterns(value: str) -> list[re.Pattern[str]]:
 
 
 def excluded(key: str, patterns: Sequence[re.Pattern[str]]) -> bool:
-    return key == MIRROR_NAME_CONFIG or any(p.fullmatch(key) for p in patterns)
+    return key in mirror_config.DESTINATION_TOPIC_KEYS or any(p.fullmatch(key) for p in patterns)
 
 
 def config_ops(
@@ -301,7 +304,7 @@ class MirrorMetadataSync:
 
     async def _refresh(self, mirror: str, st: _Mirror) -> None:
         img = self._image()
-        config = dict(img.config(MIRROR_RESOURCE, mirror))
+        config = mirror_config.client_settings(img.config(MIRROR_RESOURCE, mirror))
         if not config or st.halted:
             return
         client = await self._client(mirror, st, config)
@@ -319,6 +322,7 @@ class MirrorMetadataSync:
         active = [t for t, v in topics.items() if split_mirror_name(v)[1] == ""]
         paused = [t for t, v in topics.items() if v == mirror + PAUSED_SUFFIX]
         present = await self._sync_topics(mirror, client, img, active, paused)
+        await self._discover_topics(mirror, client, versions)
         if present is not None:
             await self._sync_configs(mirror, client, versions, present)
             await self._sync_groups(mirror, client, versions, present)
@@ -470,6 +474,35 @@ class MirrorMetadataSync:
                     ch.resource_name,
                     ", ".join(k for k, _op, _v in ch.ops),
                 )
+
+    async def _discover_topics(
+        self, mirror: str, client: SyncSource, versions: Mapping[int, tuple[int, int]]
+    ) -> None:
+        """Source topics new since the last refresh that a stored ``--add`` pattern selects."""
+        try:
+            found = await topic_discovery.discover(
+                mirror,
+                self._image(),
+                client,
+                self._mirrors,
+                can_describe_configs=DESCRIBE_CONFIGS in versions,
+                call=self._call,
+            )
+        except Exception as e:
+            self._error(
+                mirror, "topic_discovery", f"listing source topics: {e or type(e).__name__}"
+            )
+            return
+        if found.configs_skipped:
+            self._skip(mirror, "topic_configs", "the source does not support DescribeConfigs")
+        if found.added:
+            log.info(
+                "mirror %s: new source topic(s) matching its patterns added: %s",
+                mirror,
+                ", ".join(found.added),
+            )
+        for name, why in sorted(found.failed.items()):
+            self._error(mirror, "topic_discovery", f"{name}: {why}")
 
     # -- consumer groups -----------------------------------------------------------------------------
 

@@ -356,6 +356,7 @@ def test_throttle_limits_the_rate(source: Node, tmp_path: Path) -> None:
         dest = Dest(tmp_path / "dest")
         dest.create(topic, 1, tid)
         dest.fetchers.set_throttle(rate)
+        dest.fetchers.set_throttled_replicas(lambda t, p: (t, p) == (topic, 0))
         try:
             start = time.monotonic()
             await dest.fetchers.add("m", {"bootstrap.servers": source.bootstrap}, {(topic, 0): tid})
