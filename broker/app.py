@@ -60,9 +60,11 @@ from .metadata.image import (
 )
 from .metadata.mirror_states import MIRROR_STATE_TOPIC
 from .metrics.broker_metrics import BrokerMetrics
+from .metrics.mirror_metrics import read_on_loop
 from .mirror.fetcher import MirrorFetcherManager
 from .mirror.manager import MirrorManager
 from .mirror.metadata_sync import MirrorMetadataSync
+from .mirror.metrics_snapshot import build_snapshot
 from .mirror.source import SourceClient
 from .network.server import KafkaServer, Listener
 from .raft.local_quorum import LocalQuorum
@@ -538,7 +540,15 @@ class Node:
             self.metrics.watch_state(
                 self._partition_stats, lambda: len(self.server.connections) if self.server else 0
             )
-            self.metrics.serve("0.0.0.0", cfg.metrics_port)
+            self.metrics.watch_mirrors(
+                read_on_loop(
+                    asyncio.get_running_loop(),
+                    lambda: build_snapshot(
+                        self.image, self.mirrors, self.fetchers, self.metadata_sync
+                    ),
+                )
+            )
+            self.metrics.serve(cfg.metrics_host, cfg.metrics_port)
         log.info(
             "kmirror node %d started: cluster %s, listeners %s",
             cfg.node_id,

@@ -189,8 +189,9 @@ BROKER_KEYS: dict[str, BrokerKey] = _kafka_keys() | {
             _K.PER_BROKER,
             _O.KIP_1279,
         ),
-        # Ours: the Prometheus exporter's port; 0 disables it.
+        # Ours: the Prometheus exporter's port (0 disables it) and the address it binds.
         _extra("metrics.port", ConfigType.INT, "0", _K.READ_ONLY, _O.KMIRROR),
+        _extra("metrics.host", ConfigType.STRING, "0.0.0.0", _K.READ_ONLY, _O.KMIRROR),
     )
 }
 

@@ -101,7 +101,7 @@ IMPLEMENTED_KEYS: frozenset[str] = frozenset(
         "replica.fetch.min.bytes", "replica.fetch.response.max.bytes", "num.replica.fetchers",
         "broker.heartbeat.interval.ms", "broker.session.timeout.ms",
         "unstable.api.versions.enable", "unstable.feature.versions.enable",
-        "metrics.port",
+        "metrics.port", "metrics.host",
         "mirror.topic.num.partitions", "mirror.topic.replication.factor",
         "mirror.num.replica.fetchers", "mirror.metadata.refresh.interval.ms",
         "mirror.replication.throttled.rate",
@@ -211,6 +211,7 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     unstable_api_versions_enable: bool
     unstable_feature_versions_enable: bool
     metrics_port: int  # 0: no Prometheus endpoint
+    metrics_host: str  # the address the Prometheus endpoint binds
     mirror_topic_num_partitions: int
     mirror_topic_replication_factor: int
     mirror_num_replica_fetchers: int

@@ -14,6 +14,8 @@ from prometheus_client.registry import Collector
 
 from protocol.registry import REGISTRY
 
+from .mirror_metrics import MirrorCollector, MirrorSnapshot
+
 _LATENCY_BUCKETS = (
     0.0005,
     0.001,
@@ -130,6 +132,10 @@ class BrokerMetrics:
         connections: Callable[[], int],
     ) -> None:
         self.registry.register(_StateCollector(partitions, connections))
+
+    def watch_mirrors(self, read: Callable[[], MirrorSnapshot | None]) -> None:
+        """The ``kafka_server_mirror_*`` series, from the snapshot ``read`` returns per scrape."""
+        self.registry.register(MirrorCollector(read))
 
     def serve(self, host: str, port: int) -> Any:
         server, _thread = start_http_server(port, addr=host, registry=self.registry)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import random
 import time
@@ -89,6 +90,19 @@ class FetchStatus:
     source_leader_id: int  # -1 while looking for the leader
     error: str | None  # the last problem, None when fetching fine
     failed: bool  # handed to on_failed; not fetched any more
+
+
+@dataclass(slots=True)
+class FetcherCounters:
+    """Running totals of one fetcher (mirror, source broker, fetcher id) for the metrics exporter.
+    The fetch loop only adds to them; they outlive fetcher restarts, so they never go back."""
+
+    requests: int = 0  # Fetch responses received
+    errors: int = 0  # failed Fetch round trips (connection lost, error code, bad response)
+    response_bytes: int = 0  # Fetch response bodies received
+    appended_bytes: int = 0  # record bytes appended to local logs
+    throttled_bytes: int = 0  # of those, bytes of throttled partitions
+    throttled_seconds: float = 0.0  # time spent waiting with every partition over the throttle
 
 
 class _Rate:
@@ -247,6 +261,7 @@ class MirrorFetcherManager:
         self._mirrors: dict[str, _Mirror] = {}
         self._rng = random.Random()
         self._closed = False
+        self._counters: dict[tuple[str, int, int], FetcherCounters] = {}
 
     # -- public API ----------------------------------------------------------------------
     async def add(
@@ -338,6 +353,17 @@ class MirrorFetcherManager:
             p.error,
             p.failed,
         )
+
+    def fetcher_stats(self) -> list[tuple[str, int, int, bool | None, FetcherCounters]]:
+        """(mirror, source broker, fetcher id, task alive or None when no such fetcher runs now,
+        a copy of its counters), for every fetcher that ever ran."""
+        out: list[tuple[str, int, int, bool | None, FetcherCounters]] = []
+        for (mirror, node, fid), c in list(self._counters.items()):
+            m = self._mirrors.get(mirror)
+            f = m.fetchers.get((fid, node)) if m is not None else None
+            alive = None if f is None else f.task is not None and not f.task.done()
+            out.append((mirror, node, fid, alive, dataclasses.replace(c)))
+        return out
 
     def set_throttle(self, rate_bytes_per_s: int | None) -> None:
         """``mirror.replication.throttled.rate`` (None or <= 0: unthrottled); applies at once to
@@ -658,6 +684,7 @@ class _Fetcher:
         self.reconcile: set[_Partition] = set()
         self.diverged: dict[_Partition, tuple[int, int]] = {}
         self.failures = 0
+        self.counters = mgr._counters.setdefault((m.name, node, fetcher_id), FetcherCounters())
         self.task: asyncio.Task[None] | None = asyncio.create_task(
             self._run(), name=self.client_id + f"-node-{node}"
         )
@@ -697,6 +724,7 @@ class _Fetcher:
 
     async def _backoff(self, error: str) -> None:
         self.failures += 1
+        self.counters.errors += 1
         for p in list(self.parts.values()):
             p.error = error
         await asyncio.sleep(
@@ -714,6 +742,7 @@ class _Fetcher:
         delay = self.mgr.throttle.delay()
         if delay > 0 and all(p.throttled for p in self.parts.values()):
             await asyncio.sleep(min(delay, 1.0))
+            self.counters.throttled_seconds += min(delay, 1.0)
             return
         m = self.mirror
         try:
@@ -735,6 +764,8 @@ class _Fetcher:
         body, sent, id_map = self._build(version, by_id, sessions, delay)
         try:
             raw = await conn.send_raw(FETCH, version, body)
+            self.counters.requests += 1
+            self.counters.response_bytes += len(raw)
             resp = parse_fetch_response(raw, version)
         except NetworkError as e:
             await self._lost(f"fetch from source broker {self.node}: {e}")
@@ -758,7 +789,7 @@ class _Fetcher:
                 self.session_id = resp.session_id
                 self.session_epoch = self.session_epoch + 1 if self.session_epoch else 1
                 self.session = sent
-        throttled_bytes = 0
+        throttled_bytes = appended_bytes = 0
         for tkey, data in resp.partitions:
             name = id_map.get(tkey) if isinstance(tkey, uuid.UUID) else tkey
             if name is None:
@@ -770,9 +801,12 @@ class _Fetcher:
             if p.removed or p.failed or self.parts.get(p.key) is not p:
                 continue
             appended = self.mgr._apply(p, s, data, self)
+            appended_bytes += appended
             if p.throttled:
                 throttled_bytes += appended
         self.mgr.throttle.consume(throttled_bytes)
+        self.counters.appended_bytes += appended_bytes
+        self.counters.throttled_bytes += throttled_bytes
         if self.reconcile:
             todo = list(self.reconcile)
             self.reconcile.clear()
@@ -785,6 +819,7 @@ class _Fetcher:
         """The source broker is unreachable: find the partitions' leaders again."""
         self._reset_session()
         self.failures += 1
+        self.counters.errors += 1
         log.info("mirror %s: %s", self.mirror.name, error)
         for p in list(self.parts.values()):
             self.mgr._park(p, error)

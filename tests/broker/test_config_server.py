@@ -42,6 +42,12 @@ def test_minimal_combined_node() -> None:
     assert c.message_max_bytes == 1048588 and c.metrics_port == 0
 
 
+def test_metrics_host_defaults_to_every_interface() -> None:
+    assert cfg()[0].metrics_host == "0.0.0.0"
+    c, warnings = cfg("metrics.port=9308\nmetrics.host=127.0.0.1\n")
+    assert warnings == [] and (c.metrics_host, c.metrics_port) == ("127.0.0.1", 9308)
+
+
 def test_shipped_configs_load_without_warnings() -> None:
     for name in ("server", "node-1", "node-2", "node-3"):
         c, warnings = load_server_config(ROOT / "config" / f"{name}.properties")

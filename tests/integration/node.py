@@ -47,6 +47,7 @@ class Node:
             "mirror.topic.num.partitions": "4",
             "group.initial.rebalance.delay.ms": "0",
             "metrics.port": str(self.metrics_port),
+            "metrics.host": "127.0.0.1",
         }
         self.settings.update({k.replace("__", "."): v for k, v in overrides.items()})
         self._formatted = False

@@ -1,0 +1,237 @@
+"""KIP-1279 mirror metrics in Prometheus form (``kafka_server_mirror_*``).
+
+Every series is computed at scrape time from a `MirrorSnapshot`: the fetch loop only adds to plain
+integer counters, and the snapshot (built on the node's event loop by `read_on_loop`, so it sees
+consistent state) copies them together with the state driver's and the metadata sync's view.
+Rates (the KIP's BytesPerSec, RequestsPerSec, ByteRate, MinFetchRate) are left to PromQL's
+``rate()`` over the ``_total`` counters. docs/mirroring.md maps each series to the KIP's MBean.
+This module knows nothing of the broker layers: the snapshot is plain data.
+"""
+
+import asyncio
+import concurrent.futures
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+PREFIX = "kafka_server_mirror_"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRow:
+    """One mirror partition hosted by this node."""
+
+    mirror: str
+    topic: str
+    partition: int
+    state: str | None  # the state driver's (PREPARING, MIRRORING, ...); None: not known to it
+    lag: int | None  # records behind the source's high watermark; None: not fetched / no answer
+    fetch_failing: bool = False  # the last fetch attempt failed, or the fetcher gave it up
+
+
+@dataclass(frozen=True, slots=True)
+class FetcherRow:
+    """Totals of one fetcher: (mirror, source broker, fetcher id), as the KIP's client id."""
+
+    mirror: str
+    source_broker: int
+    fetcher_id: int
+    alive: bool | None  # its task runs; False: it died; None: no such fetcher at the moment
+    requests: int = 0
+    errors: int = 0
+    response_bytes: int = 0
+    appended_bytes: int = 0
+    throttled_bytes: int = 0
+    throttled_seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class MirrorSnapshot:
+    mirrors: tuple[str, ...]  # every mirror defined in the cluster (series exist from the start)
+    states: tuple[str, ...]  # every state name, reported per mirror even when no partition has it
+    partitions: tuple[PartitionRow, ...] = ()
+    fetchers: tuple[FetcherRow, ...] = ()
+    sync_errors: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (mirror, kind)
+    sync_skipped: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    sync_error_kinds: tuple[str, ...] = ()  # reported as 0 per mirror until they occur
+    last_refresh_ms: Mapping[str, int] = field(default_factory=dict)
+    throttle_rate: float = 0.0  # mirror.replication.throttled.rate in force; 0: none set
+
+
+class MirrorCollector(Collector):
+    """Turns the snapshot ``read()`` returns into metric families (None: nothing to report)."""
+
+    def __init__(self, read: Callable[[], MirrorSnapshot | None]) -> None:
+        self._read = read
+
+    def describe(self) -> Iterable[Any]:
+        return []  # registering must not call read(): the node may not be serving yet
+
+    def collect(self) -> Iterable[Any]:
+        snap = self._read()
+        if snap is None:
+            return []
+        return [*_partition_families(snap), *_fetcher_families(snap), *_sync_families(snap)]
+
+
+def _gauge(name: str, doc: str, labels: list[str] | None = None) -> GaugeMetricFamily:
+    return GaugeMetricFamily(PREFIX + name, doc, labels=labels)
+
+
+def _counter(name: str, doc: str, labels: list[str] | None = None) -> CounterMetricFamily:
+    return CounterMetricFamily(PREFIX + name, doc, labels=labels)
+
+
+def _partition_families(snap: MirrorSnapshot) -> list[Any]:
+    states = _gauge("partitions", "Mirror partitions on this node, per state", ["mirror", "state"])
+    lag = _gauge(
+        "consumer_lag",
+        "Records the local copy is behind the source's high watermark",
+        ["mirror", "topic", "partition"],
+    )
+    max_lag = _gauge("max_lag", "Largest consumer_lag of a mirror's partitions", ["mirror"])
+    failed = _gauge(
+        "failed_partitions",
+        "Partitions whose last fetch failed (source unreachable, no leader, error) or given up",
+        ["mirror"],
+    )
+    mirrors = set(snap.mirrors)
+    counts = {(m, s): 0 for m in snap.mirrors for s in snap.states}
+    maxes = dict.fromkeys(snap.mirrors, 0)
+    fails = dict.fromkeys(snap.mirrors, 0)
+    for row in snap.partitions:
+        if row.mirror not in mirrors:
+            continue  # the mirror is gone; its partitions are being let go
+        if row.state is not None:
+            counts[(row.mirror, row.state)] = counts.get((row.mirror, row.state), 0) + 1
+        if row.lag is not None:
+            lag.add_metric([row.mirror, row.topic, str(row.partition)], row.lag)
+            maxes[row.mirror] = max(maxes[row.mirror], row.lag)
+        if row.fetch_failing:
+            fails[row.mirror] += 1
+    for (m, s), n in sorted(counts.items()):
+        states.add_metric([m, s], n)
+    for m in snap.mirrors:
+        max_lag.add_metric([m], maxes[m])
+        failed.add_metric([m], fails[m])
+    return [states, lag, max_lag, failed]
+
+
+def _fetcher_families(snap: MirrorSnapshot) -> list[Any]:
+    labels = ["mirror", "source_broker", "fetcher_id"]
+    requests = _counter("fetch_requests", "Fetch responses received from the source", labels)
+    errors = _counter("fetch_errors", "Failed Fetch round trips to the source", labels)
+    fetched = _counter("fetch_bytes", "Bytes of Fetch responses received", labels)
+    appended = _counter("appended_bytes", "Record bytes appended to local mirror logs", labels)
+    dead = _gauge("dead_fetchers", "Mirror fetcher tasks that died", ["mirror"])
+    throttled = _counter(
+        "replication_throttled_bytes",
+        "Bytes mirrored for partitions under mirror.replication.throttled.replicas",
+        ["mirror"],
+    )
+    waited = _counter(
+        "replication_throttled_seconds",
+        "Time fetchers waited because all their partitions were over the throttle",
+        ["mirror"],
+    )
+    rate = _gauge(
+        "replication_throttled_rate_bytes",
+        "mirror.replication.throttled.rate in force, bytes/s (0: none; default Long.MAX_VALUE)",
+    )
+    mirrors = set(snap.mirrors)
+    deaths = dict.fromkeys(snap.mirrors, 0)
+    t_bytes = dict.fromkeys(snap.mirrors, 0)
+    t_secs = dict.fromkeys(snap.mirrors, 0.0)
+    for f in sorted(snap.fetchers, key=lambda f: (f.mirror, f.source_broker, f.fetcher_id)):
+        if f.mirror not in mirrors:
+            continue
+        values = [f.mirror, str(f.source_broker), str(f.fetcher_id)]
+        requests.add_metric(values, f.requests)
+        errors.add_metric(values, f.errors)
+        fetched.add_metric(values, f.response_bytes)
+        appended.add_metric(values, f.appended_bytes)
+        if f.alive is False:
+            deaths[f.mirror] += 1
+        t_bytes[f.mirror] += f.throttled_bytes
+        t_secs[f.mirror] += f.throttled_seconds
+    for m in snap.mirrors:
+        dead.add_metric([m], deaths[m])
+        throttled.add_metric([m], t_bytes[m])
+        waited.add_metric([m], t_secs[m])
+    rate.add_metric([], snap.throttle_rate)
+    return [requests, errors, fetched, appended, dead, throttled, waited, rate]
+
+
+def _sync_families(snap: MirrorSnapshot) -> list[Any]:
+    errors = _counter(
+        "metadata_sync_errors", "Mirror metadata sync errors, per kind", ["mirror", "kind"]
+    )
+    skipped = _counter(
+        "metadata_sync_skipped",
+        "Metadata sync steps skipped because the source lacks the API, per kind",
+        ["mirror", "kind"],
+    )
+    last = _gauge(
+        "metadata_last_refresh_timestamp_seconds",
+        "Wall-clock time the mirror's last metadata refresh finished",
+        ["mirror"],
+    )
+    mirrors = set(snap.mirrors)
+    counts = {(m, k): 0 for m in snap.mirrors for k in snap.sync_error_kinds}
+    counts.update({k: n for k, n in snap.sync_errors.items() if k[0] in mirrors})
+    for (m, kind), n in sorted(counts.items()):
+        errors.add_metric([m, kind], n)
+    for (m, kind), n in sorted(snap.sync_skipped.items()):
+        if m in mirrors:
+            skipped.add_metric([m, kind], n)
+    for m, ms in sorted(snap.last_refresh_ms.items()):
+        if m in mirrors:
+            last.add_metric([m], ms / 1000)
+    return [errors, skipped, last]
+
+
+def read_on_loop(
+    loop: asyncio.AbstractEventLoop, build: Callable[[], T], timeout_s: float = 2.0
+) -> Callable[[], T | None]:
+    """A reader for the scrape thread that runs ``build`` on ``loop`` and waits for its result,
+    so it never sees the loop's dicts mid-update. None (and a log line) when the loop is closed,
+    does not answer within ``timeout_s`` or ``build`` raises: the other metrics are still served."""
+
+    def read() -> T | None:
+        try:
+            if asyncio.get_running_loop() is loop:
+                return build()
+        except RuntimeError:
+            pass  # no loop in this thread: the usual case (prometheus-client's server thread)
+        done: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def run() -> None:
+            if not done.set_running_or_notify_cancel():
+                return
+            try:
+                done.set_result(build())
+            except Exception as e:
+                done.set_exception(e)
+
+        try:
+            loop.call_soon_threadsafe(run)
+        except RuntimeError:
+            return None  # the node is shutting down
+        try:
+            return done.result(timeout_s)
+        except concurrent.futures.TimeoutError:
+            done.cancel()
+            log.warning("mirror metrics left out: the event loop did not answer in %ss", timeout_s)
+        except Exception:
+            log.exception("mirror metrics left out: building the snapshot failed")
+        return None
+
+    return read
