@@ -341,7 +341,8 @@ class Node:
             BROKER_RESOURCE, ""
         ).get(THROTTLE_KEY)
         rate = int(raw) if raw is not None else self.config.mirror_replication_throttled_rate
-        self.fetchers.set_throttle(rate if rate > 0 else None)
+        # <= 0 or the default Long.MAX_VALUE: no limit at all (not a 9.2e18 bytes/s bucket)
+        self.fetchers.set_throttle(rate if 0 < rate < (1 << 63) - 1 else None)
         self.fetchers.set_throttled_replicas(self._mirror_throttled)
 
     def _mirror_throttled(self, topic: str, partition: int) -> bool:

@@ -144,7 +144,7 @@ def _fetcher_families(snap: MirrorSnapshot) -> list[Any]:
     )
     rate = _gauge(
         "replication_throttled_rate_bytes",
-        "mirror.replication.throttled.rate in force, bytes/s (0: none; default Long.MAX_VALUE)",
+        "mirror.replication.throttled.rate in force, bytes/s (0: unlimited)",
     )
     mirrors = set(snap.mirrors)
     deaths = dict.fromkeys(snap.mirrors, 0)
