@@ -1,7 +1,7 @@
 #!/usr/bin/env sh
 # Runs every benchmark from the repository root, in the project venv (created by bin/setup.sh).
-# Arguments go to the protocol bench; the broker and mirror benches (real processes on loopback,
-# < 90 s and ~2 min) run with their defaults.
+# Arguments go to the protocol bench; the broker, mirror and transaction benches (real processes
+# on loopback, < 90 s, ~2 min and < 90 s) run with their defaults.
 set -eu
 cd "$(dirname "$0")/.."
 if [ -f .venv/bin/activate ]; then
@@ -10,3 +10,4 @@ fi
 python -m bench.protocol_bench "$@"
 python -m bench.broker_bench
 python -m bench.mirror_bench
+python -m bench.txn_bench

@@ -12,13 +12,14 @@ import logging
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from protocol.errors import ProtocolError
 
 from . import topic_configs
+from .api.acls import AclsApi
 from .api.api_versions import FEATURES
 from .api.api_versions import make_handler as api_versions_handler
 from .api.cluster import OFFSETS_TOPIC, ClusterApi
@@ -33,18 +34,30 @@ from .api.mirror import MirrorApi
 from .api.mirror_state import MirrorStateApi
 from .api.offsets import OffsetsApi
 from .api.produce import ProduceApi
+from .api.sasl import SaslApi
+from .api.scram_credentials import ScramCredentialsApi
 from .api.services import Services
 from .api.topics import TopicsApi
+from .api.txn import TxnApi
 from .config.meta_properties import MetaPropertiesError, read_meta_properties
 from .config.server_config import ConfigError, ServerConfig, load_server_config
 from .config.throttled_replicas import ThrottledReplicasError, parse_throttled_replicas
+from .controller.acls import AclController
 from .controller.controller import Controller, Validators
 from .controller.mirrors import MirrorController
+from .controller.scram import ScramController
 from .coordinator.group.config import GroupConfig
 from .coordinator.group.coordinator import GroupCoordinator
 from .coordinator.mirror import MirrorCoordinator
 from .coordinator.partition_record_log import PartitionRecordLog
 from .coordinator.timer import LoopScheduler
+from .coordinator.txn import (
+    TRANSACTION_STATE_TOPIC,
+    LocalMarkerWriter,
+    ProducerIdManager,
+    TransactionCoordinator,
+    TxnConfig,
+)
 from .log.clock import SystemClock
 from .log.config import LogConfig
 from .log.manager import LogManager
@@ -69,6 +82,10 @@ from .mirror.source import SourceClient
 from .network.server import KafkaServer, Listener
 from .raft.local_quorum import LocalQuorum
 from .replication.replica_manager import ReplicaManager
+from .security.authorizer import build_authorizer
+from .security.errors import SecurityConfigError
+from .security.listeners import ListenerSecurity, build_listener_security
+from .security.scram import Credential, Mechanism
 
 log = logging.getLogger("kmirror")
 
@@ -96,8 +113,17 @@ class PublishingQuorum:
 
 
 class Node:
-    def __init__(self, config: ServerConfig, cluster_id: str) -> None:
+    def __init__(
+        self,
+        config: ServerConfig,
+        cluster_id: str,
+        listener_security: Mapping[str, ListenerSecurity] | None = None,
+    ) -> None:
         self.config = config
+        # TLS contexts and SASL offers per listener (SecurityConfigError names a bad key)
+        self.listener_security = (
+            listener_security if listener_security is not None else build_listener_security(config)
+        )
         self.cluster_id = cluster_id
         self.clock = SystemClock()
         self.metrics = BrokerMetrics()
@@ -155,8 +181,41 @@ class Node:
             config.mirror_topic_num_partitions, LoopScheduler()
         )
         self._loaded_mirror_partitions: set[int] = set()
+        self.producer_ids = ProducerIdManager(lambda: self.controller.allocate_producer_ids(0))
+        self.txn_markers = LocalMarkerWriter(
+            self.replicas,
+            self.clock.now_ms,
+            OFFSETS_TOPIC,
+            self.groups.complete_transaction,
+            writable=lambda topic, partition: self.services.writable(topic, partition),
+        )
+        self.txn_coordinator = TransactionCoordinator(
+            TxnConfig(
+                num_partitions=config.transaction_state_log_num_partitions,
+                max_timeout_ms=config.transaction_max_timeout_ms,
+                abort_check_interval_ms=(
+                    config.transaction_abort_timed_out_transaction_cleanup_interval_ms
+                ),
+                id_expiration_ms=config.transactional_id_expiration_ms,
+                id_expiration_check_interval_ms=(
+                    config.transaction_remove_expired_transaction_cleanup_interval_ms
+                ),
+            ),
+            self.producer_ids.next_id,
+            self.txn_markers,
+            lambda group_id: (OFFSETS_TOPIC, self.groups.partition_for(group_id)),
+            LoopScheduler(),
+        )
+        self._loaded_txn_partitions: set[int] = set()
         self._group_tasks: set[asyncio.Task[None]] = set()
         self.server: KafkaServer | None = None
+        self.acl_controller = AclController(self.controller)
+        self.authorizer = build_authorizer(
+            config.authorizer_class_name,
+            config.super_users or "",
+            config.allow_everyone_if_no_acl_found,
+            lambda: self.image.acls,
+        )
         self.services = Services(
             node_id=config.node_id,
             cluster_id=cluster_id,
@@ -171,6 +230,7 @@ class Node:
                 config, self.image.config(TOPIC_RESOURCE, name)
             ),
             describe_broker_configs=self._describe_broker_configs,
+            authorizer=self.authorizer,
         )
         self.dispatcher = self._build_dispatcher()
         self.fetchers = MirrorFetcherManager(
@@ -202,6 +262,7 @@ class Node:
             known_cluster_id=self.mirror_api.cluster_id_of,
             ensure_offsets_topic=self.cluster_api.ensure_offsets_topic,
             client_id=f"kmirror-{config.node_id}-metadata-sync",
+            acls=self.acl_controller,
             now_ms=self.clock.now_ms,
         )
         self.mirror_api.states = self._mirror_states
@@ -250,6 +311,9 @@ class Node:
         self._sync_coordinator_partitions(OFFSETS_TOPIC, self._loaded_group_partitions, self.groups)
         self._sync_coordinator_partitions(
             MIRROR_STATE_TOPIC, self._loaded_mirror_partitions, self.mirror_coordinator
+        )
+        self._sync_coordinator_partitions(
+            TRANSACTION_STATE_TOPIC, self._loaded_txn_partitions, self.txn_coordinator
         )
         mirrors = getattr(self, "mirrors", None)
         if mirrors is not None:  # not during start-up replay: reconciled once serving
@@ -415,14 +479,18 @@ class Node:
         )
         admin = LogAdminApi(s)
         self.cluster_api = cluster
-        groups = GroupApi(self.groups, lambda t: t in self.image.topics)
-        mirror_states = MirrorStateApi(self.mirror_coordinator, lambda: self.image)
+        groups = GroupApi(self.groups, lambda t: t in self.image.topics, self.authorizer)
+        txn = TxnApi(s, self.txn_coordinator, self.groups, self.txn_markers)
+        mirror_states = MirrorStateApi(self.mirror_coordinator, lambda: self.image, self.authorizer)
         self.mirror_controller = MirrorController(
             self.controller,
             state_topic_partitions=self.config.mirror_topic_num_partitions,
             state_topic_replication_factor=self.config.mirror_topic_replication_factor,
         )
         self.mirror_api = mirrors = MirrorApi(s, self.mirror_controller)
+        acls = AclsApi(s, self.acl_controller)
+        self.sasl_api = sasl = SaslApi(self.listener_security, self._scram_credential)
+        scram = ScramCredentialsApi(s, ScramController(self.controller))
         holder: dict[str, Dispatcher] = {}
         from protocol.encoders.metadata import encode_metadata_response
 
@@ -441,7 +509,14 @@ class Node:
             Api(23, offsets.offset_for_leader_epoch, max_version=4),
             Api(10, cluster.find_coordinator, max_version=6),
             Api(60, cluster.describe_cluster, max_version=2),
-            Api(22, cluster.init_producer_id, max_version=5),
+            Api(22, txn.init_producer_id, max_version=5),
+            Api(24, txn.add_partitions_to_txn, max_version=5),
+            Api(25, txn.add_offsets_to_txn, max_version=4),
+            Api(26, txn.end_txn, max_version=4),
+            Api(27, txn.write_txn_markers, min_version=1, max_version=2),
+            Api(28, txn.txn_offset_commit, max_version=4),
+            Api(65, txn.describe_transactions, max_version=0),
+            Api(66, txn.list_transactions, max_version=2),
             Api(19, topics.create_topics, min_version=2, max_version=8),
             Api(20, topics.delete_topics, min_version=1, max_version=6),
             Api(37, topics.create_partitions, max_version=3),
@@ -471,10 +546,20 @@ class Node:
             Api(103, mirrors.resume_topics, max_version=0),
             Api(104, mirrors.delete_mirror, max_version=0),
             Api(105, mirrors.bump_leader_epochs, max_version=0),
+            Api(29, acls.describe_acls, min_version=1, max_version=3),
+            Api(30, acls.create_acls, min_version=1, max_version=3),
+            Api(31, acls.delete_acls, min_version=1, max_version=3),
+            Api(17, sasl.handshake, min_version=1, max_version=1),  # v0 (unframed): removed in 4.0
+            Api(36, sasl.authenticate, max_version=2),
+            Api(50, scram.describe, max_version=0),
+            Api(51, scram.alter, max_version=0),
         ]
         d = Dispatcher(apis, on_request=m.on_request)
         holder["d"] = d
         return d
+
+    def _scram_credential(self, user: str, mechanism: Mechanism) -> Credential | None:
+        return self.image.scram.get((user, mechanism.type))
 
     async def handle(self, conn: Any, frame: memoryview) -> Any:
         def make_ctx(header: Any) -> RequestContext:
@@ -483,12 +568,31 @@ class Node:
                 connection_id=conn.connection_id,
                 listener=conn.listener,
                 peer_host=conn.peer_host,
+                principal=conn.state["principal"],
                 now_ms=self.clock.now_ms(),
                 session=conn.state,
             )
 
+        api_key = int.from_bytes(frame[:2], "big", signed=True) if len(frame) >= 2 else -1
+        if not self.sasl_api.admit(conn.state, conn.listener, api_key, conn.peer_certificate):
+            # Kafka closes a connection that sends anything but ApiVersions and SASL before
+            # authenticating (no response: the client sees the connection drop).
+            log.info(
+                "closing connection %s: api key %d before SASL authentication",
+                conn.connection_id,
+                api_key,
+            )
+            conn.close()
+            return None
         try:
-            return await self.dispatcher.handle(make_ctx, frame)
+            response = await self.dispatcher.handle(make_ctx, frame)
+            if self.sasl_api.should_close(conn.state):
+                # A failed SASL exchange ends the connection, a little after its error response
+                # (connection.failed.authentication.delay.ms) so the client reads the error
+                # before it sees the connection drop; requests meanwhile close it at once.
+                delay = self.config.connection_failed_authentication_delay_ms / 1000
+                asyncio.get_running_loop().call_later(delay, conn.close)
+            return response
         except ProtocolError as e:
             # Kafka closes the connection on a request it cannot even answer (unreadable header,
             # unknown api key, unsupported version); other connections are unaffected.
@@ -508,6 +612,7 @@ class Node:
                 host=lst.host or "0.0.0.0",
                 port=lst.port,
                 security_protocol=lst.security_protocol,
+                ssl_context=self.listener_security[lst.name].ssl_context,
             )
             for lst in cfg.listeners
         ]
@@ -583,6 +688,7 @@ class Node:
         await self.metadata_sync.close()
         await self.mirrors.close()
         await self.fetchers.close()
+        await self.txn_coordinator.close()  # before the groups: completions write to them
         await self.groups.close()
         await self.mirror_coordinator.close()
         self.replicas.snapshot_all()
@@ -617,8 +723,12 @@ def check_storage(config: ServerConfig) -> str:
     return cluster_ids.pop()
 
 
-async def run(config: ServerConfig, cluster_id: str) -> None:
-    node = Node(config, cluster_id)
+async def run(
+    config: ServerConfig,
+    cluster_id: str,
+    listener_security: Mapping[str, ListenerSecurity] | None = None,
+) -> None:
+    node = Node(config, cluster_id, listener_security)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -649,6 +759,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for w in warnings:
         log.warning(w)
     try:
+        listener_security = build_listener_security(config)
+    except SecurityConfigError as e:
+        print(f"kmirror: {config.source}: {e}", file=sys.stderr)
+        return 1
+    try:
         cluster_id = check_storage(config)
     except StartupError as e:
         print(f"kmirror: {e}", file=sys.stderr)
@@ -657,6 +772,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     started = time.monotonic()
     with contextlib.suppress(KeyboardInterrupt):
-        uvloop.run(run(config, cluster_id))
+        uvloop.run(run(config, cluster_id, listener_security))
     log.debug("ran for %.1fs", time.monotonic() - started)
     return 0

@@ -1,13 +1,14 @@
-"""DescribeCluster v0-v2, FindCoordinator v0-v6, InitProducerId v0-v5.
+"""DescribeCluster v0-v2, FindCoordinator v0-v6.
 
 Group coordinators live on this node's ``__consumer_offsets`` partitions (created on first use,
-as Kafka does). Transactions are not served yet: a transactional InitProducerId or a transaction
-coordinator lookup gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which stock clients treat as fatal,
-so nothing waits forever; the transaction RPCs are not advertised in ApiVersions.
-Mirror coordinators (key type 3, KIP-1279) live on this node's ``__mirror_state`` partitions,
-created on first lookup from ``mirror.topic.num.partitions`` / ``mirror.topic.replication.factor``;
-when it cannot be created (e.g. a replication factor above the live brokers) the lookup gets
-COORDINATOR_NOT_AVAILABLE, as in Kafka.
+as Kafka does). Transaction coordinators (key type 1) live on its ``__transaction_state``
+partitions, created on first lookup from ``transaction.state.log.num.partitions`` /
+``transaction.state.log.replication.factor``; when it cannot be created the lookup gets
+COORDINATOR_NOT_AVAILABLE, as in Kafka. InitProducerId is served with the transaction RPCs
+(`txn.py`). Mirror coordinators (key type 3, KIP-1279) live on this node's ``__mirror_state``
+partitions, created on first lookup from ``mirror.topic.num.partitions`` /
+``mirror.topic.replication.factor``; when it cannot be created (e.g. a replication factor above
+the live brokers) the lookup gets COORDINATOR_NOT_AVAILABLE, as in Kafka.
 """
 
 from typing import Any
@@ -18,12 +19,15 @@ from protocol.build import build
 from protocol.registry import REGISTRY
 
 from ..controller.controller import TopicSpec
+from ..coordinator.txn.config import TRANSACTION_STATE_TOPIC
 from ..metadata.mirror_states import MIRROR_STATE_TOPIC
+from ..security.acls import AclOperation, ResourceType
+from .authz import allowed, allowed_on_cluster
 from .context import RequestContext
 from .metadata import broker_rows
 from .services import Services
 
-DESCRIBE_CLUSTER, FIND_COORDINATOR, INIT_PRODUCER_ID = 60, 10, 22
+DESCRIBE_CLUSTER, FIND_COORDINATOR = 60, 10
 GROUP_KEY, TXN_KEY, MIRROR_KEY = 0, 1, 3
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -33,8 +37,6 @@ class ClusterApi:
         self.s = services
         self._offsets_partitions = offsets_partitions
         self._offsets_rf = offsets_rf
-        self._pid_next = 0
-        self._pid_end = 0
 
     async def describe_cluster(self, ctx: RequestContext, req: Any) -> Any:
         img = self.s.image()
@@ -97,6 +99,50 @@ class ClusterApi:
         # A concurrent lookup may have created it first.
         return MIRROR_STATE_TOPIC in self.s.image().topics or result.error == ErrorCode.none
 
+    async def ensure_transaction_state_topic(self) -> bool:
+        """Create the compacted ``__transaction_state`` topic unless it exists; whether it does."""
+        if TRANSACTION_STATE_TOPIC in self.s.image().topics:
+            return True
+        cfg = self.s.config
+        (result,) = await self.s.controller.create_topics(
+            [
+                TopicSpec(
+                    TRANSACTION_STATE_TOPIC,
+                    getattr(cfg, "transaction_state_log_num_partitions", 50),
+                    getattr(cfg, "transaction_state_log_replication_factor", 3),
+                    configs={
+                        "cleanup.policy": "compact",
+                        "compression.type": "uncompressed",
+                        "segment.bytes": str(
+                            getattr(cfg, "transaction_state_log_segment_bytes", 104857600)
+                        ),
+                    },
+                )
+            ],
+            False,
+        )
+        return TRANSACTION_STATE_TOPIC in self.s.image().topics or result.error == ErrorCode.none
+
+    def _coordinator_denied(self, ctx: RequestContext, key_type: int, key: str) -> Any:
+        """With an authorizer: a group needs DESCRIBE on it, a transactional id DESCRIBE on it, a
+        mirror coordinator (KIP-1279) CLUSTER_ACTION on the cluster. The error, or None."""
+        authz = self.s.authorizer
+        if authz is None:
+            return None
+        if key_type == GROUP_KEY and not allowed(
+            authz, ctx, AclOperation.DESCRIBE, ResourceType.GROUP, key
+        ):
+            return ErrorCode.group_authorization_failed
+        if key_type == TXN_KEY and not allowed(
+            authz, ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
+        ):
+            return ErrorCode.transactional_id_authorization_failed
+        if key_type == MIRROR_KEY and not allowed_on_cluster(
+            authz, ctx, AclOperation.CLUSTER_ACTION
+        ):
+            return ErrorCode.cluster_authorization_failed
+        return None
+
     async def find_coordinator(self, ctx: RequestContext, req: Any) -> Any:
         keys = list(getattr(req, "coordinator_keys", ()) or ())
         if not keys and hasattr(req, "key"):
@@ -115,9 +161,19 @@ class ClusterApi:
                 "error_code": ErrorCode.none,
                 "error_message": None,
             }
-            if key_type == TXN_KEY:
-                row["error_code"] = ErrorCode.transactional_id_authorization_failed
-                row["error_message"] = "Transactions are not supported by this broker yet"
+            denial = self._coordinator_denied(ctx, key_type, key)
+            if denial is not None:
+                row["error_code"] = denial
+                rows.append(row)
+                continue
+            if key_type == TXN_KEY and ep is not None:
+                if not key:
+                    row["error_code"] = ErrorCode.invalid_request
+                    row["error_message"] = "Empty transactional id"
+                elif await self.ensure_transaction_state_topic():
+                    row.update(node_id=self.s.node_id, host=ep.host, port=ep.port)
+                else:
+                    row["error_code"] = ErrorCode.coordinator_not_available
             elif key_type == MIRROR_KEY and ep is not None:
                 if not key:
                     row["error_code"] = ErrorCode.invalid_request
@@ -126,7 +182,7 @@ class ClusterApi:
                     row.update(node_id=self.s.node_id, host=ep.host, port=ep.port)
                 else:
                     row["error_code"] = ErrorCode.coordinator_not_available
-            elif key_type not in (GROUP_KEY, MIRROR_KEY):
+            elif key_type not in (GROUP_KEY, TXN_KEY, MIRROR_KEY):
                 row["error_code"] = ErrorCode.invalid_request
                 row["error_message"] = f"Unsupported coordinator key type {key_type}"
             elif ep is None:
@@ -147,30 +203,3 @@ class ClusterApi:
                 port=first["port"],
             )
         return build(cls, data)
-
-    async def init_producer_id(self, ctx: RequestContext, req: Any) -> Any:
-        cls = REGISTRY.spec(INIT_PRODUCER_ID).response_type(ctx.api_version)
-        if req.transactional_id is not None:
-            return build(
-                cls,
-                {
-                    "throttle_time": 0,
-                    "error_code": ErrorCode.transactional_id_authorization_failed,
-                    "producer_id": -1,
-                    "producer_epoch": -1,
-                },
-            )
-        if self._pid_next >= self._pid_end:
-            start, size = await self.s.controller.allocate_producer_ids(0)
-            self._pid_next, self._pid_end = start, start + size
-        pid = self._pid_next
-        self._pid_next += 1
-        return build(
-            cls,
-            {
-                "throttle_time": 0,
-                "error_code": ErrorCode.none,
-                "producer_id": pid,
-                "producer_epoch": 0,
-            },
-        )

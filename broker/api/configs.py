@@ -5,6 +5,10 @@ Describe rows come from the composition root's config describers as dicts with k
 read_only, source, sensitive, synonyms ([{name, value, source}]) and type (Kafka's ConfigType).
 Sensitive values are reported as null, as Kafka does. Changes go through the controller, which
 validates every key and value (INVALID_CONFIG with the reason otherwise).
+
+With an authorizer, describing needs DESCRIBE_CONFIGS and changing ALTER_CONFIGS: on the topic
+(TOPIC_AUTHORIZATION_FAILED), on the CLUSTER_MIRROR resource of that name (KIP-1279,
+MIRROR_AUTHORIZATION_FAILED), or on the cluster for broker resources (CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from typing import Any
@@ -16,22 +20,44 @@ from protocol.errors import MirrorErrorCode
 from protocol.registry import REGISTRY
 
 from ..controller import mirror_config
-from ..controller.controller import SET, ConfigChange
+from ..controller.controller import SET, ConfigChange, ResourceResult
 from ..metadata.image import (
     BROKER_LOGGER_RESOURCE,
     BROKER_RESOURCE,
     MIRROR_RESOURCE,
     TOPIC_RESOURCE,
 )
+from ..security.acls import AclOperation, ResourceType
+from .authz import allowed, allowed_on_cluster
 from .context import RequestContext
 from .services import Services
 
 DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
+Code = ErrorCode | MirrorErrorCode
 
 
 class ConfigsApi:
     def __init__(self, services: Services) -> None:
         self.s = services
+
+    def _denied(
+        self, ctx: RequestContext, op: AclOperation, resource_type: int, name: str
+    ) -> tuple[Code, str] | None:
+        """The authorization error for ``op`` on a config resource, or None."""
+        authz = self.s.authorizer
+        if authz is None:
+            return None
+        if resource_type == TOPIC_RESOURCE:
+            if allowed(authz, ctx, op, ResourceType.TOPIC, name):
+                return None
+            return ErrorCode.topic_authorization_failed, f"Topic authorization failed: {name}"
+        if resource_type == MIRROR_RESOURCE:
+            if allowed(authz, ctx, op, ResourceType.CLUSTER_MIRROR, name):
+                return None
+            return MirrorErrorCode.MIRROR_AUTHORIZATION_FAILED, f"Not authorized on mirror {name}"
+        if allowed_on_cluster(authz, ctx, op):
+            return None
+        return ErrorCode.cluster_authorization_failed, "Cluster authorization failed."
 
     def _rows(
         self, resource_type: int, name: str
@@ -61,7 +87,14 @@ class ConfigsApi:
         synonyms = getattr(req, "include_synonyms", False)
         results = []
         for r in req.resources:
-            code, message, rows = self._rows(r.resource_type, r.resource_name)
+            denial = self._denied(
+                ctx, AclOperation.DESCRIBE_CONFIGS, r.resource_type, r.resource_name
+            )
+            code, message, rows = (
+                (denial[0], denial[1], [])
+                if denial is not None
+                else self._rows(r.resource_type, r.resource_name)
+            )
             keys = set(r.configuration_keys) if r.configuration_keys is not None else None
             results.append(
                 {
@@ -114,7 +147,19 @@ class ConfigsApi:
     async def _alter(
         self, key: int, ctx: RequestContext, changes: list[ConfigChange], validate_only: bool
     ) -> Any:
-        results = await self.s.controller.alter_configs(changes, validate_only)
+        denied: dict[int, ResourceResult] = {}
+        for i, ch in enumerate(changes):
+            denial = self._denied(
+                ctx, AclOperation.ALTER_CONFIGS, ch.resource_type, ch.resource_name
+            )
+            if denial is not None:
+                denied[i] = ResourceResult(ch.resource_type, ch.resource_name, *denial)
+        done = iter(
+            await self.s.controller.alter_configs(
+                [ch for i, ch in enumerate(changes) if i not in denied], validate_only
+            )
+        )
+        results = [denied[i] if i in denied else next(done) for i in range(len(changes))]
         rows = [
             {
                 "error_code": r.error,

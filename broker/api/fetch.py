@@ -3,8 +3,9 @@
 Reads return the log's byte ranges untouched; the hand encoder puts them on the wire without
 copying. ``max_wait``/``min_bytes`` long-poll on the replica manager's append signal; ``max_bytes``
 and each partition's ``partition_max_bytes`` bound the response, except that the first batch is
-always returned whole (KIP-74). READ_COMMITTED reads stop at the last stable offset.
-Sessions: see `fetch_sessions`.
+always returned whole (KIP-74). READ_COMMITTED reads stop at the last stable offset. With an authorizer, partitions of a topic
+the principal may not READ get TOPIC_AUTHORIZATION_FAILED (a topic id this node does not know
+stays UNKNOWN_TOPIC_ID). Sessions: see `fetch_sessions`.
 """
 
 import logging
@@ -21,6 +22,8 @@ from protocol.readers import Buffer
 from protocol.registry import REGISTRY
 
 from ..replication.replica_manager import leader_epoch_error
+from ..security.acls import AclOperation, ResourceType
+from .authz import allowed
 from .context import RequestContext
 from .fetch_sessions import FetchSessionCache, SessionError, SessionPartition
 from .services import Services
@@ -84,8 +87,9 @@ class FetchApi:
 
         deadline = time.monotonic() + max(0, req.max_wait_ms) / 1000
         committed = req.isolation_level == READ_COMMITTED
+        denied = self._denied(ctx, wanted, by_id) if self.s.authorizer is not None else None
         while True:
-            rows, total = self._read(wanted, req.max_bytes, committed, by_id, full)
+            rows, total = self._read(wanted, req.max_bytes, committed, by_id, full, denied)
             remaining = deadline - time.monotonic()
             if total >= req.min_bytes or remaining <= 0 or any(r["error_code"] for _, r in rows):
                 break
@@ -118,6 +122,24 @@ class FetchApi:
             },
         )
 
+    def _denied(
+        self, ctx: RequestContext, wanted: dict[tuple[Any, int], SessionPartition], by_id: bool
+    ) -> set[Any]:
+        """Topic keys (names, or ids from v13) of known topics the principal may not READ."""
+        img = self.s.image()
+        out: set[Any] = set()
+        for tkey in {k for k, _p in wanted}:
+            if by_id:
+                topic = img.topic_by_id(tkey)
+                if topic is None:
+                    continue  # UNKNOWN_TOPIC_ID, as without an authorizer
+                name = topic.name
+            else:
+                name = tkey
+            if not allowed(self.s.authorizer, ctx, AclOperation.READ, ResourceType.TOPIC, name):
+                out.add(tkey)
+        return out
+
     def _read(
         self,
         wanted: dict[tuple[Any, int], SessionPartition],
@@ -125,6 +147,7 @@ class FetchApi:
         committed: bool,
         by_id: bool,
         full: bool,
+        denied: set[Any] | None = None,
     ) -> tuple[list[tuple[tuple[Any, int], dict[str, Any]]], int]:
         img = self.s.image()
         rows: list[tuple[tuple[Any, int], dict[str, Any]]] = []
@@ -143,6 +166,10 @@ class FetchApi:
                 "preferred_read_replica": -1,
                 "records": b"",
             }
+            if denied and tkey in denied:
+                row["error_code"] = ErrorCode.topic_authorization_failed
+                rows.append((key, row))
+                continue
             hosted = self.s.replicas.get(topic.name, partition) if topic is not None else None
             if hosted is None:
                 if topic is None and by_id:

@@ -6,6 +6,13 @@ ListGroups v0-5, DeleteGroups v0-2, OffsetDelete v0.
 
 Each handler takes a kio request of any served version and returns the response type of
 the same version; fields a version lacks are simply not set.
+
+With an authorizer (as Kafka): Join/Sync/Heartbeat/Leave and OffsetCommit need READ on the group,
+OffsetFetch and DescribeGroups DESCRIBE, DeleteGroups and OffsetDelete DELETE
+(GROUP_AUTHORIZATION_FAILED); committed or deleted offsets need READ on their topic and fetched
+ones DESCRIBE (TOPIC_AUTHORIZATION_FAILED; a fetch of all offsets leaves those topics out).
+ListGroups lists every group with DESCRIBE on the cluster, else the groups the principal may
+DESCRIBE.
 """
 
 import dataclasses
@@ -20,7 +27,11 @@ from kio.schema.errors import ErrorCode
 from broker.api.context import RequestContext
 from broker.coordinator.group import GroupCoordinator
 from broker.coordinator.group.shard import CommitItem, CommitParams, JoinParams, SyncParams
+from broker.security.acls import AclOperation, ResourceType
+from broker.security.authorizer import Authorizer
 from protocol.registry import REGISTRY
+
+from .authz import allowed, allowed_on_cluster
 
 JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP = 11, 14, 12, 13
 OFFSET_COMMIT, OFFSET_FETCH = 8, 9
@@ -78,14 +89,42 @@ def _ms(value: Any) -> int:
     return int(value)
 
 
+_GROUP_DENIED = ErrorCode.group_authorization_failed
+
+
 class GroupApi:
-    def __init__(self, coordinator: GroupCoordinator, topic_exists: Callable[[str], bool]) -> None:
+    def __init__(
+        self,
+        coordinator: GroupCoordinator,
+        topic_exists: Callable[[str], bool],
+        authorizer: Authorizer | None = None,
+    ) -> None:
         self.coordinator = coordinator
         self.topic_exists = topic_exists
+        self.authorizer = authorizer
+
+    def _group_denied(self, ctx: RequestContext, op: AclOperation, group_id: str) -> bool:
+        a = self.authorizer
+        return a is not None and not allowed(a, ctx, op, ResourceType.GROUP, group_id)
+
+    def _topic_denied(self, ctx: RequestContext, op: AclOperation, topic: str) -> bool:
+        a = self.authorizer
+        return a is not None and not allowed(a, ctx, op, ResourceType.TOPIC, topic)
 
     async def handle_join_group(self, ctx: RequestContext, req: Any) -> Any:
         version = _version(req)
         resp_cls = _response_type(JOIN_GROUP, req)
+        if self._group_denied(ctx, AclOperation.READ, req.group_id):
+            return _build(
+                resp_cls,
+                throttle_time=_NO_THROTTLE,
+                error_code=_GROUP_DENIED,
+                generation_id=-1,
+                protocol_name=None if version >= 7 else "",
+                leader="",
+                member_id="",
+                members=(),
+            )
         session = _ms(req.session_timeout)
         # v0 has no rebalance timeout: it is the session timeout
         rebalance = (
@@ -128,6 +167,10 @@ class GroupApi:
 
     async def handle_sync_group(self, ctx: RequestContext, req: Any) -> Any:
         resp_cls = _response_type(SYNC_GROUP, req)
+        if self._group_denied(ctx, AclOperation.READ, req.group_id):
+            return _build(
+                resp_cls, throttle_time=_NO_THROTTLE, error_code=_GROUP_DENIED, assignment=b""
+            )
         params = SyncParams(
             group_id=req.group_id,
             generation_id=req.generation_id,
@@ -148,6 +191,10 @@ class GroupApi:
         )
 
     async def handle_heartbeat(self, ctx: RequestContext, req: Any) -> Any:
+        if self._group_denied(ctx, AclOperation.READ, req.group_id):
+            return _build(
+                _response_type(HEARTBEAT, req), throttle_time=_NO_THROTTLE, error_code=_GROUP_DENIED
+            )
         error = await self.coordinator.heartbeat(
             req.group_id, req.generation_id, req.member_id, getattr(req, "group_instance_id", None)
         )
@@ -155,6 +202,10 @@ class GroupApi:
 
     async def handle_leave_group(self, ctx: RequestContext, req: Any) -> Any:
         resp_cls = _response_type(LEAVE_GROUP, req)
+        if self._group_denied(ctx, AclOperation.READ, req.group_id):
+            return _build(
+                resp_cls, throttle_time=_NO_THROTTLE, error_code=_GROUP_DENIED, members=()
+            )
         if _version(req) < 3:
             error, errors = await self.coordinator.leave_group(
                 req.group_id, [(req.member_id, None)]
@@ -179,9 +230,18 @@ class GroupApi:
         items: list[CommitItem] = []
         # (topic, partition, error or None = ask the coordinator)
         slots: list[tuple[str, int, ErrorCode | None]] = []
+        group_denied = self._group_denied(ctx, AclOperation.READ, req.group_id)
         for topic in req.topics:
             exists = self.topic_exists(topic.name)
+            denied: ErrorCode | None = None
+            if group_denied:
+                denied = _GROUP_DENIED
+            elif self._topic_denied(ctx, AclOperation.READ, topic.name):
+                denied = ErrorCode.topic_authorization_failed
             for p in topic.partitions:
+                if denied is not None:
+                    slots.append((topic.name, p.partition_index, denied))
+                    continue
                 if not exists:
                     slots.append(
                         (topic.name, p.partition_index, ErrorCode.unknown_topic_or_partition)
@@ -221,13 +281,55 @@ class GroupApi:
         return _build(resp_cls, throttle_time=_NO_THROTTLE, topics=topics)
 
     async def _fetch_group(
-        self, group_id: str, topics: Any, topic_cls: type, part_cls: type
+        self,
+        ctx: RequestContext,
+        group_id: str,
+        topics: Any,
+        topic_cls: type,
+        part_cls: type,
+        require_stable: bool = False,
     ) -> tuple[ErrorCode, tuple[Any, ...]]:
-        wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
-        error, found = await self.coordinator.fetch_offsets(group_id, wanted)
+        if self._group_denied(ctx, AclOperation.DESCRIBE, group_id):
+            return _GROUP_DENIED, ()
+        denied = (
+            set()
+            if topics is None
+            else {t.name for t in topics if self._topic_denied(ctx, AclOperation.DESCRIBE, t.name)}
+        )
+        wanted = (
+            None
+            if topics is None
+            else [(t.name, list(t.partition_indexes)) for t in topics if t.name not in denied]
+        )
+        error, found = await self.coordinator.fetch_offsets(group_id, wanted, require_stable)
         if error != ErrorCode.none:
             return error, ()
-        out = tuple(
+        if topics is None and self.authorizer is not None:
+            found = [
+                (name, offsets)
+                for name, offsets in found
+                if not self._topic_denied(ctx, AclOperation.DESCRIBE, name)
+            ]
+        refused = tuple(
+            _build(
+                topic_cls,
+                name=t.name,
+                partitions=tuple(
+                    _build(
+                        part_cls,
+                        partition_index=p,
+                        committed_offset=-1,
+                        committed_leader_epoch=-1,
+                        metadata="",
+                        error_code=ErrorCode.topic_authorization_failed,
+                    )
+                    for p in t.partition_indexes
+                ),
+            )
+            for t in topics or ()
+            if t.name in denied
+        )
+        out = refused + tuple(
             _build(
                 topic_cls,
                 name=name,
@@ -248,7 +350,9 @@ class GroupApi:
         return ErrorCode.none, out
 
     async def handle_offset_fetch(self, ctx: RequestContext, req: Any) -> Any:
-        # require_stable: no transactional offsets are ever pending here, so every offset is stable
+        # require_stable (v7+, read_committed consumers): a partition with transactional offsets
+        # still pending answers UNSTABLE_OFFSET_COMMIT, and the client retries (KIP-447)
+        stable = bool(getattr(req, "require_stable", False))
         resp_cls = _response_type(OFFSET_FETCH, req)
         if _version(req) >= 8:
             group_cls = _item_type(resp_cls, "groups")
@@ -256,14 +360,18 @@ class GroupApi:
             part_cls = _item_type(topic_cls, "partitions")
             groups = []
             for g in req.groups:
-                error, topics = await self._fetch_group(g.group_id, g.topics, topic_cls, part_cls)
+                error, topics = await self._fetch_group(
+                    ctx, g.group_id, g.topics, topic_cls, part_cls, stable
+                )
                 groups.append(
                     _build(group_cls, group_id=g.group_id, topics=topics, error_code=error)
                 )
             return _build(resp_cls, throttle_time=_NO_THROTTLE, groups=tuple(groups))
         topic_cls = _item_type(resp_cls, "topics")
         part_cls = _item_type(topic_cls, "partitions")
-        error, topics = await self._fetch_group(req.group_id, req.topics, topic_cls, part_cls)
+        error, topics = await self._fetch_group(
+            ctx, req.group_id, req.topics, topic_cls, part_cls, stable
+        )
         return _build(resp_cls, throttle_time=_NO_THROTTLE, error_code=error, topics=topics)
 
     async def handle_describe_groups(self, ctx: RequestContext, req: Any) -> Any:
@@ -273,6 +381,20 @@ class GroupApi:
         member_cls = _item_type(group_cls, "members")
         described = []
         for gid in req.groups:
+            if self._group_denied(ctx, AclOperation.DESCRIBE, gid):
+                described.append(
+                    _build(
+                        group_cls,
+                        error_code=_GROUP_DENIED,
+                        error_message=f"Not authorized to describe group {gid}.",
+                        group_id=gid,
+                        group_state="",
+                        protocol_type="",
+                        protocol_data="",
+                        members=(),
+                    )
+                )
+                continue
             d = await self.coordinator.describe_group(gid)
             error = d.error
             message = None
@@ -313,6 +435,12 @@ class GroupApi:
         states = {s.lower() for s in getattr(req, "states_filter", ())}
         types = {t.lower() for t in getattr(req, "types_filter", ())}
         error, groups = await self.coordinator.list_groups()
+        if self.authorizer is not None and not allowed_on_cluster(
+            self.authorizer, ctx, AclOperation.DESCRIBE
+        ):
+            groups = [
+                g for g in groups if not self._group_denied(ctx, AclOperation.DESCRIBE, g.group_id)
+            ]
         out = tuple(
             _build(
                 listed_cls,
@@ -329,20 +457,23 @@ class GroupApi:
     async def handle_delete_groups(self, ctx: RequestContext, req: Any) -> Any:
         resp_cls = _response_type(DELETE_GROUPS, req)
         result_cls = _item_type(resp_cls, "results")
-        results = await self.coordinator.delete_groups(list(req.groups_names))
-        out = tuple(
-            _build(result_cls, group_id=gid, error_code=results[gid])
-            for gid in dict.fromkeys(req.groups_names)
-        )
+        names = list(dict.fromkeys(req.groups_names))
+        denied = {g for g in names if self._group_denied(ctx, AclOperation.DELETE, g)}
+        results: dict[str, ErrorCode] = dict.fromkeys(denied, _GROUP_DENIED)
+        results.update(await self.coordinator.delete_groups([g for g in names if g not in denied]))
+        out = tuple(_build(result_cls, group_id=gid, error_code=results[gid]) for gid in names)
         return _build(resp_cls, throttle_time=_NO_THROTTLE, results=out)
 
     async def handle_offset_delete(self, ctx: RequestContext, req: Any) -> Any:
         resp_cls = _response_type(OFFSET_DELETE, req)
         topic_cls = _item_type(resp_cls, "topics")
         part_cls = _item_type(topic_cls, "partitions")
+        if self._group_denied(ctx, AclOperation.DELETE, req.group_id):
+            return _build(resp_cls, error_code=_GROUP_DENIED, throttle_time=_NO_THROTTLE, topics=())
+        denied = {t.name for t in req.topics if self._topic_denied(ctx, AclOperation.READ, t.name)}
         wanted: list[tuple[str, int]] = []
         for t in req.topics:
-            if self.topic_exists(t.name):
+            if self.topic_exists(t.name) and t.name not in denied:
                 wanted += [(t.name, p.partition_index) for p in t.partitions]
         error, errors = await self.coordinator.delete_offsets(req.group_id, wanted)
         if error != ErrorCode.none:
@@ -355,7 +486,9 @@ class GroupApi:
                 _build(
                     part_cls,
                     partition_index=p.partition_index,
-                    error_code=next(codes) if exists else ErrorCode.unknown_topic_or_partition,
+                    error_code=ErrorCode.topic_authorization_failed
+                    if t.name in denied
+                    else (next(codes) if exists else ErrorCode.unknown_topic_or_partition),
                 )
                 for p in t.partitions
             )

@@ -1,4 +1,8 @@
-"""DeleteRecords v0-v2 and DescribeLogDirs v1-v4."""
+"""DeleteRecords v0-v2 and DescribeLogDirs v1-v4.
+
+With an authorizer: DeleteRecords needs DELETE on the topic (TOPIC_AUTHORIZATION_FAILED);
+DescribeLogDirs DESCRIBE on the cluster (otherwise no directories, CLUSTER_AUTHORIZATION_FAILED).
+"""
 
 import shutil
 from typing import Any
@@ -9,6 +13,8 @@ from protocol.build import build
 from protocol.errors import MirrorErrorCode
 from protocol.registry import REGISTRY
 
+from ..security.acls import AclOperation, ResourceType
+from .authz import allowed, allowed_on_cluster
 from .context import RequestContext
 from .services import Services
 
@@ -21,8 +27,12 @@ class LogAdminApi:
 
     async def delete_records(self, ctx: RequestContext, req: Any) -> Any:
         topics = []
+        authz = self.s.authorizer
         for t in req.topics:
             parts = []
+            denied = authz is not None and not allowed(
+                authz, ctx, AclOperation.DELETE, ResourceType.TOPIC, t.name
+            )
             for p in t.partitions:
                 row: dict[str, Any] = {
                     "partition_index": p.partition_index,
@@ -30,6 +40,9 @@ class LogAdminApi:
                     "error_code": ErrorCode.none,
                 }
                 parts.append(row)
+                if denied:
+                    row["error_code"] = ErrorCode.topic_authorization_failed
+                    continue
                 hosted = self.s.replicas.get(t.name, p.partition_index)
                 if hosted is None:
                     row["error_code"] = ErrorCode.unknown_topic_or_partition
@@ -51,6 +64,16 @@ class LogAdminApi:
         return build(cls, {"throttle_time": 0, "topics": topics})
 
     async def describe_log_dirs(self, ctx: RequestContext, req: Any) -> Any:
+        if not allowed_on_cluster(self.s.authorizer, ctx, AclOperation.DESCRIBE):
+            cls = REGISTRY.spec(DESCRIBE_LOG_DIRS).response_type(ctx.api_version)
+            return build(
+                cls,
+                {
+                    "throttle_time": 0,
+                    "error_code": ErrorCode.cluster_authorization_failed,
+                    "results": [],
+                },
+            )
         wanted: dict[str, set[int]] | None = None
         if req.topics is not None:
             wanted = {t.topic: set(t.partitions) for t in req.topics}

@@ -3,6 +3,11 @@
 ``topics`` null means every topic; an empty list (v1+) means none. Unknown topics are auto-created
 when both the request and ``auto.create.topics.enable`` allow it (and answered in the same
 response, since our controller commits before returning).
+
+With an authorizer (as Kafka): listing every topic leaves out those the principal may not
+DESCRIBE; a named one it may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED whether or not it exists
+(by id: without its name); auto-creation needs CREATE on the cluster or the topic. Authorized
+operations are reported when asked for (all of a resource's operations without an authorizer).
 """
 
 from typing import Any
@@ -15,6 +20,8 @@ from protocol.registry import REGISTRY
 from ..controller.controller import TopicSpec
 from ..controller.topics import topic_name_error
 from ..metadata.image import METADATA_TOPIC, MetadataImage, TopicImage
+from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
+from .authz import allowed, allowed_on_cluster, operations_bits
 from .context import RequestContext
 from .services import Services
 
@@ -64,8 +71,17 @@ class MetadataApi:
         img = s.image()
         version = ctx.api_version
         topics: list[dict[str, Any]] = []
+        authz = s.authorizer
         if req.topics is None or (version == 0 and not req.topics):
-            topics = [topic_row(t) for n, t in sorted(img.topics.items()) if n != METADATA_TOPIC]
+            topics = [
+                topic_row(t)
+                for n, t in sorted(img.topics.items())
+                if n != METADATA_TOPIC
+                and (
+                    authz is None
+                    or allowed(authz, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, n)
+                )
+            ]
         else:
             to_create: list[str] = []
             for rt in req.topics:
@@ -76,6 +92,21 @@ class MetadataApi:
                     if name
                     else (img.topic_by_id(topic_id) if topic_id else None)
                 )
+                shown = name or (t.name if t is not None else None)
+                if (
+                    authz is not None
+                    and shown
+                    and not allowed(authz, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, shown)
+                ):
+                    topics.append(
+                        {
+                            "error_code": ErrorCode.topic_authorization_failed,
+                            "name": name,
+                            "topic_id": topic_id,
+                            "partitions": (),
+                        }
+                    )
+                    continue
                 if t is not None:
                     topics.append(topic_row(t))
                     continue
@@ -91,6 +122,18 @@ class MetadataApi:
                     continue
                 allow = getattr(req, "allow_auto_topic_creation", True)
                 if name and allow and s.auto_create_topics:
+                    if authz is not None and not (
+                        allowed_on_cluster(authz, ctx, AclOperation.CREATE)
+                        or allowed(authz, ctx, AclOperation.CREATE, ResourceType.TOPIC, name)
+                    ):
+                        topics.append(
+                            {
+                                "error_code": ErrorCode.topic_authorization_failed,
+                                "name": name,
+                                "partitions": (),
+                            }
+                        )
+                        continue
                     to_create.append(name)
                     continue
                 code = (
@@ -118,6 +161,15 @@ class MetadataApi:
                         )
                     else:
                         topics.append({"error_code": r.error, "name": r.name, "partitions": ()})
+        if getattr(req, "include_topic_authorized_operations", False):
+            for row in topics:
+                if row["error_code"] == ErrorCode.none:
+                    row["topic_authorized_operations"] = operations_bits(
+                        authz, ctx, ResourceType.TOPIC, row["name"]
+                    )
+        cluster_ops = _UNSET_OPS
+        if getattr(req, "include_cluster_authorized_operations", False):
+            cluster_ops = operations_bits(authz, ctx, ResourceType.CLUSTER, CLUSTER_NAME)
         cls = REGISTRY.spec(API_KEY).response_type(version)
         return build(
             cls,
@@ -127,6 +179,6 @@ class MetadataApi:
                 "cluster_id": s.cluster_id,
                 "controller_id": s.node_id,
                 "topics": topics,
-                "cluster_authorized_operations": _UNSET_OPS,
+                "cluster_authorized_operations": cluster_ops,
             },
         )

@@ -19,6 +19,13 @@ An existing local topic whose id differs from the source's is refused (INCONSIST
 DescribeMirrors reports every partition this node leads of every topic in the mirror; the state
 and last mirrored epoch come from the injected ``states`` and the offsets from ``progress``
 (defaults: UNKNOWN, and only the local log end offset).
+
+With an authorizer (the KIP's "Destination cluster permissions"), on the CLUSTER_MIRROR resource
+named like the mirror: CreateMirror needs CREATE; Add/Remove/Pause/Resume and DeleteMirror ALTER
+(MIRROR_AUTHORIZATION_FAILED), and READ on each topic they name or match
+(TOPIC_AUTHORIZATION_FAILED for that topic); ListMirrors shows and DescribeMirrors describes
+the mirrors with DESCRIBE (a named one without it: MIRROR_AUTHORIZATION_FAILED);
+BumpLeaderEpochs needs CLUSTER_ACTION on the cluster (CLUSTER_AUTHORIZATION_FAILED).
 """
 
 import asyncio
@@ -45,6 +52,8 @@ from ..controller.mirrors import (
 from ..controller.topics import topic_name_error
 from ..metadata.image import MIRROR_RESOURCE, TOPIC_RESOURCE
 from ..metadata.mirror_states import MIRROR_NAME_CONFIG, PAUSED_SUFFIX
+from ..security.acls import AclOperation, ResourceType
+from .authz import allowed, allowed_on_cluster
 from .context import RequestContext
 from .services import Services
 
@@ -116,6 +125,24 @@ class MirrorApi:
         self._tasks: set[asyncio.Task[None]] = set()
 
     # -- helpers ---------------------------------------------------------------------------
+
+    def _mirror_denied(self, ctx: RequestContext, op: AclOperation, mirror: str) -> bool:
+        a = self.s.authorizer
+        return a is not None and not allowed(a, ctx, op, ResourceType.CLUSTER_MIRROR, mirror)
+
+    def _topic_denied(self, ctx: RequestContext, topic: str) -> MirrorTopicResult | None:
+        a = self.s.authorizer
+        if a is None or allowed(a, ctx, AclOperation.READ, ResourceType.TOPIC, topic):
+            return None
+        return MirrorTopicResult(
+            topic, ErrorCode.topic_authorization_failed, f"Not authorized to read topic {topic}."
+        )
+
+    @staticmethod
+    def _mirror_refusal(mirror: str) -> MirrorTopicsOutcome:
+        return MirrorTopicsOutcome(
+            MirrorErrorCode.MIRROR_AUTHORIZATION_FAILED, f"Not authorized on mirror {mirror}."
+        )
 
     @staticmethod
     def _respond(key: int, ctx: RequestContext, data: dict[str, Any]) -> Any:
@@ -194,6 +221,11 @@ class MirrorApi:
     # -- CreateMirror / DeleteMirror ---------------------------------------------------------
 
     async def create_mirror(self, ctx: RequestContext, req: Any) -> Any:
+        if self._mirror_denied(ctx, AclOperation.CREATE, req.mirror_name):
+            out = self._mirror_refusal(req.mirror_name)
+            return self._respond(
+                CREATE_MIRROR, ctx, {"error_code": int(out.error), "error_message": out.message}
+            )
         configs = {c.name: c.value for c in req.config}
         code, message = await self.mirrors.create_mirror(req.mirror_name, configs)
         if code == ErrorCode.none:
@@ -204,6 +236,11 @@ class MirrorApi:
         )
 
     async def delete_mirror(self, ctx: RequestContext, req: Any) -> Any:
+        if self._mirror_denied(ctx, AclOperation.ALTER, req.mirror_name):
+            out = self._mirror_refusal(req.mirror_name)
+            return self._respond(
+                DELETE_MIRROR, ctx, {"error_code": int(out.error), "error_message": out.message}
+            )
         code, message = await self.mirrors.delete_mirror(req.mirror_name)
         if code == ErrorCode.none:
             self._cluster_ids.pop(req.mirror_name, None)
@@ -242,6 +279,8 @@ class MirrorApi:
 
     async def add_topics(self, ctx: RequestContext, req: Any) -> Any:
         mirror = req.mirror_name
+        if self._mirror_denied(ctx, AclOperation.ALTER, mirror):
+            return self._topics_response(ADD_TOPICS, ctx, mirror, self._mirror_refusal(mirror))
         img = self.s.image()
         if not img.config(MIRROR_RESOURCE, mirror):
             return self._topics_response(
@@ -287,6 +326,10 @@ class MirrorApi:
         for name in names:
             local = img.topics.get(name)
             src = found.get(name)
+            refused = self._topic_denied(ctx, name)
+            if refused is not None:
+                early[name] = refused
+                continue
             if local is not None:
                 if src is not None and src.topic_id and src.topic_id != local.topic_id:
                     early[name] = MirrorTopicResult(
@@ -345,6 +388,8 @@ class MirrorApi:
         may_match_nothing: Sequence[str] = (),
     ) -> Any:
         mirror = req.mirror_name
+        if self._mirror_denied(ctx, AclOperation.ALTER, mirror):
+            return self._topics_response(key, ctx, mirror, self._mirror_refusal(mirror))
         img = self.s.image()
         if not img.config(MIRROR_RESOURCE, mirror):
             out = MirrorTopicsOutcome(
@@ -359,7 +404,12 @@ class MirrorApi:
             return self._topics_response(
                 key, ctx, mirror, MirrorTopicsOutcome(code, f"{why} in mirror {mirror}")
             )
-        return self._topics_response(key, ctx, mirror, await op(mirror, names))
+        refused = {n: r for n in names if (r := self._topic_denied(ctx, n)) is not None}
+        out = await op(mirror, [n for n in names if n not in refused])
+        if refused and out.error == ErrorCode.none:
+            by_name = {r.name: r for r in out.topics}
+            out.topics = [refused.get(n) or by_name[n] for n in names]
+        return self._topics_response(key, ctx, mirror, out)
 
     async def remove_topics(self, ctx: RequestContext, req: Any) -> Any:
         stored = mirror_patterns.include_patterns(
@@ -396,6 +446,7 @@ class MirrorApi:
                 "topic_count": len(mirror_topics(img, m)),
             }
             for m in mirror_names(img)
+            if not self._mirror_denied(ctx, AclOperation.DESCRIBE, m)
         ]
         return self._respond(
             LIST_MIRRORS, ctx, {"error_code": 0, "error_message": None, "mirrors": rows}
@@ -407,9 +458,20 @@ class MirrorApi:
 
     async def describe_mirrors(self, ctx: RequestContext, req: Any) -> Any:
         img = self.s.image()
-        wanted = list(dict.fromkeys(req.mirror_names)) or mirror_names(img)
+        wanted = list(dict.fromkeys(req.mirror_names)) or [
+            m for m in mirror_names(img) if not self._mirror_denied(ctx, AclOperation.DESCRIBE, m)
+        ]
         rows: list[dict[str, Any]] = []
         for m in wanted:
+            if self._mirror_denied(ctx, AclOperation.DESCRIBE, m):
+                rows.append(
+                    {
+                        "error_code": int(MirrorErrorCode.MIRROR_AUTHORIZATION_FAILED),
+                        "mirror_name": m,
+                        "topics": [],
+                    }
+                )
+                continue
             if not img.config(MIRROR_RESOURCE, m):
                 rows.append(
                     {
@@ -454,6 +516,12 @@ class MirrorApi:
     # -- BumpLeaderEpochs --------------------------------------------------------------------
 
     async def bump_leader_epochs(self, ctx: RequestContext, req: Any) -> Any:
+        if not allowed_on_cluster(self.s.authorizer, ctx, AclOperation.CLUSTER_ACTION):
+            return self._respond(
+                BUMP_LEADER_EPOCHS,
+                ctx,
+                {"error_code": int(ErrorCode.cluster_authorization_failed), "topics": []},
+            )
         results = await self.mirrors.bump_leader_epochs(
             (t.topic_id, p.partition_index, p.min_leader_epoch)
             for t in req.topics

@@ -12,6 +12,8 @@ INVALID_MIRROR_STATES...) are per partition.
   both present go in one atomic append. RemovedTopics tombstones the state and LME of every
   partition of each named topic (unknown names are nothing to remove); their per-partition
   outcome is reported among the response topics.
+
+With an authorizer both need CLUSTER_ACTION on the cluster (brokers; CLUSTER_AUTHORIZATION_FAILED).
 """
 
 import uuid
@@ -28,6 +30,9 @@ from ..coordinator.mirror import MirrorCoordinator
 from ..coordinator.runtime import CoordinatorError
 from ..metadata.image import MetadataImage
 from ..metadata.mirror_states import MirrorState
+from ..security.acls import AclOperation
+from ..security.authorizer import Authorizer
+from .authz import allowed_on_cluster
 from .context import RequestContext
 
 READ_MIRROR_STATES, WRITE_MIRROR_STATES = 100, 101
@@ -35,15 +40,38 @@ _STATES = frozenset(int(s) for s in MirrorState)
 
 
 class MirrorStateApi:
-    def __init__(self, coordinator: MirrorCoordinator, image: Callable[[], MetadataImage]) -> None:
+    def __init__(
+        self,
+        coordinator: MirrorCoordinator,
+        image: Callable[[], MetadataImage],
+        authorizer: Authorizer | None = None,
+    ) -> None:
         self.coordinator = coordinator
         self._image = image
+        self.authorizer = authorizer
+
+    def _refused(self, key: int, ctx: RequestContext) -> Any:
+        """The CLUSTER_AUTHORIZATION_FAILED answer, or None when the caller may proceed."""
+        if allowed_on_cluster(self.authorizer, ctx, AclOperation.CLUSTER_ACTION):
+            return None
+        cls = REGISTRY.spec(key).response_type(ctx.api_version)
+        return build(
+            cls,
+            {
+                "throttle_time": 0,
+                "error_code": int(ErrorCode.cluster_authorization_failed),
+                "error_message": "Cluster authorization failed.",
+                "topics": [],
+            },
+        )
 
     def _partitions(self, topic: str) -> tuple[uuid.UUID, frozenset[int]] | None:
         t = self._image().topics.get(topic)
         return None if t is None else (t.topic_id, frozenset(t.partitions))
 
     async def read_mirror_states(self, ctx: RequestContext, req: Any) -> Any:
+        if (refused := self._refused(READ_MIRROR_STATES, ctx)) is not None:
+            return refused
         mirror = req.mirror_name
         if req.topics:
             topics = [await self._read_topic(mirror, t) for t in req.topics]
@@ -95,6 +123,8 @@ class MirrorStateApi:
         return [{"name": n, "partitions": rows} for n, rows in sorted(by_topic.items())]
 
     async def write_mirror_states(self, ctx: RequestContext, req: Any) -> Any:
+        if (refused := self._refused(WRITE_MIRROR_STATES, ctx)) is not None:
+            return refused
         mirror = req.mirror_name
         topics = [await self._write_topic(mirror, t) for t in req.topics]
         for name in req.removed_topics:

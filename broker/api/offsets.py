@@ -3,7 +3,7 @@
 ListOffsets special timestamps: -1 latest (the high watermark, or the LSO for READ_COMMITTED),
 -2 earliest, -3 max timestamp (v7+), -4 earliest local (v8+: the log start, no tiered storage
 here), -5 earliest pending upload (v9+: none, so -1 with no error, as Kafka does without tiered
-storage).
+storage). With an authorizer, both need DESCRIBE on the topic (TOPIC_AUTHORIZATION_FAILED).
 """
 
 from typing import Any
@@ -14,6 +14,8 @@ from protocol.build import build
 from protocol.registry import REGISTRY
 
 from ..replication.replica_manager import leader_epoch_error
+from ..security.acls import AclOperation, ResourceType
+from .authz import allowed
 from .context import RequestContext
 from .services import Services
 
@@ -25,6 +27,12 @@ LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD = -1, -
 class OffsetsApi:
     def __init__(self, services: Services) -> None:
         self.s = services
+
+    def _denied(self, ctx: RequestContext, topic: str) -> bool:
+        authz = self.s.authorizer
+        return authz is not None and not allowed(
+            authz, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topic
+        )
 
     def _leader(self, topic: str, partition: int, req_partition: Any) -> tuple[Any, ErrorCode]:
         """The hosted partition, or None and the error the partition answers with."""
@@ -39,6 +47,7 @@ class OffsetsApi:
         topics = []
         for t in req.topics:
             parts = []
+            denied = self._denied(ctx, t.name)
             for p in t.partitions:
                 row: dict[str, Any] = {
                     "partition_index": p.partition_index,
@@ -48,6 +57,9 @@ class OffsetsApi:
                     "leader_epoch": -1,
                 }
                 parts.append(row)
+                if denied:
+                    row["error_code"] = ErrorCode.topic_authorization_failed
+                    continue
                 hosted, error = self._leader(t.name, p.partition_index, p)
                 if hosted is None:
                     row["error_code"] = error
@@ -90,6 +102,7 @@ class OffsetsApi:
         topics = []
         for t in req.topics:
             parts = []
+            denied = self._denied(ctx, t.topic)
             for p in t.partitions:
                 row: dict[str, Any] = {
                     "partition": p.partition,
@@ -98,6 +111,9 @@ class OffsetsApi:
                     "end_offset": -1,
                 }
                 parts.append(row)
+                if denied:
+                    row["error_code"] = ErrorCode.topic_authorization_failed
+                    continue
                 hosted, error = self._leader(t.topic, p.partition, p)
                 if hosted is None:
                     row["error_code"] = error

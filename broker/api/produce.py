@@ -4,7 +4,10 @@ The request is parsed by `protocol.encoders.produce.parse_produce_request` (reco
 the frame) and the response written by the hand encoder. acks=0 gets no response. Errors per
 partition follow Kafka: UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID from v13), NOT_LEADER_OR_FOLLOWER,
 CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, INVALID_REQUIRED_ACKS, NOT_ENOUGH_REPLICAS, and the producer-
-state errors (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH).
+state errors (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH). With an authorizer, a topic
+the principal may not WRITE gets TOPIC_AUTHORIZATION_FAILED (before any existence check, so
+existence is not disclosed), and every partition of a transactional request whose id it may not
+WRITE gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 """
 
 import datetime
@@ -19,6 +22,8 @@ from protocol.errors import MirrorErrorCode, ProtocolError, RequestBodyError
 from protocol.readers import Buffer
 from protocol.registry import REGISTRY
 
+from ..security.acls import AclOperation, ResourceType
+from .authz import allowed
 from .context import RequestContext
 from .services import Services
 
@@ -50,6 +55,14 @@ class ProduceApi:
         acks = req.acks
         topics_out: list[dict[str, Any]] = []
         appended = False
+        authz = s.authorizer
+        txn_denied = (
+            authz is not None
+            and req.transactional_id is not None
+            and not allowed(
+                authz, ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id
+            )
+        )
         for t in req.topics:
             name: str | None
             if t.name is not None:
@@ -60,6 +73,15 @@ class ProduceApi:
                 topic = img.topic_by_id(t.topic_id) if t.topic_id else None
                 name = topic.name if topic else None
                 missing = ErrorCode.unknown_topic_id
+            denied: ErrorCode | None = None
+            if txn_denied:
+                denied = ErrorCode.transactional_id_authorization_failed
+            elif (
+                authz is not None
+                and name is not None
+                and not allowed(authz, ctx, AclOperation.WRITE, ResourceType.TOPIC, name)
+            ):
+                denied = ErrorCode.topic_authorization_failed
             parts_out: list[dict[str, Any]] = []
             for p in t.partitions:
                 row: dict[str, Any] = {
@@ -71,6 +93,9 @@ class ProduceApi:
                 parts_out.append(row)
                 if acks not in (-1, 0, 1):
                     row["error_code"] = ErrorCode.invalid_required_acks
+                    continue
+                if denied is not None:
+                    row["error_code"] = denied
                     continue
                 hosted = s.replicas.get(name, p.index) if name is not None else None
                 if topic is None or hosted is None:

@@ -25,6 +25,8 @@ class Services:
     # (topic, partition) -> may Produce/DeleteRecords write there? Replaced by the mirror
     # manager's state-aware check; None: any topic with a mirror.name is read-only.
     mirror_writable: Callable[[str, int], bool] | None = None
+    # broker.security.authorizer.Authorizer when authorizer.class.name is set; None: allow all
+    authorizer: Any = None
 
     def writable(self, topic: str, partition: int) -> bool:
         """KIP-1279: mirror topics are read-only until failed over."""

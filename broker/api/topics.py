@@ -1,6 +1,11 @@
 """CreateTopics v2-v7, DeleteTopics v1-v6, CreatePartitions v0-v3: admin requests the controller
 turns into metadata records. Responses are sent once the records are committed, so a client that
 creates a topic can use it straight away.
+
+With an authorizer: creating needs CREATE on the cluster or the topic, deleting DELETE on the
+topic (a topic named by id the principal may not DESCRIBE is answered without its name), adding
+partitions ALTER on the topic; otherwise TOPIC_AUTHORIZATION_FAILED for that topic. CreateTopics
+returns a new topic's configs only with DESCRIBE_CONFIGS on it.
 """
 
 from typing import Any
@@ -10,11 +15,23 @@ from kio.schema.errors import ErrorCode
 from protocol.build import build
 from protocol.registry import REGISTRY
 
-from ..controller.controller import TopicSpec
+from ..controller.controller import TopicResult, TopicSpec
+from ..security.acls import AclOperation, ResourceType
+from .authz import allowed, allowed_on_cluster
 from .context import RequestContext
 from .services import Services
 
 CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
+_DENIED = "Authorization failed."
+
+
+def _merge(names: list[str], denied: set[str], results: list[TopicResult]) -> list[TopicResult]:
+    """The controller's results for the allowed names, denials in the request's order."""
+    done = iter(results)
+    return [
+        TopicResult(n, ErrorCode.topic_authorization_failed, _DENIED) if n in denied else next(done)
+        for n in names
+    ]
 
 
 class TopicsApi:
@@ -36,7 +53,19 @@ class TopicsApi:
                     topic_id=mirror.topic_id if mirror is not None else None,
                 )
             )
-        results = await self.s.controller.create_topics(specs, req.validate_only)
+        authz = self.s.authorizer
+        denied: set[str] = set()
+        if authz is not None and not allowed_on_cluster(authz, ctx, AclOperation.CREATE):
+            denied = {
+                sp.name
+                for sp in specs
+                if not allowed(authz, ctx, AclOperation.CREATE, ResourceType.TOPIC, sp.name)
+            }
+        results = await self.s.controller.create_topics(
+            [sp for sp in specs if sp.name not in denied], req.validate_only
+        )
+        if denied:
+            results = _merge([sp.name for sp in specs], denied, results)
         rows = []
         for r in results:
             row: dict[str, Any] = {
@@ -48,7 +77,11 @@ class TopicsApi:
                 "replication_factor": r.replication_factor,
                 "configs": None,
             }
-            if r.error == ErrorCode.none:
+            if r.error == ErrorCode.none and not allowed(
+                authz, ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, r.name
+            ):
+                row["topic_config_error_code"] = ErrorCode.topic_authorization_failed
+            elif r.error == ErrorCode.none:
                 row["configs"] = [
                     {
                         "name": c["name"],
@@ -105,6 +138,9 @@ class TopicsApi:
                 rows.append(row)
                 pending[name] = row
                 names.append(name)
+        authz = self.s.authorizer
+        if authz is not None:
+            names = self._deletable(ctx, names, pending, req)
         for r in await self.s.controller.delete_topics(names):
             row = pending[r.name]
             row["error_code"], row["error_message"] = r.error, r.message
@@ -112,6 +148,27 @@ class TopicsApi:
                 row["topic_id"] = r.topic_id
         cls = REGISTRY.spec(DELETE_TOPICS).response_type(ctx.api_version)
         return build(cls, {"throttle_time": 0, "responses": rows})
+
+    def _deletable(
+        self, ctx: RequestContext, names: list[str], pending: dict[str, dict[str, Any]], req: Any
+    ) -> list[str]:
+        """The names the principal may delete; the others' rows get the authorization error."""
+        authz = self.s.authorizer
+        named = {t.name for t in getattr(req, "topics", None) or () if t.name is not None}
+        named |= set(getattr(req, "topic_names", None) or ())
+        out = []
+        for name in names:
+            if allowed(authz, ctx, AclOperation.DELETE, ResourceType.TOPIC, name):
+                out.append(name)
+                continue
+            row = pending[name]
+            row["error_code"] = ErrorCode.topic_authorization_failed
+            row["error_message"] = _DENIED
+            if name not in named and not allowed(
+                authz, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name
+            ):
+                row["name"] = None  # asked for by id: the name is not disclosed
+        return out
 
     async def create_partitions(self, ctx: RequestContext, req: Any) -> Any:
         reqs = [
@@ -122,7 +179,19 @@ class TopicsApi:
             )
             for t in req.topics
         ]
-        results = await self.s.controller.create_partitions(reqs, req.validate_only)
+        authz = self.s.authorizer
+        denied: set[str] = set()
+        if authz is not None:
+            denied = {
+                name
+                for name, _n, _a in reqs
+                if not allowed(authz, ctx, AclOperation.ALTER, ResourceType.TOPIC, name)
+            }
+        results = await self.s.controller.create_partitions(
+            [r for r in reqs if r[0] not in denied], req.validate_only
+        )
+        if denied:
+            results = _merge([r[0] for r in reqs], denied, results)
         rows = [
             {"name": r.name, "error_code": r.error, "error_message": r.message} for r in results
         ]

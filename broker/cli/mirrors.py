@@ -28,6 +28,8 @@ from broker.api.mirror import is_topic_pattern
 from broker.config.properties import PropertiesError, load_properties
 from broker.network.client import ClientConnection
 from broker.network.errors import NetworkError
+from broker.security.client import client_security
+from broker.security.errors import SecurityConfigError
 from protocol.build import build
 from protocol.errors import MirrorErrorCode
 
@@ -210,12 +212,11 @@ class Session:
 
     @classmethod
     async def open(cls, servers: Sequence[tuple[str, int]], props: Mapping[str, str]) -> Session:
-        protocol = props.get("security.protocol", "PLAINTEXT").upper()
-        if protocol != "PLAINTEXT":
-            raise UsageError(
-                f"security.protocol={protocol} in --command-config is not supported "
-                "by this tool (PLAINTEXT only)"
-            )
+        try:
+            # security.protocol, ssl.*, sasl.mechanism, sasl.jaas.config as Kafka's tools read them
+            security = client_security(props, "--command-config ")
+        except SecurityConfigError as e:
+            raise UsageError(str(e)) from None
         try:
             timeout_ms = int(props.get("request.timeout.ms", "30000"))
         except ValueError:
@@ -228,6 +229,8 @@ class Session:
                 props.get("client.id", "kafka-mirrors"),
                 request_timeout_ms=timeout_ms,
                 connect_timeout_ms=min(timeout_ms, 10_000),
+                ssl_context=security.ssl_context,
+                authenticate=security.authenticate if security.uses_sasl else None,
             )
             try:
                 await conn.connect()

@@ -127,6 +127,8 @@ _BROKER_VALIDATORS: dict[str, Validator] = {
     "transaction.state.log.segment.bytes": Range(1),
     "transaction.max.timeout.ms": Range(1),
     "transactional.id.expiration.ms": Range(1),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": Range(1),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": Range(1),
     "producer.id.expiration.ms": Range(1),
     "fetch.max.bytes": Range(1024),
     "replica.fetch.max.bytes": Range(0),
@@ -192,6 +194,11 @@ BROKER_KEYS: dict[str, BrokerKey] = _kafka_keys() | {
         # Ours: the Prometheus exporter's port (0 disables it) and the address it binds.
         _extra("metrics.port", ConfigType.INT, "0", _K.READ_ONLY, _O.KMIRROR),
         _extra("metrics.host", ConfigType.STRING, "0.0.0.0", _K.READ_ONLY, _O.KMIRROR),
+        # StandardAuthorizer's own keys (read by the authorizer, so not in KafkaConfig's list).
+        _extra("super.users", ConfigType.STRING, None, _K.READ_ONLY, _O.KAFKA),
+        _extra(
+            "allow.everyone.if.no.acl.found", ConfigType.BOOLEAN, "false", _K.READ_ONLY, _O.KAFKA
+        ),
     )
 }
 

@@ -96,6 +96,8 @@ IMPLEMENTED_KEYS: frozenset[str] = frozenset(
         "transaction.state.log.num.partitions", "transaction.state.log.replication.factor",
         "transaction.state.log.min.isr", "transaction.state.log.segment.bytes",
         "transaction.max.timeout.ms", "transactional.id.expiration.ms",
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
         "producer.id.expiration.ms",
         "replica.lag.time.max.ms", "replica.fetch.max.bytes", "replica.fetch.wait.max.ms",
         "replica.fetch.min.bytes", "replica.fetch.response.max.bytes", "num.replica.fetchers",
@@ -105,8 +107,22 @@ IMPLEMENTED_KEYS: frozenset[str] = frozenset(
         "mirror.topic.num.partitions", "mirror.topic.replication.factor",
         "mirror.num.replica.fetchers", "mirror.metadata.refresh.interval.ms",
         "mirror.replication.throttled.rate",
+        "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found",
+    }
+    | {
+        # TLS and SASL listeners (broker.security), also as listener.name.<listener>.<key>
+        "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password",
+        "ssl.key.password", "ssl.keystore.certificate.chain", "ssl.keystore.key",
+        "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password",
+        "ssl.truststore.certificates", "ssl.client.auth", "ssl.enabled.protocols",
+        "ssl.protocol", "ssl.cipher.suites", "sasl.enabled.mechanisms", "sasl.jaas.config",
+        "connection.failed.authentication.delay.ms",
     }
 )  # fmt: skip
+# listener.name.<listener>.<mechanism>.sasl.jaas.config, Kafka's per-mechanism JAAS key
+_LISTENER_KEY = re.compile(r"^listener\.name\.[^.]+\.(?:[a-z0-9-]+\.(?=sasl\.jaas\.config$))?(.+)$")
+
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 # Keys that only exist as dynamic broker configs in Kafka: listed by DescribeConfigs only when set.
 _DYNAMIC_ONLY = frozenset(
@@ -199,6 +215,8 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     transaction_state_log_segment_bytes: int
     transaction_max_timeout_ms: int
     transactional_id_expiration_ms: int
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int
+    transaction_remove_expired_transaction_cleanup_interval_ms: int
     producer_id_expiration_ms: int
     replica_lag_time_max_ms: int
     replica_fetch_max_bytes: int
@@ -217,8 +235,16 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     mirror_num_replica_fetchers: int
     mirror_metadata_refresh_interval_ms: int
     mirror_replication_throttled_rate: int
+    # ACLs (broker.security.authorizer): "" = no authorizer
+    authorizer_class_name: str = ""
+    super_users: str | None = None
+    allow_everyone_if_no_acl_found: bool = False
+    # SASL: a failed authentication's connection is closed this long after the error response
+    connection_failed_authentication_delay_ms: int = 100
     # The explicitly set values (normalized strings) and where they came from.
     static_values: dict[str, str] = msgspec.field(default_factory=dict)
+    # listener.name.<listener>.* overrides as written (broker.security reads the ssl/sasl ones)
+    listener_values: dict[str, str] = msgspec.field(default_factory=dict)
     source: str = "<string>"
 
     @property
@@ -303,12 +329,17 @@ def parse_server_config(props: Properties) -> tuple[ServerConfig, list[str]]:
     unimplemented: list[str] = []
     typed: dict[str, Value] = {}
     static: dict[str, str] = {}
+    listener_values: dict[str, str] = {}
     for key, raw in props.items():
         loc = props.where(key)
         ck = BROKER_KEYS.get(key)
         if ck is None:
             if is_known_prefixed(key):
-                unimplemented.append(key)
+                m = _LISTENER_KEY.match(key)
+                if m is not None:
+                    listener_values[key] = raw
+                if m is None or m.group(1) not in IMPLEMENTED_KEYS:
+                    unimplemented.append(key)
                 continue
             hint = closest_broker_key(key)
             suggestion = f" (did you mean {hint!r}?)" if hint else ""
@@ -428,6 +459,16 @@ def parse_server_config(props: Properties) -> tuple[ServerConfig, list[str]]:
             "controller.quorum.voters", f"this controller's node.id {node_id} is not a voter"
         )
 
+    authorizer: str = get("authorizer.class.name") or ""
+    if authorizer and authorizer != STANDARD_AUTHORIZER:
+        raise fail("authorizer.class.name", f"the only authorizer is {STANDARD_AUTHORIZER}")
+    for principal in (p.strip() for p in (get("super.users") or "").split(";")):
+        kind, sep, who = principal.partition(":")
+        if principal and not (kind and sep and who):
+            raise fail(
+                "super.users", f"{principal!r} is not Type:name (e.g. User:admin; ';' between)"
+            )
+
     # Log directories: log.dirs wins over log.dir.
     dirs_raw = get("log.dirs") if "log.dirs" in typed else get("log.dir")
     log_dirs = tuple(d for d in (x.strip() for x in dirs_raw.split(",")) if d)
@@ -473,6 +514,7 @@ def parse_server_config(props: Properties) -> tuple[ServerConfig, list[str]]:
             ("log.flush.interval.ms", 1), ("log.flush.scheduler.interval.ms", 1)
         ),
         static_values=static,
+        listener_values=listener_values,
         source=props.source,
     )
     warnings: list[str] = []

@@ -96,7 +96,14 @@ def is_sensitive(key: str) -> bool:
         k == "sasl.jaas.config"
         or "password" in k
         or "secret" in k
-        or k in ("ssl.keystore.key", "sasl.oauthbearer.assertion.private.key.passphrase")
+        or k
+        in (
+            "ssl.keystore.key",
+            # PEM in config: PASSWORD-typed in Kafka, so never shown either
+            "ssl.keystore.certificate.chain",
+            "ssl.truststore.certificates",
+            "sasl.oauthbearer.assertion.private.key.passphrase",
+        )
     )
 
 

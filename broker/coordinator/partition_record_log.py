@@ -3,18 +3,33 @@
 On a single node a record is committed once appended (the high watermark follows the log end);
 the write is not fsynced per commit, as Kafka does not fsync either: a process crash keeps the
 page cache, and ``log.flush.*`` settings apply as for any topic.
+
+It is also a `TxnRecordLog`: TxnOffsetCommit records go in as one transactional batch of the
+producer (with the sequence the partition's producer state expects next), markers as control
+batches, and `replay_entries` hands both back in log order.
 """
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from protocol.records import Record, build_batch, iter_records, scan_batches
+from protocol.records import (
+    BatchView,
+    ControlType,
+    Record,
+    build_batch,
+    iter_records,
+    parse_control_record,
+    scan_batches,
+)
 
-from .runtime import AppendError
+from ..log.validation import AppendOrigin
+from .markers import append_end_marker
+from .runtime import AppendError, EndMarker, ReplayEntry, TxnRecord
 
 READ_CHUNK = 1 << 20
+_INT32_MAX = 0x7FFFFFFF
 
 
 class PartitionRecordLog:
@@ -25,31 +40,121 @@ class PartitionRecordLog:
         self._epoch = leader_epoch
         self._now_ms = now_ms
 
+    @property
+    def leader_epoch(self) -> int:
+        """The partition's leader epoch: a coordinator's epoch on this partition."""
+        return self._epoch()
+
+    def _append(self, batch: bytes, origin: AppendOrigin = AppendOrigin.CLIENT) -> None:
+        try:
+            self._log.append_as_leader(batch, self._epoch(), now_ms=self._now_ms(), origin=origin)
+        except Exception as e:
+            raise _append_error(e) from e
+        self._log.high_watermark = self._log.log_end_offset
+
     async def append(self, records: list[tuple[bytes, bytes | None]]) -> None:
         if not records:
             return
         batch = build_batch(
             [Record(key=k, value=v) for k, v in records], base_timestamp=self._now_ms()
         )
-        try:
-            self._log.append_as_leader(batch, self._epoch(), now_ms=self._now_ms())
-        except Exception as e:
-            raise AppendError(getattr(e, "error_code", ErrorCode.unknown_server_error)) from e
-        self._log.high_watermark = self._log.log_end_offset
+        self._append(batch)
 
-    def replay(self) -> Iterable[tuple[bytes, bytes | None]]:
+    async def append_transactional(
+        self, records: list[tuple[bytes, bytes | None]], producer_id: int, producer_epoch: int
+    ) -> None:
+        if not records:
+            return
+        batch = build_batch(
+            [Record(key=k, value=v) for k, v in records],
+            base_timestamp=self._now_ms(),
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=self._next_sequence(producer_id, producer_epoch),
+            is_transactional=True,
+        )
+        # The partition's producer state still checks the epoch: a fenced producer's offsets
+        # are refused with INVALID_PRODUCER_EPOCH, as in Kafka.
+        self._append(batch, AppendOrigin.COORDINATOR)
+
+    def _next_sequence(self, producer_id: int, producer_epoch: int) -> int:
+        state = getattr(self._log, "producer_state", None)
+        entry = state.last_entry(producer_id) if state is not None else None
+        if entry is None or entry.producer_epoch != producer_epoch or entry.last_seq < 0:
+            return 0
+        return 0 if entry.last_seq >= _INT32_MAX else entry.last_seq + 1
+
+    async def append_marker(self, marker: EndMarker) -> None:
+        try:
+            append_end_marker(self._log, self._epoch(), marker, self._now_ms())
+        except Exception as e:
+            raise _append_error(e) from e
+
+    def _batches(self) -> Iterator[BatchView]:
         offset = self._log.log_start_offset
         end = self._log.log_end_offset
         while offset < end:
             result = self._log.read(offset, READ_CHUNK, upper_bound=end)
             if not result.records:
                 break
+            progressed = False
             for buf in result.records:
                 for batch in scan_batches(buf, allow_partial_tail=True):
-                    if batch.is_control:
-                        offset = batch.last_offset + 1
+                    if batch.last_offset < offset:
                         continue
-                    for rec in iter_records(batch):
-                        if rec.offset >= offset and rec.key is not None:
-                            yield rec.key, rec.value
+                    yield batch
                     offset = batch.last_offset + 1
+                    progressed = True
+            if not progressed:
+                break
+
+    def replay(self) -> Iterable[tuple[bytes, bytes | None]]:
+        start = self._log.log_start_offset
+        for batch in self._batches():
+            if batch.is_control:
+                continue
+            for rec in iter_records(batch):
+                if rec.offset >= start and rec.key is not None:
+                    yield rec.key, rec.value
+
+    def replay_entries(self) -> Iterable[ReplayEntry]:
+        start = self._log.log_start_offset
+        for batch in self._batches():
+            pid = batch.producer_id
+            if batch.is_control:
+                marker = _end_marker(batch)
+                if marker is not None:
+                    yield marker
+                continue
+            transactional = batch.is_transactional and pid >= 0
+            for rec in iter_records(batch):
+                if rec.offset < start or rec.key is None:
+                    continue
+                yield TxnRecord(rec.key, rec.value, pid) if transactional else (rec.key, rec.value)
+
+
+def _append_error(e: Exception) -> AppendError:
+    """The log's error (its Kafka code is a plain int) as the runtime's AppendError."""
+    try:
+        code = ErrorCode(int(getattr(e, "error_code", ErrorCode.unknown_server_error)))
+    except ValueError:
+        code = ErrorCode.unknown_server_error
+    return AppendError(code, str(e))
+
+
+def _end_marker(batch: BatchView) -> EndMarker | None:
+    """The COMMIT/ABORT marker a control batch holds (None for other control records)."""
+    if batch.producer_id < 0 or batch.record_count <= 0:
+        return None
+    record = next(iter_records(batch), None)
+    if record is None:
+        return None
+    control = parse_control_record(record.key, record.value)
+    if control.type not in (ControlType.COMMIT, ControlType.ABORT):
+        return None
+    return EndMarker(
+        batch.producer_id,
+        batch.producer_epoch,
+        control.coordinator_epoch if control.coordinator_epoch is not None else -1,
+        control.type == ControlType.COMMIT,
+    )

@@ -6,13 +6,18 @@ a write returns records plus a response, and the response is only released after
 records are durable. If the append fails the operation's `on_failure` undoes what it
 changed in memory and builds the error response; without one the shard is rebuilt from
 its log.
+
+Transactions (the group coordinator's TxnOffsetCommit): a write may append its records as one
+transactional batch of a producer, or append a COMMIT/ABORT marker; a log that can do so
+(`TxnRecordLog`) replays them as `TxnRecord`s and `EndMarker`s to shards that know them
+(`TxnAwareShard`), so pending transactional state is rebuilt exactly as it was.
 """
 
 import asyncio
 import contextlib
 from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from kio.schema.errors import ErrorCode
 
@@ -36,6 +41,49 @@ class RecordLog(Protocol):
 
     def replay(self) -> Iterable[Record]:
         """Every committed (key, value) in log order; value None is a tombstone."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class EndMarker:
+    """A COMMIT/ABORT control record ending `producer_id`'s transaction."""
+
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    commit: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TxnRecord:
+    """A record written inside a transaction of `producer_id`: pending until its marker."""
+
+    key: bytes
+    value: bytes | None
+    producer_id: int
+
+
+ReplayEntry = Record | TxnRecord | EndMarker
+
+
+@runtime_checkable
+class TxnRecordLog(Protocol):
+    """A RecordLog that also holds transactional batches and their markers."""
+
+    async def append(self, records: list[Record]) -> None: ...
+
+    def replay(self) -> Iterable[Record]: ...
+
+    async def append_transactional(
+        self, records: list[Record], producer_id: int, producer_epoch: int
+    ) -> None:
+        """Append the records as one transactional batch of the producer."""
+        ...
+
+    async def append_marker(self, marker: EndMarker) -> None: ...
+
+    def replay_entries(self) -> Iterable[ReplayEntry]:
+        """Everything in log order: plain records, transactional records and markers."""
         ...
 
 
@@ -79,21 +127,55 @@ def append_error_code(exc: BaseException) -> ErrorCode:
 
 
 class InMemoryRecordLog:
-    """A RecordLog in a list, for tests and single-process use; can be told to fail."""
+    """A TxnRecordLog in lists, for tests and single-process use; can be told to fail.
+
+    `records` holds every record in order; `producers` marks the transactional ones (index ->
+    producer id) and `markers` the COMMIT/ABORT markers (position in `records`, marker).
+    """
 
     def __init__(self, records: Iterable[Record] = ()) -> None:
         self.records: list[Record] = list(records)
+        self.producers: dict[int, int] = {}
+        self.markers: list[tuple[int, EndMarker]] = []
         self.fail_appends = 0
         self.fail_code = ErrorCode.not_enough_replicas
 
-    async def append(self, records: list[Record]) -> None:
+    def _check_fail(self) -> None:
         if self.fail_appends > 0:
             self.fail_appends -= 1
             raise AppendError(self.fail_code)
+
+    async def append(self, records: list[Record]) -> None:
+        self._check_fail()
         self.records.extend(records)
+
+    async def append_transactional(
+        self, records: list[Record], producer_id: int, producer_epoch: int
+    ) -> None:
+        self._check_fail()
+        for record in records:
+            self.producers[len(self.records)] = producer_id
+            self.records.append(record)
+
+    async def append_marker(self, marker: EndMarker) -> None:
+        self._check_fail()
+        self.markers.append((len(self.records), marker))
 
     def replay(self) -> Iterable[Record]:
         return list(self.records)
+
+    def replay_entries(self) -> Iterable[ReplayEntry]:
+        out: list[ReplayEntry] = []
+        markers = sorted(self.markers, key=lambda m: m[0])
+        m = 0
+        for i, (key, value) in enumerate(self.records):
+            while m < len(markers) and markers[m][0] <= i:
+                out.append(markers[m][1])
+                m += 1
+            pid = self.producers.get(i)
+            out.append((key, value) if pid is None else TxnRecord(key, value, pid))
+        out += [marker for _, marker in markers[m:]]
+        return out
 
 
 def java_string_hash(text: str) -> int:
@@ -121,6 +203,10 @@ class WriteResult(Generic[T]):
     on_commit: Callable[[], None] | None = None
     # Undoes the in-memory change after a failed append and returns the error response.
     on_failure: Callable[[BaseException], T] | None = None
+    # (producer id, epoch): append `records` as one transactional batch of that producer.
+    producer: tuple[int, int] | None = None
+    # A COMMIT/ABORT marker appended after `records`.
+    marker: EndMarker | None = None
 
 
 class Shard(Protocol):
@@ -131,6 +217,17 @@ class Shard(Protocol):
     def on_loaded(self) -> None: ...
 
     def on_unloaded(self) -> None: ...
+
+
+@runtime_checkable
+class TxnAwareShard(Protocol):
+    """A state machine that keeps transactional records pending until their marker."""
+
+    def replay(self, key: bytes, value: bytes | None) -> None: ...
+
+    def replay_transactional(self, key: bytes, value: bytes | None, producer_id: int) -> None: ...
+
+    def replay_marker(self, producer_id: int, commit: bool) -> None: ...
 
 
 TimerOp = Callable[[S], "WriteResult[None] | None"]
@@ -240,7 +337,19 @@ class CoordinatorRuntime(Generic[S]):
 
     async def _rebuild(self, slot: _Slot[S]) -> S:
         state = self._factory(slot.ctx)
-        for i, (key, value) in enumerate(slot.log.replay()):
+        log = slot.log
+        if isinstance(log, TxnRecordLog) and isinstance(state, TxnAwareShard):
+            for i, entry in enumerate(log.replay_entries()):
+                if isinstance(entry, EndMarker):
+                    state.replay_marker(entry.producer_id, entry.commit)
+                elif isinstance(entry, TxnRecord):
+                    state.replay_transactional(entry.key, entry.value, entry.producer_id)
+                else:
+                    state.replay(*entry)
+                if i % _LOAD_YIELD_EVERY == _LOAD_YIELD_EVERY - 1:
+                    await asyncio.sleep(0)
+            return state
+        for i, (key, value) in enumerate(log.replay()):
             state.replay(key, value)
             if i % _LOAD_YIELD_EVERY == _LOAD_YIELD_EVERY - 1:
                 await asyncio.sleep(0)
@@ -276,9 +385,9 @@ class CoordinatorRuntime(Generic[S]):
         if self._slots.get(slot.ctx.partition) is not slot:
             raise CoordinatorError(ErrorCode.not_coordinator)
         result = op(self._state(slot))
-        if result.records:
+        if result.records or result.marker is not None:
             try:
-                await slot.log.append(result.records)
+                await self._append(slot.log, result)
             except Exception as exc:
                 if result.on_failure is not None:
                     return result.on_failure(exc)
@@ -293,6 +402,21 @@ class CoordinatorRuntime(Generic[S]):
         if result.on_commit is not None:
             result.on_commit()
         return result.response
+
+    @staticmethod
+    async def _append(log: RecordLog, result: "WriteResult[Any]") -> None:
+        if result.producer is None and result.marker is None:
+            await log.append(result.records)
+            return
+        if not isinstance(log, TxnRecordLog):
+            raise AppendError(ErrorCode.unknown_server_error, "this log holds no transactions")
+        if result.records:
+            if result.producer is not None:
+                await log.append_transactional(result.records, *result.producer)
+            else:
+                await log.append(result.records)
+        if result.marker is not None:
+            await log.append_marker(result.marker)
 
     async def _run_timer(self, ctx: ShardContext[S], op: TimerOp[S]) -> None:
         slot = self._slots.get(ctx.partition)

@@ -1,4 +1,4 @@
-"""One log segment: ``<base>.log`` plus its ``.index`` and ``.timeindex``.
+"""One log segment: ``<base>.log`` plus its ``.index``, ``.timeindex`` and ``.txnindex``.
 
 Batches are written and read as opaque bytes (``pwrite``/``pread``). Only batch headers are
 parsed here; the one exception is the timestamp search, which must find a record inside a
@@ -21,6 +21,7 @@ from protocol.records import BatchView, iter_records, scan_batches
 from protocol.records.batch import LOG_OVERHEAD, MIN_BATCH_LENGTH
 
 from .index import NO_TIMESTAMP, OffsetIndex, TimeIndex, TimestampOffset
+from .txn_index import TransactionIndex
 
 if TYPE_CHECKING:
     from .epoch_cache import LeaderEpochCache
@@ -106,6 +107,9 @@ class LogSegment:
         )
         self.time_index = TimeIndex(
             directory / file_name(base_offset, TIME_INDEX_SUFFIX), base_offset, max_index_size
+        )
+        self.txn_index = TransactionIndex(
+            directory / file_name(base_offset, TXN_INDEX_SUFFIX), base_offset
         )
         self.index_interval_bytes = index_interval_bytes
         self.max_index_size = max_index_size
@@ -263,6 +267,7 @@ class LogSegment:
         self.time_index.reset()
         self._bytes_since_index = 0
         max_ts = TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        next_offset = self.base_offset
         valid = 0
         last_index_pos = 0
         why: str | None = None
@@ -283,6 +288,7 @@ class LogSegment:
                         self.time_index.maybe_append(max_ts.timestamp, max_ts.offset)
                         last_index_pos = valid
                     valid += view.size
+                    next_offset = last + 1
                     epoch = view.partition_leader_epoch
                     if epoch_cache is not None and epoch >= 0:
                         latest = epoch_cache.latest_epoch
@@ -304,6 +310,8 @@ class LogSegment:
                 why = "torn batch at the end"
         self._max_ts = max_ts
         self._rolling_ts = None
+        # Entries for markers the cut removed go; the producer-state replay rebuilds the rest.
+        self.txn_index.truncate_to(next_offset)
         self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
         self.index.trim()
         self.time_index.trim()
@@ -314,6 +322,7 @@ class LogSegment:
         header = self.translate_offset(offset)
         self.index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self.index.resize(self.max_index_size)
         self.time_index.resize(self.max_index_size)
         removed = 0
@@ -352,6 +361,7 @@ class LogSegment:
         os.fsync(self.fd)
         self.index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         if self._fd is None:
@@ -361,6 +371,8 @@ class LogSegment:
             self.time_index.maybe_append(ts.timestamp, ts.offset, skip_full_check=True)
         self.index.close()
         self.time_index.close()
+        self.txn_index.flush()
+        self.txn_index.close()
         os.close(self._fd)
         self._fd = None
 
@@ -368,6 +380,7 @@ class LogSegment:
         """Close the files without the final index work (the segment is going away)."""
         self.index.close_handle()
         self.time_index.close_handle()
+        self.txn_index.close()
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
@@ -376,16 +389,11 @@ class LogSegment:
         """Close and rename every file to ``*.deleted``; the caller removes them later."""
         self.close_handles()
         renamed = []
-        for path in (self.log_path, self.index.path, self.time_index.path):
+        for path in (self.log_path, self.index.path, self.time_index.path, self.txn_index.path):
             if path.exists():
                 target = path.with_name(path.name + DELETED_SUFFIX)
                 os.replace(path, target)
                 renamed.append(target)
-        txn = self.log_path.with_suffix(TXN_INDEX_SUFFIX)
-        if txn.exists():
-            target = txn.with_name(txn.name + DELETED_SUFFIX)
-            os.replace(txn, target)
-            renamed.append(target)
         return renamed
 
     def delete(self) -> None:

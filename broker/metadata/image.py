@@ -11,6 +11,9 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Final
 
+from ..security.acls import Acl
+from ..security.scram import Credential as ScramCredential
+
 # Config resource types as in DescribeConfigs / ConfigRecord.
 TOPIC_RESOURCE: Final = 2
 BROKER_RESOURCE: Final = 4
@@ -78,6 +81,10 @@ class MetadataImage:
     brokers: Mapping[int, BrokerImage] = field(default_factory=lambda: _EMPTY)
     features: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
     next_producer_id: int = 0
+    # ACL id -> ACL; the same object until an ACL record changes it (the authorizer's cache key)
+    acls: Mapping[uuid.UUID, Acl] = field(default_factory=lambda: _EMPTY)
+    # (user name, SCRAM mechanism type 1/2) -> credential (UserScramCredentialRecord)
+    scram: Mapping[tuple[str, int], ScramCredential] = field(default_factory=lambda: _EMPTY)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
         name = self.topic_names.get(topic_id)
@@ -96,6 +103,7 @@ class Delta:
     changed_partitions: list[tuple[str, int]] = field(default_factory=list)
     changed_configs: list[tuple[int, str]] = field(default_factory=list)
     brokers_changed: bool = False
+    acls_changed: bool = False
 
     def is_empty(self) -> bool:
         return not (
@@ -104,6 +112,7 @@ class Delta:
             or self.changed_partitions
             or self.changed_configs
             or self.brokers_changed
+            or self.acls_changed
         )
 
 
@@ -120,6 +129,8 @@ class ImageBuilder:
         self.next_producer_id = base.next_producer_id
         self.offset = base.offset
         self.delta = Delta()
+        self._acls: dict[uuid.UUID, Acl] | None = None  # copied on the first ACL record
+        self._scram: dict[tuple[str, int], ScramCredential] | None = None  # likewise
 
     def apply(self, record: Any, offset: int) -> None:
         handler = getattr(self, "_on_" + type(record).__name__, None)
@@ -229,6 +240,39 @@ class ImageBuilder:
     def _on_ProducerIdsRecord(self, r: Any) -> None:
         self.next_producer_id = max(self.next_producer_id, int(r.next_producer_id))
 
+    def _acls_to_change(self) -> dict[uuid.UUID, Acl]:
+        if self._acls is None:
+            self._acls = dict(self._base.acls)
+        self.delta.acls_changed = True
+        return self._acls
+
+    def _on_AccessControlEntryRecord(self, r: Any) -> None:
+        self._acls_to_change()[r.id] = Acl(
+            int(r.resource_type),
+            r.resource_name,
+            int(r.pattern_type),
+            r.principal,
+            r.host,
+            int(r.operation),
+            int(r.permission_type),
+        )
+
+    def _on_RemoveAccessControlEntryRecord(self, r: Any) -> None:
+        self._acls_to_change().pop(r.id, None)
+
+    def _scram_to_change(self) -> dict[tuple[str, int], ScramCredential]:
+        if self._scram is None:
+            self._scram = dict(self._base.scram)
+        return self._scram
+
+    def _on_UserScramCredentialRecord(self, r: Any) -> None:
+        self._scram_to_change()[(r.name, int(r.mechanism))] = ScramCredential(
+            bytes(r.salt), bytes(r.stored_key), bytes(r.server_key), int(r.iterations)
+        )
+
+    def _on_RemoveUserScramCredentialRecord(self, r: Any) -> None:
+        self._scram_to_change().pop((r.name, int(r.mechanism)), None)
+
     def build(self) -> MetadataImage:
         return MetadataImage(
             offset=self.offset,
@@ -238,6 +282,8 @@ class ImageBuilder:
             brokers=MappingProxyType(self.brokers),
             features=MappingProxyType(self.features),
             next_producer_id=self.next_producer_id,
+            acls=self._base.acls if self._acls is None else MappingProxyType(self._acls),
+            scram=self._base.scram if self._scram is None else MappingProxyType(self._scram),
         )
 
 

@@ -22,6 +22,7 @@ RESOURCE_TYPES: Final = {
     5: "TRANSACTIONAL_ID",
     6: "DELEGATION_TOKEN",
     7: "USER",
+    8: "CLUSTER_MIRROR",  # KIP-1279
 }
 OPERATIONS: Final = {
     2: "ALL",

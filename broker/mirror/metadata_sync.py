@@ -19,8 +19,11 @@ One refresh of mirror ``m`` (skipped while ``m`` is halted):
    ``mirror.groups.include``, their committed offsets for the active topics (OffsetFetch at the
    group's source coordinator), committed here as admin commits (generation -1, no member) when
    they differ from ours. A group with members here is left alone. Share groups: skipped.
-4. ACLs: this broker has no authorizer yet, so ACL sync is skipped (the include rules are
-   parsed, see `acl_rules`).
+4. ACLs: the source's ACLs (DescribeAcls) that ``mirror.acl.include`` selects (`acl_rules`)
+   are created here; ACLs this mirror created earlier that the source no longer has (or the rules
+   no longer select) are deleted. ACLs created here by anyone else are never touched, and an ACL
+   already present here is left as it is (`controller.acls.AclController.sync_mirror_acls`).
+   A source without an authorizer (SECURITY_DISABLED) is a skip, not an error.
 
 An API the source lacks (ApiVersions) skips its step with one log line per mirror and a count in
 ``skipped[(m, kind)]``; every source call has a timeout. Counters are plain dicts so a metrics
@@ -45,9 +48,11 @@ from ..controller.mirrors import mirror_names, mirror_topics, split_mirror_name
 from ..coordinator.group.shard import CommitItem, CommitParams
 from ..metadata.image import MIRROR_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from ..metadata.mirror_states import MIRROR_NAME_CONFIG, PAUSED_SUFFIX
+from ..security.acls import Acl
 from . import topic_discovery
-from .acl_rules import AclRuleError, parse_acl_include
-from .sync_source import SourceGroup, SourceOffset, SyncSourceClient
+from .acl_rules import AclRuleError, binding_from_codes, included, parse_acl_include
+from .source import SourceError
+from .sync_source import SECURITY_DISABLED, SourceGroup, SourceOffset, SyncSourceClient
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +84,7 @@ class SyncSource(Protocol):
     async def committed_offsets(
         self, node_id: int, group_id: str, topics: Mapping[str, Sequence[int]]
     ) -> dict[tuple[str, int], SourceOffset]: ...
+    async def describe_acls(self) -> list[Acl]: ...
     async def close(self) -> None: ...
 
 
@@ -94,6 +100,12 @@ class TopicController(Protocol):
 
 class MirrorTopics(topic_discovery.Adder, Protocol):
     async def remove_topics(self, mirror: str, names: Sequence[str]) -> Any: ...
+
+
+class AclStore(Protocol):
+    """`broker.controller.acls.AclController`: the ACLs a mirror owns made equal to ``wanted``."""
+
+    async def sync_mirror_acls(self, mirror: str, wanted: set[Acl]) -> Any: ...
 
 
 class Groups(Protocol):
@@ -174,8 +186,10 @@ class MirrorMetadataSync:
         client_id: str = "kmirror-metadata-sync",
         request_timeout_ms: int = 10_000,
         now_ms: Callable[[], int] | None = None,
+        acls: AclStore | None = None,
     ) -> None:
         self._image = image
+        self._acls = acls
         self._controller = controller
         self._mirrors = mirrors
         self._groups = groups
@@ -326,7 +340,7 @@ class MirrorMetadataSync:
         if present is not None:
             await self._sync_configs(mirror, client, versions, present)
             await self._sync_groups(mirror, client, versions, present)
-        self._sync_acls(mirror, config, versions)
+        await self._sync_acls(mirror, client, config, versions)
         self.last_refresh_ms[mirror] = self._now_ms()
 
     async def _client(self, mirror: str, st: _Mirror, config: dict[str, str]) -> SyncSource | None:
@@ -619,17 +633,57 @@ class MirrorMetadataSync:
 
     # -- ACLs ------------------------------------------------------------------------------------
 
-    def _sync_acls(
-        self, mirror: str, config: Mapping[str, str], versions: Mapping[int, tuple[int, int]]
+    async def _sync_acls(
+        self,
+        mirror: str,
+        client: SyncSource,
+        config: Mapping[str, str],
+        versions: Mapping[int, tuple[int, int]],
     ) -> None:
         try:
-            parse_acl_include(config.get(mirror_config.ACL_INCLUDE))
+            rules = parse_acl_include(config.get(mirror_config.ACL_INCLUDE))
         except AclRuleError as e:
             self._error(mirror, "acls", f"bad {mirror_config.ACL_INCLUDE}: {e}")
             return
-        why = (
-            "the source does not support DescribeAcls"
-            if DESCRIBE_ACLS not in versions
-            else "this broker has no ACL support yet"
-        )
-        self._skip(mirror, "acls", why)
+        if DESCRIBE_ACLS not in versions:
+            self._skip(mirror, "acls", "the source does not support DescribeAcls")
+            return
+        if self._acls is None:
+            self._skip(mirror, "acls", "this broker has no ACL store")
+            return
+        try:
+            source = await self._call(client.describe_acls())
+        except SourceError as e:
+            if e.code == SECURITY_DISABLED:
+                self._skip(mirror, "acls", "the source has no authorizer (SECURITY_DISABLED)")
+            else:
+                self._error(mirror, "acls", str(e))
+            return
+        except Exception as e:
+            self._error(mirror, "acls", f"DescribeAcls: {e or type(e).__name__}")
+            return
+        wanted = {
+            a
+            for a in source
+            if included(
+                rules,
+                binding_from_codes(
+                    a.resource_type,
+                    a.resource_name,
+                    a.operation,
+                    a.permission_type,
+                    a.principal,
+                    a.host,
+                ),
+            )
+        }
+        out = await self._acls.sync_mirror_acls(mirror, wanted)
+        for acl, why in out.refused:
+            self._error(mirror, "acls", f"cannot store {acl.describe()}: {why}")
+        if out.created or out.deleted:
+            log.info(
+                "mirror %s: ACLs synced from the source: %d created, %d deleted",
+                mirror,
+                len(out.created),
+                len(out.deleted),
+            )

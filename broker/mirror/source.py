@@ -19,6 +19,7 @@ from protocol.registry import REGISTRY, body_bytes, decode_body
 
 from ..network.client import ReconnectingClient
 from ..network.errors import NetworkError, ProtocolViolationError, UnsupportedVersionError
+from ..security.client import client_security
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,6 @@ DYNAMIC_TOPIC_CONFIG: Final = 1
 EARLIEST_TIMESTAMP: Final = -2
 LATEST_TIMESTAMP: Final = -1
 READ_COMMITTED: Final = 1
-SUPPORTED_SECURITY_PROTOCOLS: Final = ("PLAINTEXT",)
 
 
 class SourceError(Exception):
@@ -88,12 +88,8 @@ class SourceClient:
     ) -> None:
         if "bootstrap.servers" not in config:
             raise ValueError("mirror config lacks bootstrap.servers")
-        protocol = config.get("security.protocol", "PLAINTEXT").upper()
-        if protocol not in SUPPORTED_SECURITY_PROTOCOLS:
-            raise ValueError(
-                f"security.protocol={protocol} is not supported for mirror sources yet "
-                f"(supported: {', '.join(SUPPORTED_SECURITY_PROTOCOLS)})"
-            )
+        # security.protocol, ssl.*, sasl.*: SecurityConfigError (a ValueError) names a bad key
+        self.security = client_security(config)
         self.bootstrap = parse_bootstrap(config["bootstrap.servers"])
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
@@ -115,6 +111,8 @@ class SourceClient:
             request_timeout_ms=self.request_timeout_ms,
             reconnect_backoff_ms=self._backoff_ms,
             reconnect_backoff_max_ms=self._backoff_max_ms,
+            ssl_context=self.security.ssl_context,
+            authenticate=self.security.authenticate if self.security.uses_sasl else None,
         )
 
     def connection_for(self, node_id: int, client_id: str | None = None) -> ReconnectingClient:

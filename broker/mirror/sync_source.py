@@ -1,7 +1,7 @@
 """The source queries the metadata sync needs beyond `SourceClient`'s: consumer groups (ListGroups
-on every source broker, FindCoordinator, OffsetFetch at the group's coordinator) and a careful
-"does this topic still exist" check (a topic is gone only when the source says
-UNKNOWN_TOPIC_OR_PARTITION, never because of a transient error).
+on every source broker, FindCoordinator, OffsetFetch at the group's coordinator), its ACLs
+(DescribeAcls) and a careful "does this topic still exist" check (a topic is gone only when the
+source says UNKNOWN_TOPIC_OR_PARTITION, never because of a transient error).
 
 Requests go out at the highest version both sides support, except OffsetFetch, capped at v9:
 v10 names topics by id only.
@@ -19,6 +19,7 @@ from protocol.errors import ProtocolError
 from protocol.registry import REGISTRY, body_bytes, decode_body
 
 from ..network.errors import NetworkError, UnsupportedVersionError
+from ..security.acls import Acl, AclOperation, PatternType, PermissionType, ResourceType
 from .source import SourceClient, SourceError
 
 log = logging.getLogger(__name__)
@@ -26,6 +27,8 @@ log = logging.getLogger(__name__)
 OFFSET_FETCH: Final = 9
 FIND_COORDINATOR: Final = 10
 LIST_GROUPS: Final = 16
+DESCRIBE_ACLS: Final = 29
+SECURITY_DISABLED: Final = 54  # DescribeAcls at a source without an authorizer
 OFFSET_FETCH_MAX: Final = 9
 OFFSET_FETCH_GROUPS_FROM: Final = 8  # OffsetFetch v8+ batches groups
 FIND_COORDINATOR_BATCH_FROM: Final = 4
@@ -184,3 +187,36 @@ class SyncSourceClient(SourceClient):
             return decode_body(spec.response_type(version), raw, 0, strict=False)
         except (NetworkError, ProtocolError) as e:
             raise SourceError(f"source broker {node_id}: {spec.name} v{version}: {e}") from e
+
+    async def describe_acls(self) -> list[Acl]:
+        """Every ACL of the source (DescribeAcls, match-all filter). A source without an
+        authorizer raises SourceError with code SECURITY_DISABLED."""
+        _, resp = await self._any(
+            DESCRIBE_ACLS,
+            {
+                "resource_type_filter": ResourceType.ANY,
+                "resource_name_filter": None,
+                "pattern_type_filter": PatternType.ANY,
+                "principal_filter": None,
+                "host_filter": None,
+                "operation": AclOperation.ANY,
+                "permission_type": PermissionType.ANY,
+            },
+        )
+        code = _code(resp.error_code)
+        if code:
+            why = f": {resp.error_message}" if resp.error_message else ""
+            raise SourceError(f"DescribeAcls: error {code}{why}", code)
+        return [
+            Acl(
+                int(r.resource_type),
+                str(r.resource_name),
+                int(r.pattern_type),
+                str(a.principal),
+                str(a.host),
+                int(a.operation),
+                int(a.permission_type),
+            )
+            for r in resp.resources
+            for a in r.acls
+        ]

@@ -8,6 +8,9 @@ times out, because a Kafka stream cannot be resynchronised after a response goes
 Typed requests go through `send` (kio-style bodies, responses decoded with the registry); the
 Fetch hot path uses `send_raw`, which returns the response body undecoded so the caller can run
 its own zero-copy decoder over it.
+
+Security is injected: an ``ssl_context`` makes the connection TLS, and an ``authenticate`` step
+(SASL, built by broker.security.client) runs right after ApiVersions.
 """
 
 import asyncio
@@ -15,9 +18,10 @@ import contextlib
 import dataclasses
 import logging
 import random
+import ssl
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from importlib import metadata
 from typing import Any, Final, cast
 
@@ -45,6 +49,10 @@ DEFAULT_MAX_RESPONSE_BYTES: Final = 1 << 30
 
 _SIZE: Final = struct.Struct(">i")
 _INT16: Final = struct.Struct(">h")
+
+# Runs on a new connection after ApiVersions, before any other request (SASL, in
+# broker.security.client); an exception fails the connect.
+Authenticator = Callable[["ClientConnection"], Awaitable[None]]
 
 
 def _software_version() -> str:
@@ -139,6 +147,8 @@ class ClientConnection:
         request_timeout_ms: int = 30_000,
         connect_timeout_ms: int = 10_000,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        ssl_context: ssl.SSLContext | None = None,
+        authenticate: Authenticator | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -147,6 +157,8 @@ class ClientConnection:
         self.request_timeout_ms = request_timeout_ms
         self.connect_timeout_ms = connect_timeout_ms
         self._max_response_bytes = max_response_bytes
+        self._ssl_context = ssl_context
+        self._authenticate = authenticate
         self._protocol: _ClientProtocol | None = None
         self._pending: dict[int, _Pending] = {}
         self._next_corr = 0
@@ -164,18 +176,25 @@ class ClientConnection:
         return self._connected and self._closed_error is None
 
     async def connect(self, negotiate: bool = True) -> None:
-        """Open the connection, then (unless ``negotiate`` is False) learn the server's versions."""
+        """Open the connection (TLS when an ``ssl_context`` was given), then unless ``negotiate``
+        is False learn the server's versions and run the ``authenticate`` step (SASL)."""
         if self._protocol is not None:
             raise RuntimeError("connect() called twice")
         loop = asyncio.get_running_loop()
+        tls: dict[str, Any] = {}
+        if self._ssl_context is not None:
+            tls = {"ssl": self._ssl_context, "server_hostname": self.host}
         try:
             _, proto = await asyncio.wait_for(
                 loop.create_connection(
-                    lambda: _ClientProtocol(self, self._max_response_bytes), self.host, self.port
+                    lambda: _ClientProtocol(self, self._max_response_bytes),
+                    self.host,
+                    self.port,
+                    **tls,
                 ),
                 self.connect_timeout_ms / 1000,
             )
-        except OSError as e:  # TimeoutError included
+        except OSError as e:  # TimeoutError and TLS failures (ssl.SSLError) included
             self._closed_error = ConnectError(f"cannot connect to {self.host}:{self.port}: {e!r}")
             raise self._closed_error from e
         self._protocol = proto
@@ -189,6 +208,12 @@ class ClientConnection:
             except NetworkError as e:
                 self.close()
                 raise ConnectError(f"{self.host}:{self.port}: version negotiation: {e}") from e
+            if self._authenticate is not None:
+                try:
+                    await self._authenticate(self)
+                except Exception as e:
+                    self.close()
+                    raise ConnectError(f"{self.host}:{self.port}: authentication: {e}") from e
 
     async def negotiate_versions(self) -> None:
         """ApiVersions v3 first; on UNSUPPORTED_VERSION (answered in v0 format, as Kafka does),
@@ -456,6 +481,8 @@ class ReconnectingClient:
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         rng: random.Random | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        ssl_context: ssl.SSLContext | None = None,
+        authenticate: Authenticator | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -468,6 +495,8 @@ class ReconnectingClient:
         self._max_response_bytes = max_response_bytes
         self._rng = rng if rng is not None else random.Random()
         self._monotonic = monotonic
+        self._ssl_context = ssl_context
+        self._authenticate = authenticate
         self._conn: ClientConnection | None = None
         self._lock = asyncio.Lock()
         self._failures = 0
@@ -496,6 +525,8 @@ class ReconnectingClient:
                 request_timeout_ms=self.request_timeout_ms,
                 connect_timeout_ms=self.connect_timeout_ms,
                 max_response_bytes=self._max_response_bytes,
+                ssl_context=self._ssl_context,
+                authenticate=self._authenticate,
             )
             try:
                 await conn.connect()

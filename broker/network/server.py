@@ -55,7 +55,15 @@ class Listener:
 class ConnectionContext:
     """What a handler knows about the connection a request came on."""
 
-    __slots__ = ("_protocol", "connection_id", "listener", "peer", "security_protocol", "state")
+    __slots__ = (
+        "_protocol",
+        "connection_id",
+        "listener",
+        "peer",
+        "peer_certificate",
+        "security_protocol",
+        "state",
+    )
 
     def __init__(
         self,
@@ -70,6 +78,8 @@ class ConnectionContext:
         self.peer = peer
         self.security_protocol = security_protocol
         self.state: dict[str, Any] = {}  # per-connection state owned by handlers (e.g. SASL)
+        # TLS: the client's verified certificate (``SSLSocket.getpeercert()``), None without one
+        self.peer_certificate: dict[str, Any] | None = None
         self._protocol = protocol
 
     @property
@@ -128,6 +138,9 @@ class _Connection(asyncio.BufferedProtocol):
         self.ctx = ConnectionContext(
             conn_id, self._listener.name, peer, self._listener.security_protocol, self
         )
+        if self._listener.ssl_context is not None:
+            # connection_made comes after the TLS handshake, so the certificate is known here.
+            self.ctx.peer_certificate = transport.get_extra_info("peercert") or None
         transport.set_write_buffer_limits(server.write_high_water, server.write_low_water)
         server._connection_opened(self)
 

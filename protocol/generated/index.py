@@ -21,9 +21,9 @@ API_KEYS: dict[int, str] = {
 
 # schema type (metadata, coordinator-key, ...) -> record api key -> message name
 RECORD_KEYS: dict[str, dict[int, str]] = {
-    'coordinator-key': {1: 'OffsetCommitKey', 2: 'MirrorPartitionStateKey'},
-    'coordinator-value': {1: 'OffsetCommitValue', 2: 'MirrorPartitionStateValue'},
-    'metadata': {0: 'RegisterBrokerRecord', 1: 'UnregisterBrokerRecord', 2: 'TopicRecord', 3: 'PartitionRecord', 4: 'ConfigRecord', 5: 'PartitionChangeRecord', 7: 'FenceBrokerRecord', 8: 'UnfenceBrokerRecord', 9: 'RemoveTopicRecord', 12: 'FeatureLevelRecord', 14: 'ClientQuotaRecord', 15: 'ProducerIdsRecord', 17: 'BrokerRegistrationChangeRecord', 18: 'AccessControlEntryRecord', 19: 'RemoveAccessControlEntryRecord', 20: 'NoOpRecord', 23: 'BeginTransactionRecord', 24: 'EndTransactionRecord'},
+    'coordinator-key': {0: 'TransactionLogKey', 1: 'OffsetCommitKey', 2: 'MirrorPartitionStateKey'},
+    'coordinator-value': {0: 'TransactionLogValue', 1: 'OffsetCommitValue', 2: 'MirrorPartitionStateValue'},
+    'metadata': {0: 'RegisterBrokerRecord', 1: 'UnregisterBrokerRecord', 2: 'TopicRecord', 3: 'PartitionRecord', 4: 'ConfigRecord', 5: 'PartitionChangeRecord', 7: 'FenceBrokerRecord', 8: 'UnfenceBrokerRecord', 9: 'RemoveTopicRecord', 11: 'UserScramCredentialRecord', 12: 'FeatureLevelRecord', 14: 'ClientQuotaRecord', 15: 'ProducerIdsRecord', 17: 'BrokerRegistrationChangeRecord', 18: 'AccessControlEntryRecord', 19: 'RemoveAccessControlEntryRecord', 20: 'NoOpRecord', 22: 'RemoveUserScramCredentialRecord', 23: 'BeginTransactionRecord', 24: 'EndTransactionRecord'},
 }
 
 # module name (requests/responses) or message name (data) -> version -> kind -> "module:Class"
@@ -117,14 +117,27 @@ TYPES: dict[str, dict[int, dict[str, str]]] = {
     'RemoveTopicRecord': {
         0: {'data': 'protocol.generated.remove_topic_record.v0.data:RemoveTopicRecord'},
     },
+    'RemoveUserScramCredentialRecord': {
+        0: {'data': 'protocol.generated.remove_user_scram_credential_record.v0.data:RemoveUserScramCredentialRecord'},
+    },
     'TopicRecord': {
         0: {'data': 'protocol.generated.topic_record.v0.data:TopicRecord'},
+    },
+    'TransactionLogKey': {
+        0: {'data': 'protocol.generated.transaction_log_key.v0.data:TransactionLogKey'},
+    },
+    'TransactionLogValue': {
+        0: {'data': 'protocol.generated.transaction_log_value.v0.data:TransactionLogValue'},
+        1: {'data': 'protocol.generated.transaction_log_value.v1.data:TransactionLogValue'},
     },
     'UnfenceBrokerRecord': {
         0: {'data': 'protocol.generated.unfence_broker_record.v0.data:UnfenceBrokerRecord'},
     },
     'UnregisterBrokerRecord': {
         0: {'data': 'protocol.generated.unregister_broker_record.v0.data:UnregisterBrokerRecord'},
+    },
+    'UserScramCredentialRecord': {
+        0: {'data': 'protocol.generated.user_scram_credential_record.v0.data:UserScramCredentialRecord'},
     },
     'add_topics_to_mirror': {
         0: {'request': 'protocol.generated.add_topics_to_mirror.v0.request:AddTopicsToMirrorRequest', 'response': 'protocol.generated.add_topics_to_mirror.v0.response:AddTopicsToMirrorResponse'},

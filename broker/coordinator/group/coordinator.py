@@ -17,10 +17,12 @@ from broker.coordinator.group.shard import (
     ListedGroup,
     SyncParams,
     TopicPartition,
+    TxnCommitParams,
 )
 from broker.coordinator.runtime import (
     CoordinatorError,
     CoordinatorRuntime,
+    EndMarker,
     RecordLog,
     ShardContext,
 )
@@ -131,14 +133,35 @@ class GroupCoordinator:
         )
 
     async def fetch_offsets(
-        self, group_id: str, topics: list[tuple[str, list[int]]] | None
+        self,
+        group_id: str,
+        topics: list[tuple[str, list[int]]] | None,
+        require_stable: bool = False,
     ) -> tuple[ErrorCode, list[tuple[str, list[FetchedOffset]]]]:
         partition = self.partition_for(group_id)
         try:
-            found = await self.runtime.read(partition, lambda s: s.fetch_offsets(group_id, topics))
+            found = await self.runtime.read(
+                partition, lambda s: s.fetch_offsets(group_id, topics, require_stable)
+            )
         except CoordinatorError as exc:
             return exc.code, []
         return ErrorCode.none, found
+
+    async def txn_commit_offsets(self, p: TxnCommitParams) -> list[ErrorCode]:
+        """TxnOffsetCommit: offsets pending until the producer's transaction ends."""
+        partition = self.partition_for(p.group_id)
+        return await self._call(
+            lambda: self.runtime.write(partition, lambda s: s.txn_commit_offsets(p)),
+            lambda code: [code] * len(p.items),
+        )
+
+    async def complete_transaction(self, partition: int, marker: EndMarker) -> ErrorCode:
+        """Write a transaction's marker on `__consumer_offsets` partition `partition` and apply
+        it (the transaction coordinator's marker for this partition)."""
+        return await self._call(
+            lambda: self.runtime.write(partition, lambda s: s.complete_transaction(marker)),
+            lambda code: code,
+        )
 
     async def delete_offsets(
         self, group_id: str, partitions: list[TopicPartition]

@@ -22,8 +22,10 @@ from broker.coordinator.group.classic import (
     SyncResult,
 )
 from broker.coordinator.group.config import GroupConfig
+from broker.coordinator.group.txn_offsets import PendingTxnOffsets
 from broker.coordinator.runtime import (
     AppendError,
+    EndMarker,
     Record,
     ShardContext,
     WriteResult,
@@ -93,6 +95,19 @@ class CommitParams:
 
 
 @dataclass(slots=True)
+class TxnCommitParams:
+    """A TxnOffsetCommit: offsets pending until the producer's transaction ends."""
+
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    items: list[CommitItem]
+
+
+@dataclass(slots=True)
 class FetchedOffset:
     partition: int
     offset: int
@@ -145,6 +160,7 @@ class GroupShard:
         self.config = config
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets: dict[str, dict[TopicPartition, rec.OffsetValue]] = {}
+        self.pending_txn = PendingTxnOffsets()
 
     # -- loading -----------------------------------------------------------------------------
 
@@ -153,6 +169,7 @@ class GroupShard:
         if isinstance(k, rec.OffsetKey):
             tp = (k.topic, k.partition)
             if value is None:
+                self.pending_txn.drop_partition(k.group, tp)
                 group_offsets = self.offsets.get(k.group)
                 if group_offsets is not None:
                     group_offsets.pop(tp, None)
@@ -160,6 +177,7 @@ class GroupShard:
                         del self.offsets[k.group]
             else:
                 self.offsets.setdefault(k.group, {})[tp] = rec.decode_offset_value(value)
+                self.pending_txn.on_plain_commit(k.group, tp)
                 # offsets alone make a (simple, empty) group, as in Kafka
                 if k.group not in self.groups:
                     self.groups[k.group] = ClassicGroup(k.group, self.ctx.now_ms())
@@ -170,6 +188,24 @@ class GroupShard:
                 self.groups[k.group] = self._group_from_record(
                     k.group, rec.decode_group_value(value)
                 )
+
+    def replay_transactional(self, key: bytes, value: bytes | None, producer_id: int) -> None:
+        """A record of a TxnOffsetCommit batch: pending until the producer's marker."""
+        k = rec.decode_key(key)
+        if not isinstance(k, rec.OffsetKey) or value is None:
+            self.replay(key, value)
+            return
+        self.pending_txn.add(
+            producer_id, k.group, (k.topic, k.partition), rec.decode_offset_value(value)
+        )
+        if k.group not in self.groups:
+            self.groups[k.group] = ClassicGroup(k.group, self.ctx.now_ms())
+
+    def replay_marker(self, producer_id: int, commit: bool) -> None:
+        for group_id, tp, value in self.pending_txn.complete(producer_id, commit):
+            self.offsets.setdefault(group_id, {})[tp] = value
+            if group_id not in self.groups:
+                self.groups[group_id] = ClassicGroup(group_id, self.ctx.now_ms())
 
     def _group_from_record(self, group_id: str, v: rec.GroupValue) -> ClassicGroup:
         ts = v.current_state_timestamp if v.current_state_timestamp >= 0 else self.ctx.now_ms()
@@ -211,6 +247,7 @@ class GroupShard:
                 member.complete_sync(SyncResult(ErrorCode.not_coordinator))
         self.groups.clear()
         self.offsets.clear()
+        self.pending_txn.clear()
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -791,6 +828,8 @@ class GroupShard:
                 self.groups.setdefault(p.group_id, new_group)
             if accepted:
                 self.offsets.setdefault(p.group_id, {}).update(accepted)
+                for tp, _ in accepted:
+                    self.pending_txn.on_plain_commit(p.group_id, tp)
 
         def failed(exc: BaseException) -> list[ErrorCode]:
             code = _commit_error(exc)
@@ -801,17 +840,25 @@ class GroupShard:
         return WriteResult(errors, records, on_commit=committed, on_failure=failed)
 
     def fetch_offsets(
-        self, group_id: str, topics: list[tuple[str, list[int]]] | None
+        self,
+        group_id: str,
+        topics: list[tuple[str, list[int]]] | None,
+        require_stable: bool = False,
     ) -> list[tuple[str, list[FetchedOffset]]]:
         group = self.groups.get(group_id)
         offsets = (
             {} if group is None or group.is_in(GroupState.DEAD) else self.offsets.get(group_id, {})
         )
+        # KIP-447: a read_committed consumer must not start from an offset a pending
+        # transaction may still replace; it retries on UNSTABLE_OFFSET_COMMIT.
+        unstable = self.pending_txn.partitions(group_id) if require_stable else set()
         if topics is None:
             by_topic: dict[str, list[FetchedOffset]] = {}
             for (topic, partition), v in sorted(offsets.items()):
                 by_topic.setdefault(topic, []).append(
-                    FetchedOffset(partition, v.offset, v.leader_epoch, v.metadata)
+                    FetchedOffset(partition, -1, -1, "", ErrorCode.unstable_offset_commit)
+                    if (topic, partition) in unstable
+                    else FetchedOffset(partition, v.offset, v.leader_epoch, v.metadata)
                 )
             return list(by_topic.items())
         out: list[tuple[str, list[FetchedOffset]]] = []
@@ -819,7 +866,11 @@ class GroupShard:
             fetched = []
             for partition in partitions:
                 found = offsets.get((topic, partition))
-                if found is None:
+                if (topic, partition) in unstable:
+                    fetched.append(
+                        FetchedOffset(partition, -1, -1, "", ErrorCode.unstable_offset_commit)
+                    )
+                elif found is None:
                     fetched.append(FetchedOffset(partition, -1, -1, ""))
                 else:
                     fetched.append(
@@ -857,6 +908,8 @@ class GroupShard:
         return WriteResult((ErrorCode.none, errors), records, committed, failed)
 
     def _drop_offsets(self, group_id: str, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            self.pending_txn.drop_partition(group_id, tp)
         offsets = self.offsets.get(group_id)
         if offsets is None:
             return
@@ -864,6 +917,88 @@ class GroupShard:
             offsets.pop(tp, None)
         if not offsets:
             del self.offsets[group_id]
+
+    # -- transactional offsets (TxnOffsetCommit) -----------------------------------------------
+
+    @staticmethod
+    def _validate_txn_commit(group: ClassicGroup, p: TxnCommitParams) -> ErrorCode | None:
+        # Kafka's checks for a transactional commit: members are validated when identified,
+        # but the group state is not (old clients send no member id or generation).
+        if group.is_in(GroupState.DEAD):
+            return ErrorCode.coordinator_not_available
+        if p.generation_id < 0 and group.is_in(GroupState.EMPTY):
+            return None
+        if p.generation_id >= 0 or p.member_id or p.group_instance_id is not None:
+            error = GroupShard._validate_member(group, p.member_id, p.group_instance_id)
+            if error is not None:
+                return error
+            if p.generation_id != group.generation:
+                return ErrorCode.illegal_generation
+        return None
+
+    def txn_commit_offsets(self, p: TxnCommitParams) -> WriteResult[list[ErrorCode]]:
+        """Append the offsets as a transactional batch of the producer; they stay pending
+        until the producer's COMMIT/ABORT marker reaches this partition."""
+
+        def all_error(code: ErrorCode) -> WriteResult[list[ErrorCode]]:
+            return WriteResult([code] * len(p.items))
+
+        if not p.group_id:
+            return all_error(ErrorCode.invalid_group_id)
+        group = self.groups.get(p.group_id)
+        created = False
+        if group is None:
+            if p.generation_id >= 0:
+                return all_error(ErrorCode.illegal_generation)
+            group = ClassicGroup(p.group_id, self._now())
+            created = True
+        error = self._validate_txn_commit(group, p)
+        if error is not None:
+            return all_error(error)
+        now = self._now()
+        errors: list[ErrorCode] = []
+        records: list[Record] = []
+        accepted: list[tuple[TopicPartition, rec.OffsetValue]] = []
+        for item in p.items:
+            metadata = item.metadata or ""
+            if len(metadata) > self.config.offset_metadata_max_bytes:
+                errors.append(ErrorCode.offset_metadata_too_large)
+                continue
+            value = rec.OffsetValue(item.offset, item.leader_epoch, metadata, now)
+            records.append(
+                (rec.offset_key(p.group_id, item.topic, item.partition), rec.offset_value(value))
+            )
+            accepted.append(((item.topic, item.partition), value))
+            errors.append(ErrorCode.none)
+        if not records:
+            return WriteResult(errors)
+        new_group = group
+
+        def committed() -> None:
+            if created:
+                self.groups.setdefault(p.group_id, new_group)
+            for tp, value in accepted:
+                self.pending_txn.add(p.producer_id, p.group_id, tp, value)
+
+        def failed(exc: BaseException) -> list[ErrorCode]:
+            code = _commit_error(exc)
+            return [code if e == ErrorCode.none else e for e in errors]
+
+        return WriteResult(
+            errors, records, committed, failed, producer=(p.producer_id, p.producer_epoch)
+        )
+
+    def complete_transaction(self, marker: EndMarker) -> WriteResult[ErrorCode]:
+        """Write the producer's COMMIT/ABORT marker here; once durable its offsets become
+        visible (COMMIT) or are dropped (ABORT)."""
+
+        def committed() -> None:
+            self.replay_marker(marker.producer_id, marker.commit)
+
+        def failed(exc: BaseException) -> ErrorCode:
+            return ErrorCode(int(append_error_code(exc)))
+
+        return WriteResult(ErrorCode.none, [], committed, failed, marker=marker)
 
     # -- DeleteGroups / Describe / List ---------------------------------------------------------
 
@@ -879,7 +1014,8 @@ class GroupShard:
             if not group.is_in(GroupState.EMPTY):
                 results[gid] = ErrorCode.non_empty_group
                 continue
-            for topic, partition in self.offsets.get(gid, {}):
+            doomed_offsets = set(self.offsets.get(gid, {})) | self.pending_txn.partitions(gid)
+            for topic, partition in sorted(doomed_offsets):
                 records.append((rec.offset_key(gid, topic, partition), None))
             records.append((rec.group_key(gid), None))
             doomed.append(gid)
@@ -902,6 +1038,7 @@ class GroupShard:
             self.ctx.cancel(_join_key(group_id))
             self.ctx.cancel(_sync_key(group_id))
         self.offsets.pop(group_id, None)
+        self.pending_txn.drop_group(group_id)
 
     def describe(self, group_id: str) -> DescribedGroup:
         group = self.groups.get(group_id)
@@ -972,7 +1109,8 @@ class GroupShard:
         for gid, offsets in self.offsets.items():
             group = self.groups.get(gid)
             for tp, v in offsets.items():
-                if self._expired(group, tp, v, now):
+                # an offset a pending transaction may still replace does not expire yet
+                if self._expired(group, tp, v, now) and not self.pending_txn.has_pending(gid, tp):
                     expired.setdefault(gid, []).append(tp)
                     records.append((rec.offset_key(gid, tp[0], tp[1]), None))
         dead_groups = [
@@ -980,6 +1118,7 @@ class GroupShard:
             for gid, g in self.groups.items()
             if g.is_in(GroupState.EMPTY)
             and len(expired.get(gid, [])) == len(self.offsets.get(gid, {}))
+            and not self.pending_txn.has_group(gid)
         ]
         records += [(rec.group_key(gid), None) for gid in dead_groups]
 
