@@ -34,3 +34,19 @@ if [ "$(cat .venv/.kmirror-stamp 2>/dev/null)" != "$stamp_want" ]; then
   fi
   echo "$stamp_want" > .venv/.kmirror-stamp
 fi
+# kafkajs (Node.js) is a stock client the integration tests drive (tests/js); npm installs the
+# locked version again only when tests/js/package-lock.json changes. Without node/npm only the
+# kafkajs tests skip, saying why.
+if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
+  js_want="$(cat tests/js/package.json tests/js/package-lock.json | sha256sum | cut -c1-16)"
+  if [ "$(cat tests/js/node_modules/.kmirror-stamp 2>/dev/null)" != "$js_want" ]; then
+    echo "installing tests/js's npm packages (kafkajs)" >&2
+    if ! (cd tests/js && npm ci --no-audit --no-fund --loglevel=error >/dev/null); then
+      echo "setup failed: npm ci in tests/js" >&2
+      exit 1
+    fi
+    echo "$js_want" > tests/js/node_modules/.kmirror-stamp
+  fi
+else
+  echo "warning: node/npm are not installed (apt-get install nodejs npm); the kafkajs tests will skip" >&2
+fi

@@ -34,6 +34,7 @@ from .api.mirror import MirrorApi
 from .api.mirror_state import MirrorStateApi
 from .api.offsets import OffsetsApi
 from .api.produce import ProduceApi
+from .api.producers import ProducersApi
 from .api.sasl import SaslApi
 from .api.scram_credentials import ScramCredentialsApi
 from .api.services import Services
@@ -478,6 +479,7 @@ class Node:
             self.config.offsets_topic_replication_factor,
         )
         admin = LogAdminApi(s)
+        producers = ProducersApi(s)
         self.cluster_api = cluster
         groups = GroupApi(self.groups, lambda t: t in self.image.topics, self.authorizer)
         txn = TxnApi(s, self.txn_coordinator, self.groups, self.txn_markers)
@@ -517,6 +519,7 @@ class Node:
             Api(28, txn.txn_offset_commit, max_version=4),
             Api(65, txn.describe_transactions, max_version=0),
             Api(66, txn.list_transactions, max_version=2),
+            Api(61, producers.describe_producers, max_version=0),
             Api(19, topics.create_topics, min_version=2, max_version=8),
             Api(20, topics.delete_topics, min_version=1, max_version=6),
             Api(37, topics.create_partitions, max_version=3),

@@ -3,7 +3,9 @@
 Reads return the log's byte ranges untouched; the hand encoder puts them on the wire without
 copying. ``max_wait``/``min_bytes`` long-poll on the replica manager's append signal; ``max_bytes``
 and each partition's ``partition_max_bytes`` bound the response, except that the first batch is
-always returned whole (KIP-74). READ_COMMITTED reads stop at the last stable offset. With an authorizer, partitions of a topic
+always returned whole (KIP-74). READ_COMMITTED reads stop at the last stable offset and carry the
+aborted transactions overlapping the returned data (the log's .txnindex); every response carries
+the real LSO. With an authorizer, partitions of a topic
 the principal may not READ get TOPIC_AUTHORIZATION_FAILED (a topic id this node does not know
 stays UNKNOWN_TOPIC_ID). Sessions: see `fetch_sessions`.
 """
@@ -198,8 +200,15 @@ class FetchApi:
                         max(limit, 1),
                         upper_bound=lso if committed else hw,
                         min_one_batch=total == 0,
+                        aborted=committed,
                     )
                     records = list(result.records)
+                    if result.aborted_transactions:
+                        # Consumers drop these transactions' records themselves.
+                        row["aborted_transactions"] = [
+                            {"producer_id": t.producer_id, "first_offset": t.first_offset}
+                            for t in result.aborted_transactions
+                        ]
                 except Exception as e:
                     code = getattr(e, "error_code", None)
                     if type(e).__name__ == "OffsetOutOfRange":

@@ -2,7 +2,7 @@
 
 Usage: ``kafka-dump-log.sh --files a.log[,b.index,...] [--print-data-log] [--deep-iteration]``.
 ``.log`` files print one line per batch (and per record with deep iteration), ``.index`` and
-``.timeindex`` files one line per entry. Output text matches Kafka's tool line for line
+``.timeindex`` and ``.txnindex`` files one line per entry. Output text matches Kafka's tool line for line
 (control records of KIP-1279's MIRROR_PID_RESET type print ``mirrorPidReset: ...``).
 """
 
@@ -21,6 +21,7 @@ from typing import NoReturn, TextIO
 from protocol.errors import ProtocolError
 from protocol.records import BatchView, ControlType, iter_records, parse_control_record
 from protocol.records.batch import LOG_OVERHEAD, MAGIC_OFFSET, MIN_BATCH_LENGTH
+from protocol.txn_index import decode_entries
 
 _CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 _HEAD = struct.Struct(">qi")
@@ -268,6 +269,17 @@ def dump_time_index(path: Path, *, verify_only: bool, out: TextIO) -> None:
             print(f"timestamp: {ts} offset: {base + rel}", file=out)
 
 
+def dump_txn_index(path: Path, *, out: TextIO) -> None:
+    """The aborted transactions, as Kafka's tool prints them (a torn tail entry is skipped)."""
+    for txn in decode_entries(path.read_bytes())[0]:
+        print(
+            f"version: {txn.version} producerId: {txn.producer_id} firstOffset: "
+            f"{txn.first_offset} lastOffset: {txn.last_offset} lastStableOffset: "
+            f"{txn.last_stable_offset}",
+            file=out,
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     files = [f for f in args.files.split(",") if f]
@@ -293,9 +305,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 dump_index(path, verify_only=args.verify_index_only, out=sys.stdout, err=sys.stderr)
             elif suffix == ".timeindex":
                 dump_time_index(path, verify_only=args.verify_index_only, out=sys.stdout)
+            elif suffix == ".txnindex":
+                dump_txn_index(path, out=sys.stdout)
             else:
                 print(f"Ignoring unknown file {name}", file=sys.stderr)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, ProtocolError) as exc:
             print(f"cannot dump {name}: {exc}", file=sys.stderr)
             status = 1
     sys.stdout.flush()

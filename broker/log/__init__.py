@@ -13,9 +13,9 @@ from .partition_log import (
     AppendResult,
     DuplicateInfo,
     PartitionLog,
-    ProducerStateHook,
     ReadResult,
 )
+from .producer_state import ProducerStateManager
 from .validation import AppendOrigin
 
 __all__ = [
@@ -31,7 +31,7 @@ __all__ = [
     "ManualClock",
     "OffsetOutOfRange",
     "PartitionLog",
-    "ProducerStateHook",
+    "ProducerStateManager",
     "ReadResult",
     "SystemClock",
     "UnexpectedAppendOffsetError",

@@ -4,6 +4,11 @@ Semantics follow Kafka's UnifiedLog/LocalLog/LogLoader (see docs in each method)
 stay bytes: a leader append is one copy into a bytearray (to patch base offset and partition
 leader epoch in place) and one ``pwrite``; a raw append writes the caller's bytes unchanged.
 Not thread-safe: call from one thread (the event loop).
+
+Transactions (once ``load_producer_state`` attached a ``ProducerStateManager``): every append
+(leader, raw/mirror, markers) updates the producer state; an ABORT marker adds an entry to the
+segment's ``.txnindex``; the last stable offset is min(HW, first unstable offset) and follows
+appends, HW moves, truncation and the log start. Recovery rebuilds index entries from the log.
 """
 
 from __future__ import annotations
@@ -22,7 +27,13 @@ from typing import Final, Protocol
 from crc32c import crc32c
 
 from protocol.errors import ProtocolError
-from protocol.records import BatchView, scan_batches, set_base_offset, set_partition_leader_epoch
+from protocol.records import (
+    BatchView,
+    build_end_txn_marker,
+    scan_batches,
+    set_base_offset,
+    set_partition_leader_epoch,
+)
 from protocol.records.batch import (
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,
@@ -30,6 +41,7 @@ from protocol.records.batch import (
     MAX_TIMESTAMP_OFFSET,
     TIMESTAMP_TYPE_MASK,
 )
+from protocol.txn_index import AbortedTxn
 
 from .checkpoint import PARTITION_METADATA, read_partition_metadata, write_partition_metadata
 from .clock import Clock
@@ -44,11 +56,13 @@ from .errors import (
     OffsetOutOfRange,
     UnexpectedAppendOffsetError,
 )
+from .producer_state import CompletedTxn, ProducerStateManager
 from .segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     BatchMeta,
     LogSegment,
 )
@@ -62,6 +76,8 @@ _I16 = struct.Struct(">h")
 _I64 = struct.Struct(">q")
 _U32 = struct.Struct(">I")
 _LEN = struct.Struct(">i")
+_LAST_DELTA_AT: Final = 23  # last offset delta's byte position in a batch header
+_REPLAY_CHUNK: Final = 8 << 20
 _LEFTOVER_SUFFIXES: Final = (DELETED_SUFFIX, ".cleaned", ".swap", ".tmp")
 
 
@@ -73,12 +89,6 @@ class DuplicateInfo(Protocol):
 
     @property
     def last_offset(self) -> int: ...
-
-
-class ProducerStateHook(Protocol):
-    def check(self, batch: BatchView) -> DuplicateInfo | None: ...
-
-    def on_append(self, batch: BatchView, first_offset: int) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +107,8 @@ class ReadResult:
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
+    # With ``read(..., aborted=True)``: the aborted transactions overlapping the returned data.
+    aborted_transactions: list[AbortedTxn] | None = None
 
     @property
     def size(self) -> int:
@@ -144,7 +156,10 @@ class PartitionLog:
         self._random = random.Random()
         self._closed = False
         self.epoch_cache = LeaderEpochCache(directory, persist=False)
-        self.producer_state: ProducerStateHook | None = None
+        self.producer_state: ProducerStateManager | None = None
+        # Lowest offset from which .txnindex entries may be stale (recovered or repaired
+        # segments): ``load_producer_state`` rebuilds them from the log.
+        self._txn_index_stale_from: int | None = None
 
     def __repr__(self) -> str:
         return (
@@ -210,7 +225,7 @@ class PartitionLog:
             if p.name[: -len(LOG_SUFFIX)].isdigit()
         )
         known = set(bases)
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             for p in self.dir.glob("*" + suffix):
                 stem = p.name[: -len(suffix)]
                 if stem.isdigit() and int(stem) not in known:
@@ -224,6 +239,9 @@ class PartitionLog:
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
         self._recover(recovery_point, clean_shutdown)
+        for seg in self._segments:
+            if seg.txn_index.sanity_check() is not None:
+                self._mark_txn_index_stale(seg.base_offset)
         active = self._segments[-1]
         active.resize_indexes(self._config.segment_index_bytes)
         self._leo = max(active.read_next_offset(), active.base_offset)
@@ -252,6 +270,7 @@ class PartitionLog:
                     log.warning("%s: %s; rebuilding the indexes", self.name, exc)
                     broken = True
             if unflushed or broken:
+                self._mark_txn_index_stale(seg.base_offset)
                 truncated, why = seg.recover(self.epoch_cache)
                 if truncated:
                     log.warning(
@@ -275,6 +294,10 @@ class PartitionLog:
                         del self._segments[i + 1 :]
                         self._bases = [s.base_offset for s in self._segments]
             i += 1
+
+    def _mark_txn_index_stale(self, offset: int) -> None:
+        stale = self._txn_index_stale_from
+        self._txn_index_stale_from = offset if stale is None else min(stale, offset)
 
     def _make_segment(self, base_offset: int, now_ms: int) -> LogSegment:
         cfg = self._config
@@ -322,6 +345,26 @@ class PartitionLog:
     @high_watermark.setter
     def high_watermark(self, offset: int) -> None:
         self._hw = min(max(offset, self._log_start), self._leo)
+        psm = self.producer_state
+        if psm is not None:
+            psm.on_high_watermark_updated(self._hw)
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest undecided transaction (or ended one whose marker the
+        HW has not passed), never below the log start; None without transactions."""
+        psm = self.producer_state
+        if psm is None:
+            return None
+        first = psm.first_unstable_offset()
+        return None if first is None else max(first, self._log_start)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka's LSO: min(HW, first unstable offset). READ_COMMITTED reads stop here."""
+        hw = self._hw
+        first = self.first_unstable_offset
+        return hw if first is None or first >= hw else first
 
     @property
     def recovery_point(self) -> int:
@@ -391,18 +434,18 @@ class PartitionLog:
             max_ts = max(max_ts, batch_max_ts)
         first_offset = self._leo
         last_offset = next_offset - 1
-        hook = self.producer_state
-        if hook is not None:
+        psm = self.producer_state
+        if psm is not None:
             for cb in checked:
                 view = BatchView(out, cb.position)
                 if view.producer_id < 0:
                     continue
-                dup = hook.check(view)
+                dup = psm.check(view)
                 if dup is not None:
                     return AppendResult(
                         dup.first_offset,
                         dup.last_offset,
-                        int(getattr(dup, "log_append_time_ms", -1)),
+                        dup.log_append_time_ms,
                         self._log_start,
                         0,
                         duplicate=True,
@@ -411,10 +454,8 @@ class PartitionLog:
             self.epoch_cache.assign(leader_epoch, first_offset)
         self._write(out, metas, first_offset, last_offset, max_ts, now_ms)
         self._unflushed += record_count
-        if hook is not None:
-            for cb in checked:
-                view = BatchView(out, cb.position)
-                hook.on_append(view, view.base_offset)
+        if psm is not None:
+            self._update_producer_state(psm, [BatchView(out, cb.position) for cb in checked])
         self._maybe_flush_by_count()
         return AppendResult(
             first_offset,
@@ -428,14 +469,28 @@ class PartitionLog:
         """Append batches with their own offsets and epochs, byte for byte (followers, mirrors).
 
         Offsets must start at or after the log end offset and increase; gaps are allowed.
+        Every CRC is checked, with one exception: a control batch whose CRC field is 0, which
+        is how librdkafka's mock cluster writes its COMMIT/ABORT markers (it never computes
+        one). Such a batch is stored with its CRC filled in, so the log stays valid for
+        recovery, Kafka's tools and CRC-checking consumers; every other byte is kept.
         """
         metas: list[BatchMeta] = []
         views: list[BatchView] = []
+        unsummed: list[int] = []
         record_count = 0
         max_ts = -1
         prev_last = self._leo - 1
         try:
-            for view in scan_batches(records, verify_crc=True):
+            for view in scan_batches(records, verify_crc=False):
+                if not view.crc_ok():
+                    if view.crc != 0 or not view.is_control:
+                        raise LogAppendError(
+                            CORRUPT_MESSAGE,
+                            f"malformed record batch: batch at byte {view.position}: CRC32C "
+                            f"mismatch, header says {view.crc:#010x} but the data computes "
+                            f"to {view.compute_crc():#010x}",
+                        )
+                    unsummed.append(view.position)
                 if not metas and view.base_offset < self._leo:
                     raise UnexpectedAppendOffsetError(view.base_offset, self._leo)
                 if view.base_offset <= prev_last or view.last_offset < view.base_offset:
@@ -472,14 +527,49 @@ class PartitionLog:
             if epoch >= 0:
                 self.epoch_cache.assign(epoch, view.base_offset)
         data = records if total == len(records) else memoryview(records)[:total]
+        if unsummed:
+            data = _fill_crcs(data, unsummed)
         self._write(data, metas, first_offset, last_offset, max_ts, now_ms)
         self._unflushed += record_count
-        hook = self.producer_state
-        if hook is not None:
-            for view in views:
-                hook.on_append(view, view.base_offset)
+        psm = self.producer_state
+        if psm is not None:
+            self._update_producer_state(psm, views)
         self._maybe_flush_by_count()
         return AppendResult(first_offset, last_offset, -1, self._log_start, record_count)
+
+    def _update_producer_state(self, psm: ProducerStateManager, views: list[BatchView]) -> None:
+        """After a write: feed each batch to the producer state; an aborted transaction gets
+        its .txnindex entry in the segment that holds its marker (the active one)."""
+        for view in views:
+            done = psm.on_append(view, view.base_offset)
+            if done is not None and done.is_aborted:
+                self._segments[-1].txn_index.append(_aborted(done))
+
+    def append_txn_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+        *,
+        leader_epoch: int,
+        now_ms: int,
+    ) -> AppendResult:
+        """Write a COMMIT/ABORT marker as the partition leader (the transaction coordinator's
+        WriteTxnMarkers). The producer state refuses a marker from an older producer epoch
+        (INVALID_PRODUCER_EPOCH) or an older coordinator epoch (TRANSACTION_COORDINATOR_FENCED);
+        raises ``LogAppendError``."""
+        batch = build_end_txn_marker(
+            commit,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            coordinator_epoch=coordinator_epoch,
+            partition_leader_epoch=leader_epoch,
+            timestamp=now_ms,
+        )
+        return self.append_as_leader(
+            batch, leader_epoch, now_ms=now_ms, origin=AppendOrigin.COORDINATOR
+        )
 
     def _write(
         self,
@@ -529,6 +619,11 @@ class PartitionLog:
         seg = self._make_segment(new_base, now)
         self._segments.append(seg)
         self._bases.append(new_base)
+        psm = self.producer_state
+        if psm is not None:
+            # As Kafka: a snapshot per segment bounds what a truncation or a recovery replays.
+            # Not fsynced here; a torn one fails its CRC and an older one is used.
+            psm.take_snapshot(new_base, sync=False)
         return seg
 
     def flush(self, up_to: int | None = None) -> None:
@@ -567,25 +662,51 @@ class PartitionLog:
         *,
         upper_bound: int | None = None,
         min_one_batch: bool = True,
+        aborted: bool = False,
     ) -> ReadResult:
         """Whole batches from ``fetch_offset`` below ``upper_bound`` (default: the HW).
 
         A fetch inside a batch returns that whole batch. With ``min_one_batch`` the first
-        batch is returned even when larger than ``max_bytes`` (KIP-74).
+        batch is returned even when larger than ``max_bytes`` (KIP-74). With ``aborted``
+        (READ_COMMITTED) the result lists the aborted transactions overlapping the data.
         """
         if fetch_offset < self._log_start or fetch_offset > self._leo:
             raise OffsetOutOfRange(self._log_start, self._leo, fetch_offset)
         upper = self._hw if upper_bound is None else min(upper_bound, self._leo)
         records: list[Buffer] = []
+        end = fetch_offset
         if fetch_offset < upper:
-            data = self._read_from(fetch_offset, max_bytes, upper, min_one_batch)
-            if data is not None:
+            found = self._read_from(fetch_offset, max_bytes, upper, min_one_batch)
+            if found is not None:
+                data, end = found
                 records.append(data)
-        return ReadResult(records, self._hw, self._log_start, self._leo)
+                if end < 0:
+                    end = upper  # unknown: a superset is harmless to consumers
+        txns = None
+        if aborted:
+            txns = self.aborted_transactions(fetch_offset, end) if end > fetch_offset else []
+        return ReadResult(records, self._hw, self._log_start, self._leo, txns)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping ``[fetch_offset, upper_bound)`` (Kafka's
+        collectAbortedTransactions): from the segment holding ``fetch_offset`` on, until an
+        entry's last stable offset shows that nothing later can overlap. Segments without
+        entries cost an attribute read, so logs without aborts pay nearly nothing."""
+        out: list[AbortedTxn] = []
+        segments = self._segments
+        for i in range(max(bisect.bisect_right(self._bases, fetch_offset) - 1, 0), len(segments)):
+            index = segments[i].txn_index
+            if index.count == 0:
+                continue
+            found, complete = index.collect(fetch_offset, upper_bound)
+            out.extend(found)
+            if complete:
+                break
+        return out
 
     def _read_from(
         self, offset: int, max_bytes: int, upper: int, min_one_batch: bool
-    ) -> Buffer | None:
+    ) -> tuple[Buffer, int] | None:
         i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
         while i < len(self._segments):
             seg = self._segments[i]
@@ -610,6 +731,57 @@ class PartitionLog:
             data = seg.read(header.position, want)
             return _whole_batches(data, seg, header.position)
         return None
+
+    # -- producer state ------------------------------------------------------------------
+    def load_producer_state(self, psm: ProducerStateManager) -> int:
+        """Attach ``psm`` and bring it up to the log end; returns how many batches it replayed.
+
+        The newest usable snapshot is loaded (written per segment roll and at clean shutdown),
+        then the batches after it are replayed, headers only (control batches are tiny and
+        parsed). If recovery found segments whose .txnindex may lag the log (past the
+        recovery point after an unclean shutdown, or a repaired index), the replay starts at
+        or below the first of them and rewrites their entries from the markers it meets.
+        """
+        self.producer_state = psm
+        return self._reload_producer_state(psm, rebuild_txn_index=True)
+
+    def _reload_producer_state(self, psm: ProducerStateManager, *, rebuild_txn_index: bool) -> int:
+        start = psm.truncate_and_reload(self._log_start, self._leo)
+        stale = self._txn_index_stale_from if rebuild_txn_index else None
+        if stale is not None and stale < start:
+            start = psm.reload_at_or_below(stale, self._log_start)
+        if rebuild_txn_index and start < self._leo:
+            for seg in self._segments:
+                seg.txn_index.truncate_to(start)
+        replayed = self._replay(psm, start, rebuild_txn_index)
+        psm.update_map_end_offset(self._leo)
+        if rebuild_txn_index:
+            self._txn_index_stale_from = None
+        psm.on_high_watermark_updated(self._hw)
+        if replayed:
+            log.info("%s: producer state rebuilt from %d batches", self.name, replayed)
+        return replayed
+
+    def _replay(self, psm: ProducerStateManager, offset: int, with_txn_index: bool) -> int:
+        end = self._leo
+        replayed = 0
+        while offset < end:
+            result = self.read(offset, _REPLAY_CHUNK, upper_bound=end)
+            progressed = False
+            for buf in result.records:
+                for batch in scan_batches(buf, verify_crc=False, allow_partial_tail=True):
+                    if batch.last_offset < offset:
+                        continue
+                    done = psm.replay_batch(batch)
+                    if with_txn_index and done is not None and done.is_aborted:
+                        seg = self._segments[bisect.bisect_right(self._bases, done.last_offset) - 1]
+                        seg.txn_index.append(_aborted(done))
+                    offset = batch.last_offset + 1
+                    replayed += 1
+                    progressed = True
+            if not progressed:
+                break
+        return replayed
 
     # -- timestamps and epochs -----------------------------------------------------------
     def offset_for_timestamp(self, ts_ms: int) -> tuple[int, int, int] | None:
@@ -670,6 +842,11 @@ class PartitionLog:
         self._unflushed = 0
         if self._roll_flush_offset is not None and self._roll_flush_offset > self._leo:
             self._roll_flush_offset = None
+        psm = self.producer_state
+        if psm is not None:
+            # Kafka's truncateAndReload: the newest snapshot at or below the new end, then the
+            # batches after it. The .txnindex entries below the cut are still right.
+            self._reload_producer_state(psm, rebuild_txn_index=False)
         return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -683,6 +860,9 @@ class PartitionLog:
         self._log_start = self._leo = self._hw = self._recovery_point = offset
         self._unflushed = 0
         self._roll_flush_offset = None
+        self._txn_index_stale_from = None
+        if self.producer_state is not None:
+            self.producer_state.truncate_fully_and_start_at(offset)
 
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: move the log start up to ``offset`` (-1 = the HW); new log start."""
@@ -700,6 +880,8 @@ class PartitionLog:
         if offset > self._log_start:
             self._log_start = offset
             self.epoch_cache.truncate_from_start(offset)
+            if self.producer_state is not None:
+                self.producer_state.on_log_start_offset_incremented(offset)
             log.info("%s: log start offset is now %d", self.name, offset)
 
     # -- retention -----------------------------------------------------------------------
@@ -808,18 +990,44 @@ class PartitionLog:
         self._closed = True
 
 
-def _whole_batches(data: bytes, seg: LogSegment, start: int) -> Buffer | None:
-    """Cut a read at the last whole batch; walks headers only from the nearest index entry."""
+def _whole_batches(data: bytes, seg: LogSegment, start: int) -> tuple[Buffer, int] | None:
+    """Cut a read at the last whole batch; walks headers only from the nearest index entry.
+
+    Also returns an exclusive upper bound of the offsets returned (the last batch's last
+    offset + 1, or the next batch's base offset), -1 if unknown.
+    """
     n = len(data)
     pos = 0
     floor = seg.index.floor_position(start + n)
     if floor is not None and floor > start:
         pos = floor - start
+    last = -1
     while pos + LOG_OVERHEAD <= n:
         nxt = pos + LOG_OVERHEAD + _LEN.unpack_from(data, pos + 8)[0]
         if nxt > n:
             break
+        last = pos
         pos = nxt
     if pos == 0:
         return None
-    return data if pos == n else memoryview(data)[:pos]
+    if last >= 0:
+        end = _I64.unpack_from(data, last)[0] + _LEN.unpack_from(data, last + _LAST_DELTA_AT)[0] + 1
+    else:
+        # Cut at the indexed batch without walking one: that batch's base offset bounds it.
+        head = data[pos : pos + 8] if pos + 8 <= n else seg.read(start + pos, 8)
+        end = _I64.unpack_from(head)[0] if len(head) == 8 else -1
+    return (data if pos == n else memoryview(data)[:pos]), end
+
+
+def _aborted(txn: CompletedTxn) -> AbortedTxn:
+    return AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, txn.last_stable_offset)
+
+
+def _fill_crcs(data: Buffer, positions: list[int]) -> bytearray:
+    out = bytearray(data)
+    for pos in positions:
+        size = LOG_OVERHEAD + _LEN.unpack_from(out, pos + 8)[0]
+        _U32.pack_into(
+            out, pos + CRC_OFFSET, crc32c(memoryview(out)[pos + ATTRIBUTES_OFFSET : pos + size])
+        )
+    return out

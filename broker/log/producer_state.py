@@ -4,9 +4,10 @@ Follows Kafka 4.1's ProducerStateManager / ProducerAppendInfo / ProducerStateEnt
 
 - per producer id: epoch, coordinator epoch, the last timestamp, the first offset of its
   ongoing transaction, and the metadata of its last 5 batches (the dedupe window);
-- ``check`` runs on the leader before a client batch is written: a retried batch matching one of
+- ``check`` runs on the leader before a batch is written: a retried batch matching one of
   the cached 5 is a duplicate (the broker answers the original offsets and writes nothing);
-  otherwise epoch and sequence must line up;
+  otherwise epoch and sequence must line up; a COMMIT/ABORT marker (the coordinator's) must
+  not come from an older producer epoch or an older coordinator epoch;
 - ``on_append`` / ``replay_batch`` update the state once a batch is in the log (leader,
   follower, mirror, recovery), ending transactions on COMMIT/ABORT markers and dropping every
   producer on KIP-1279's MIRROR_PID_RESET;
@@ -47,6 +48,7 @@ log = logging.getLogger(__name__)
 OUT_OF_ORDER_SEQUENCE_NUMBER: Final = 45
 INVALID_PRODUCER_EPOCH: Final = 47
 INVALID_TXN_STATE: Final = 48
+TRANSACTION_COORDINATOR_FENCED: Final = 52
 
 NUM_BATCHES_TO_RETAIN: Final = 5
 DEFAULT_PRODUCER_ID_EXPIRATION_MS: Final = 86_400_000
@@ -85,7 +87,7 @@ def in_sequence(last_seq: int, next_seq: int) -> bool:
 
 # -- value types ------------------------------------------------------------------------------
 class ProducerStateError(LogAppendError):
-    """A batch fails the producer checks; ``error_code`` is 45, 47 or 48."""
+    """A batch fails the producer checks; ``error_code`` is 45, 47, 48 or 52."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,7 +260,8 @@ class ProducerStateManager:
         self.max_producer_id_expiration_ms = max_producer_id_expiration_ms
         self._retained_snapshots = retained_snapshots
         self._producers: dict[int, ProducerStateEntry] = {}
-        # first offset -> producer id; the lowest key bounds the LSO.
+        # first offset -> producer id, kept in ascending key order (appends only add higher
+        # offsets; a snapshot load sorts), so the first key is the oldest: O(1) LSO.
         self._ongoing: dict[int, int] = {}
         # Ended transactions whose marker is not below the high watermark yet:
         # first offset -> (producer id, marker offset). They still hold the LSO back.
@@ -304,7 +307,11 @@ class ProducerStateManager:
         Returns the original offsets for a retried duplicate, None when the batch may be
         appended, and raises ProducerStateError otherwise. Kafka 4.1 semantics:
 
-        - no producer id, or a control batch: nothing to check;
+        - no producer id: nothing to check;
+        - a COMMIT/ABORT marker (written by the transaction coordinator): an epoch older than
+          the producer's is INVALID_PRODUCER_EPOCH, a coordinator epoch older than the last
+          marker's is TRANSACTION_COORDINATOR_FENCED (Kafka's appendEndTxnMarker, transaction
+          version < 2); other control batches are not checked;
         - a duplicate is looked up first: same epoch and the same (first, last) sequence as one
           of the producer's last 5 batches;
         - an older epoch: INVALID_PRODUCER_EPOCH;
@@ -319,7 +326,10 @@ class ProducerStateManager:
         Transaction verification (KIP-890) is not done here yet.
         """
         producer_id = batch.producer_id
-        if producer_id == NO_PRODUCER_ID or batch.is_control:
+        if producer_id == NO_PRODUCER_ID:
+            return None
+        if batch.is_control:
+            self._check_marker(batch)
             return None
         epoch = batch.producer_epoch
         first_seq = batch.base_sequence
@@ -358,6 +368,33 @@ class ProducerStateManager:
             )
         return None
 
+    def _check_marker(self, batch: BatchView) -> None:
+        entry = self._producers.get(batch.producer_id)
+        if entry is None or not batch.is_transactional:
+            return
+        if batch.producer_epoch < entry.producer_epoch:
+            raise ProducerStateError(
+                INVALID_PRODUCER_EPOCH,
+                f"transaction marker of producer {batch.producer_id} has epoch "
+                f"{batch.producer_epoch}, older than the last seen epoch {entry.producer_epoch}",
+            )
+        try:
+            record = next(iter_records(batch), None)
+            control = parse_control_record(record.key, record.value) if record is not None else None
+        except CorruptRecordError:
+            return  # not a marker this state understands; on_append will ignore it too
+        if (
+            control is not None
+            and control.type in (ControlType.COMMIT, ControlType.ABORT)
+            and control.coordinator_epoch is not None
+            and control.coordinator_epoch < entry.coordinator_epoch
+        ):
+            raise ProducerStateError(
+                TRANSACTION_COORDINATOR_FENCED,
+                f"transaction marker of producer {batch.producer_id} has coordinator epoch "
+                f"{control.coordinator_epoch}, older than the current {entry.coordinator_epoch}",
+            )
+
     # -- state updates ------------------------------------------------------------------------
     def on_append(
         self,
@@ -394,7 +431,7 @@ class ProducerStateManager:
         if batch.is_transactional:
             if entry.current_txn_first_offset is None:
                 entry.current_txn_first_offset = first_offset
-                self._ongoing[first_offset] = producer_id
+                self._add_ongoing(first_offset, producer_id)
         elif entry.current_txn_first_offset is not None:
             # Kafka raises INVALID_TXN_STATE here; check() already refused it on the leader,
             # and a replica or recovery cannot refuse what is in the log.
@@ -473,8 +510,17 @@ class ProducerStateManager:
         return completed
 
     def _lso_after(self, producer_id: int, marker_offset: int) -> int:
-        others = [first for first, pid in self._ongoing.items() if pid != producer_id]
-        return min(others) if others else marker_offset + 1
+        for first, pid in self._ongoing.items():  # ascending: the first other one is the oldest
+            if pid != producer_id:
+                return first
+        return marker_offset + 1
+
+    def _add_ongoing(self, first_offset: int, producer_id: int) -> None:
+        ongoing = self._ongoing
+        in_order = not ongoing or next(reversed(ongoing)) < first_offset
+        ongoing[first_offset] = producer_id
+        if not in_order:
+            self._ongoing = dict(sorted(ongoing.items()))
 
     def clear_producers(self, *, reason: str = "cleared") -> None:
         """Forget every producer (KIP-1279 MIRROR_PID_RESET).
@@ -518,13 +564,17 @@ class ProducerStateManager:
 
     def first_undecided_offset(self) -> int | None:
         """First offset of the oldest transaction without a marker yet."""
-        return min(self._ongoing) if self._ongoing else None
+        return next(iter(self._ongoing), None)
 
     def first_unstable_offset(self) -> int | None:
         """Kafka's first unstable offset: the oldest open transaction, or an ended one whose
         marker the high watermark has not passed yet (see ``on_high_watermark_updated``)."""
-        candidates = [*self._ongoing, *self._unreplicated]
-        return min(candidates) if candidates else None
+        first = next(iter(self._ongoing), None)
+        if self._unreplicated:  # usually empty: the HW follows each append
+            ended = min(self._unreplicated)
+            if first is None or ended < first:
+                return ended
+        return first
 
     def on_high_watermark_updated(self, high_watermark: int) -> None:
         """Release ended transactions whose markers are now below the high watermark."""
@@ -609,7 +659,7 @@ class ProducerStateManager:
                     continue
                 self._producers[entry.producer_id] = entry
                 if entry.current_txn_first_offset is not None:
-                    self._ongoing[entry.current_txn_first_offset] = entry.producer_id
+                    self._add_ongoing(entry.current_txn_first_offset, entry.producer_id)
             self._map_end_offset = at
             log.info(
                 "%s: loaded producer snapshot at %d (%d producers)",
@@ -636,6 +686,14 @@ class ProducerStateManager:
                 self._map_end_offset = log_start_offset
         else:
             self.on_log_start_offset_incremented(log_start_offset)
+        return self._map_end_offset
+
+    def reload_at_or_below(self, offset: int, log_start_offset: int) -> int:
+        """Start over from the newest snapshot at or below ``offset`` (or empty at the log
+        start): recovery replays from there to rebuild what may be stale after it. Returns
+        the offset to replay from."""
+        if self.load_latest_snapshot(offset) is None:
+            self._map_end_offset = log_start_offset
         return self._map_end_offset
 
     def truncate_fully_and_start_at(self, offset: int) -> None:

@@ -350,10 +350,8 @@ class MirrorManager:
 
     @staticmethod
     def _last_stable_offset(plog: Any) -> int:
-        psm = getattr(plog, "producer_state", None)
-        fn = getattr(psm, "last_stable_offset", None)
-        hw = int(plog.high_watermark)
-        return min(hw, int(fn(hw))) if fn is not None else hw
+        # The log's own LSO (mirrored markers included), the one Fetch and ListOffsets use.
+        return int(plog.last_stable_offset)
 
     async def _maybe_clear(self, topic: str, mirror: str) -> None:
         img = self._image()

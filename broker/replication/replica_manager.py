@@ -10,11 +10,14 @@ import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from kio.schema.errors import ErrorCode
 
+from protocol.build import error_code
+
 from ..log.clock import Clock
+from ..log.errors import LogAppendError
 from ..log.producer_state_loader import attach_producer_state, snapshot_producer_state
 from ..metadata.image import METADATA_TOPIC, Delta, MetadataImage, PartitionImage
 
@@ -28,6 +31,14 @@ class HostedPartition:
     log: Any  # broker.log PartitionLog
     leader_epoch: int
     is_leader: bool
+
+
+class MarkerAppend(NamedTuple):
+    """What ``append_txn_marker`` did: NONE and the marker's offset, or an error and -1."""
+
+    error: ErrorCode
+    offset: int
+    message: str | None = None
 
 
 def leader_epoch_error(hosted: HostedPartition, current_leader_epoch: int) -> ErrorCode | None:
@@ -101,6 +112,48 @@ class ReplicaManager:
         # Never move the history backwards: a mirrored log carries the source's (higher) epochs.
         if hosted.is_leader and (latest is None or p.leader_epoch > latest):
             epochs.assign(p.leader_epoch, hosted.log.log_end_offset)
+
+    def append_txn_marker(
+        self,
+        topic: str,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+    ) -> MarkerAppend:
+        """Write a transaction's COMMIT (``commit``) or ABORT marker to a partition this node
+        leads, as the transaction coordinator's WriteTxnMarkers does.
+
+        Errors: UNKNOWN_TOPIC_OR_PARTITION (not hosted here), NOT_LEADER_OR_FOLLOWER,
+        INVALID_PRODUCER_EPOCH (older than the partition's producer state knows),
+        TRANSACTION_COORDINATOR_FENCED (older coordinator epoch), KAFKA_STORAGE_ERROR.
+        On success the high watermark (single node: the log end) and so the last stable
+        offset move past the marker, and waiting fetches wake up.
+        """
+        hosted = self._partitions.get((topic, partition))
+        if hosted is None:
+            return MarkerAppend(ErrorCode.unknown_topic_or_partition, -1)
+        if not hosted.is_leader:
+            return MarkerAppend(ErrorCode.not_leader_or_follower, -1)
+        plog = hosted.log
+        try:
+            result = plog.append_txn_marker(
+                producer_id,
+                producer_epoch,
+                coordinator_epoch,
+                commit,
+                leader_epoch=hosted.leader_epoch,
+                now_ms=self._clock.now_ms(),
+            )
+        except LogAppendError as e:
+            return MarkerAppend(error_code(e.error_code), -1, e.message)
+        except OSError as e:
+            log.exception("marker append to %s-%d failed", topic, partition)
+            return MarkerAppend(ErrorCode.kafka_storage_error, -1, str(e))
+        plog.high_watermark = plog.log_end_offset
+        self.notify_append()
+        return MarkerAppend(ErrorCode.none, int(result.first_offset))
 
     def notify_append(self) -> None:
         self._data_arrived.set()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from broker.log import (
     LogAppendError,
     ManualClock,
     OffsetOutOfRange,
+    ProducerStateManager,
     UnexpectedAppendOffsetError,
 )
 from broker.log.errors import (
@@ -22,7 +22,7 @@ from broker.log.errors import (
     MESSAGE_TOO_LARGE,
     RECORD_LIST_TOO_LARGE,
 )
-from protocol.records import BatchView, Compression, build_end_txn_marker, iter_records
+from protocol.records import Compression, build_end_txn_marker, iter_records
 
 from .log_helpers import T0, batch, fill, open_log, small_config, views
 
@@ -316,32 +316,14 @@ def test_append_raw_with_gaps_and_epochs(tmp_path: Path) -> None:
     assert again.log_end_offset == far + 2
 
 
-@dataclass(frozen=True)
-class _Dup:
-    first_offset: int
-    last_offset: int
-
-
-class _Hook:
-    def __init__(self) -> None:
-        self.seen: list[tuple[int, int]] = []
-        self.duplicate: _Dup | None = None
-
-    def check(self, batch: BatchView) -> _Dup | None:
-        return self.duplicate
-
-    def on_append(self, batch: BatchView, first_offset: int) -> None:
-        self.seen.append((batch.producer_id, first_offset))
-
-
-def test_producer_state_hook(tmp_path: Path) -> None:
+def test_producer_state_dedupes_a_retried_batch(tmp_path: Path) -> None:
     plog = open_log(tmp_path)
-    hook = _Hook()
-    plog.producer_state = hook
+    psm = ProducerStateManager(plog.dir, ManualClock(T0))
+    plog.load_producer_state(psm)
     idem = batch(2, producer_id=42, producer_epoch=0, base_sequence=0)
     plog.append_as_leader(idem, 0, now_ms=T0)
-    assert hook.seen == [(42, 0)]
-    hook.duplicate = _Dup(0, 1)
+    entry = psm.last_entry(42)
+    assert entry is not None and entry.last_seq == 1 and entry.last_data_offset == 1
     res = plog.append_as_leader(idem, 0, now_ms=T0)
     assert res.duplicate and (res.first_offset, res.last_offset) == (0, 1)
     assert plog.log_end_offset == 2

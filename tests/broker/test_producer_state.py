@@ -14,6 +14,7 @@ from broker.log.producer_state import (
     INVALID_PRODUCER_EPOCH,
     INVALID_TXN_STATE,
     OUT_OF_ORDER_SEQUENCE_NUMBER,
+    TRANSACTION_COORDINATOR_FENCED,
     CompletedTxn,
     DuplicateInfo,
     OngoingTxn,
@@ -59,14 +60,20 @@ def data(
 
 
 def marker(
-    commit: bool, *, pid: int = PID, epoch: int = 0, offset: int = 0, ts: int = T0
+    commit: bool,
+    *,
+    pid: int = PID,
+    epoch: int = 0,
+    offset: int = 0,
+    ts: int = T0,
+    coordinator_epoch: int = 3,
 ) -> BatchView:
     return BatchView(
         build_end_txn_marker(
             commit,
             producer_id=pid,
             producer_epoch=epoch,
-            coordinator_epoch=3,
+            coordinator_epoch=coordinator_epoch,
             base_offset=offset,
             timestamp=ts,
         )
@@ -266,6 +273,35 @@ def test_non_transactional_write_inside_a_transaction(log: Log) -> None:
     log.produce(data(1, seq=0, txn=True))
     expect_error(INVALID_TXN_STATE, log, data(1, seq=1, txn=False))
     assert log.produce(data(1, seq=1, txn=True)) == (1, 1)
+
+
+def test_markers_are_fenced_by_producer_and_coordinator_epoch(log: Log) -> None:
+    log.produce(data(1, epoch=2, seq=0, txn=True))
+    expect_error(INVALID_PRODUCER_EPOCH, log, marker(True, epoch=1))
+    log.produce(marker(True, epoch=2, coordinator_epoch=4))
+    log.produce(data(1, epoch=2, seq=1, txn=True))
+    expect_error(TRANSACTION_COORDINATOR_FENCED, log, marker(False, epoch=2, coordinator_epoch=3))
+    assert log.produce(marker(False, epoch=2, coordinator_epoch=4)) == (3, 3)
+    # Unknown producers and non-marker control batches are not checked.
+    assert log.psm.check(marker(True, pid=99, epoch=0, coordinator_epoch=0)) is None
+    assert log.psm.check(BatchView(build_mirror_pid_reset("src"))) is None
+
+
+def test_open_transactions_stay_ordered_through_a_snapshot(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    psm = ProducerStateManager(tmp_path, clock)
+    # Producer ids in the opposite order of their transactions' first offsets.
+    for offset, pid in enumerate((30, 20, 10)):
+        psm.on_append(data(1, pid=pid, txn=True), offset, offset)
+    psm.take_snapshot(3)
+    again = ProducerStateManager(tmp_path, clock)
+    assert again.truncate_and_reload(0, 3) == 3
+    assert again.first_unstable_offset() == 0
+    assert again.ongoing_transactions() == [OngoingTxn(30, 0), OngoingTxn(20, 1), OngoingTxn(10, 2)]
+    done = again.on_append(marker(False, pid=30), 3, 3)
+    assert done == CompletedTxn(30, 0, 3, is_aborted=True, last_stable_offset=1)
+    assert again.first_undecided_offset() == 1
 
 
 # -- MIRROR_PID_RESET ------------------------------------------------------------------------

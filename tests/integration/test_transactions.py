@@ -44,14 +44,6 @@ OFFSETS_PARTITIONS = 4  # the harness's offsets.topic.num.partitions
 FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 
 
-# Each of these passes every coordinator check and then asserts what a read_committed consumer
-# sees; that needs the log side (LSO-bounded reads, the aborted-transaction index in Fetch),
-# which is not in this commit yet. They must pass (strict) once it lands.
-NEEDS_LOG_SIDE = pytest.mark.xfail(
-    reason="read_committed filtering (LSO, aborted-transaction index) not built yet", strict=False
-)
-
-
 @pytest.fixture(scope="module")
 def tnode(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     n = Node(tmp_path_factory.mktemp("txn") / "node1", **TXN_SETTINGS)
@@ -181,7 +173,6 @@ def test_confluent_commit_and_abort_write_markers(tnode: Node) -> None:
         a.close()
 
 
-@NEEDS_LOG_SIDE
 def test_read_committed_hides_aborted_records(tnode: Node) -> None:
     """Needs the log side: the last stable offset and the aborted-transaction index."""
     topic, tid = unique("ck-rc"), unique("rc")
@@ -196,7 +187,6 @@ def test_read_committed_hides_aborted_records(tnode: Node) -> None:
     assert len(read_values(tnode.bootstrap, topic, 2, "read_uncommitted")) == 16
 
 
-@NEEDS_LOG_SIDE
 def test_aiokafka_commit_and_abort(tnode: Node) -> None:
     topic, tid = unique("aio-txn"), unique("aio")
     create_topic(tnode.bootstrap, topic, 1)
@@ -231,7 +221,6 @@ def test_aiokafka_commit_and_abort(tnode: Node) -> None:
 # --- consume-transform-produce ----------------------------------------------------------------
 
 
-@NEEDS_LOG_SIDE
 def test_consume_transform_produce_commits_offsets_with_the_transaction(tnode: Node) -> None:
     src, dst, group, tid = unique("ctp-in"), unique("ctp-out"), unique("ctp"), unique("ctp")
     create_topic(tnode.bootstrap, src, 1)
@@ -320,7 +309,6 @@ def test_consume_transform_produce_commits_offsets_with_the_transaction(tnode: N
 # --- fencing and timeouts ---------------------------------------------------------------------
 
 
-@NEEDS_LOG_SIDE
 def test_zombie_producer_is_fenced(tnode: Node) -> None:
     topic, tid = unique("zombie"), unique("zombie")
     create_topic(tnode.bootstrap, topic, 1)
@@ -342,7 +330,6 @@ def test_zombie_producer_is_fenced(tnode: Node) -> None:
     assert read_values(tnode.bootstrap, topic, 1, "read_committed") == [b"from-fresh"]
 
 
-@NEEDS_LOG_SIDE
 def test_transaction_left_open_is_aborted_after_its_timeout(tnode: Node) -> None:
     topic, tid = unique("timeout"), unique("slow")
     create_topic(tnode.bootstrap, topic, 1)
@@ -368,7 +355,6 @@ def test_transaction_left_open_is_aborted_after_its_timeout(tnode: Node) -> None
     assert read_values(tnode.bootstrap, topic, 1, "read_committed") == [b"after"]
 
 
-@NEEDS_LOG_SIDE
 def test_admin_abort_writes_a_marker_with_write_txn_markers(tnode: Node) -> None:
     """kafka-python's abort_transaction (a hanging-transaction fix) sends WriteTxnMarkers to the
     partition leader, which writes the ABORT marker itself."""
@@ -396,7 +382,6 @@ def test_admin_abort_writes_a_marker_with_write_txn_markers(tnode: Node) -> None
 # --- restarts ---------------------------------------------------------------------------------
 
 
-@NEEDS_LOG_SIDE
 @pytest.mark.parametrize("how", ["restart", "kill9"])
 def test_open_transaction_across_a_restart_is_aborted(tmp_path: Path, how: str) -> None:
     node = Node(tmp_path / "n", **TXN_SETTINGS)
