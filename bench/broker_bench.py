@@ -338,6 +338,17 @@ def create_topics(bootstrap: str, partitions: int) -> None:
         f.result(30)
 
 
+def stop_node(node: Node, workdir: Path, *, keep: bool) -> None:
+    """Stop the bench's node (its log tail if it did not exit cleanly); remove or keep its dir."""
+    code = node.stop()
+    if code != 0:
+        print(f"node exited with {code}:\n{node.log_tail()}", file=sys.stderr)
+    if keep:
+        print(f"work directory kept: {workdir}", file=sys.stderr)
+    else:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 def print_table(rows: list[Row]) -> None:
     head = (
         f"{'case':<55} {'ours':>10} {'baseline':>10} {'unit':>6} {'ratio':>6} {'goal':>5}"
@@ -384,13 +395,7 @@ def main() -> None:
         rows.append(bench.consume(node, records))
     finally:
         bench.close()
-        code = node.stop()
-        if code != 0:
-            print(f"node exited with {code}:\n{node.log_tail()}", file=sys.stderr)
-        if args.keep:
-            print(f"work directory kept: {workdir}", file=sys.stderr)
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
+        stop_node(node, workdir, keep=args.keep)
     print_table(rows)
     print(f"({time.perf_counter() - started:.0f} s, {os.cpu_count()} cores, best of {args.rounds})")
 

@@ -20,7 +20,6 @@ client processes the bench starts (one JSON line each).
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.broker_bench import Row, Run, best, cpu_seconds, print_table
+from bench.broker_bench import Row, Run, best, cpu_seconds, print_table, stop_node
 from tests.integration.node import Node
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -260,13 +259,7 @@ def main() -> None:
         )
     finally:
         stderr.close()
-        code = node.stop()
-        if code != 0:
-            print(f"node exited with {code}:\n{node.log_tail()}", file=sys.stderr)
-        if args.keep:
-            print(f"work directory kept: {workdir}", file=sys.stderr)
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
+        stop_node(node, workdir, keep=args.keep)
     print_table(rows)
     print(f"({time.perf_counter() - started:.0f} s, {os.cpu_count()} cores, best of {args.rounds})")
 
