@@ -73,8 +73,8 @@ from .metadata.image import (
     apply_records,
 )
 from .metadata.mirror_states import MIRROR_STATE_TOPIC
-from .metrics.broker_metrics import BrokerMetrics
-from .metrics.mirror_metrics import read_on_loop
+from .metrics.broker_metrics import BrokerMetrics, StateSnapshot
+from .metrics.on_loop import read_on_loop
 from .mirror.fetcher import MirrorFetcherManager
 from .mirror.manager import MirrorManager
 from .mirror.metadata_sync import MirrorMetadataSync
@@ -647,7 +647,14 @@ class Node:
         self.metadata_sync.on_metadata(self.image)
         if cfg.metrics_port:
             self.metrics.watch_state(
-                self._partition_stats, lambda: len(self.server.connections) if self.server else 0
+                read_on_loop(
+                    asyncio.get_running_loop(),
+                    lambda: StateSnapshot(
+                        self._partition_stats(),
+                        len(self.server.connections) if self.server else 0,
+                    ),
+                    "partition metrics",
+                )
             )
             self.metrics.watch_mirrors(
                 read_on_loop(
@@ -655,6 +662,7 @@ class Node:
                     lambda: build_snapshot(
                         self.image, self.mirrors, self.fetchers, self.metadata_sync
                     ),
+                    "mirror metrics",
                 )
             )
             self.metrics.serve(cfg.metrics_host, cfg.metrics_port)

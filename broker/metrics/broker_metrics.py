@@ -1,11 +1,12 @@
 """Request, byte and partition metrics in Prometheus form, named after Kafka's JMX metrics.
 
 Served by prometheus-client's HTTP server on ``metrics.port`` (0 disables it). Gauges that mirror
-broker state (partitions, log sizes, connections) are computed at scrape time by a collector, so
-the hot paths only bump counters.
+broker state (partitions, log sizes, connections) are computed at scrape time by a collector from a
+snapshot taken on the event loop, so the hot paths only bump counters.
 """
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
@@ -41,16 +42,25 @@ def api_name(key: int) -> str:
         return f"Unknown{key}"
 
 
+PartitionStats = tuple[str, int, int, int, int]  # topic, partition, size, end offset, start offset
+
+
+@dataclass(frozen=True, slots=True)
+class StateSnapshot:
+    """Broker state for one scrape, copied on the event loop (see `on_loop.read_on_loop`)."""
+
+    partitions: list[PartitionStats]
+    connections: int
+
+
 class _StateCollector(Collector):
-    def __init__(
-        self,
-        partitions: Callable[[], Iterable[tuple[str, int, int, int, int]]],
-        connections: Callable[[], int],
-    ) -> None:
-        self._partitions = partitions
-        self._connections = connections
+    def __init__(self, read: Callable[[], StateSnapshot | None]) -> None:
+        self._read = read
 
     def collect(self) -> Iterable[Any]:
+        snap = self._read()
+        if snap is None:
+            return []  # the loop did not answer: leave the series out rather than guess
         count = GaugeMetricFamily(
             "kafka_server_replicamanager_partitioncount", "Partitions hosted by this node"
         )
@@ -70,7 +80,7 @@ class _StateCollector(Collector):
             labels=["topic", "partition"],
         )
         n = 0
-        for topic, partition, size_bytes, log_end, log_start in self._partitions():
+        for topic, partition, size_bytes, log_end, log_start in snap.partitions:
             n += 1
             labels = [topic, str(partition)]
             size.add_metric(labels, size_bytes)
@@ -80,7 +90,7 @@ class _StateCollector(Collector):
         conns = GaugeMetricFamily(
             "kafka_server_socket_server_connection_count", "Open client connections"
         )
-        conns.add_metric([], self._connections())
+        conns.add_metric([], snap.connections)
         return [count, size, end, start, conns]
 
 
@@ -126,12 +136,9 @@ class BrokerMetrics:
     def on_bytes_out(self, n: int) -> None:
         self.bytes_out.inc(n)
 
-    def watch_state(
-        self,
-        partitions: Callable[[], Iterable[tuple[str, int, int, int, int]]],
-        connections: Callable[[], int],
-    ) -> None:
-        self.registry.register(_StateCollector(partitions, connections))
+    def watch_state(self, read: Callable[[], StateSnapshot | None]) -> None:
+        """Partition and connection gauges, from the snapshot ``read`` returns per scrape."""
+        self.registry.register(_StateCollector(read))
 
     def watch_mirrors(self, read: Callable[[], MirrorSnapshot | None]) -> None:
         """The ``kafka_server_mirror_*`` series, from the snapshot ``read`` returns per scrape."""

@@ -1,26 +1,19 @@
 """KIP-1279 mirror metrics in Prometheus form (``kafka_server_mirror_*``).
 
 Every series is computed at scrape time from a `MirrorSnapshot`: the fetch loop only adds to plain
-integer counters, and the snapshot (built on the node's event loop by `read_on_loop`, so it sees
+integer counters, and the snapshot (built on the node's event loop by `on_loop.read_on_loop`, so it sees
 consistent state) copies them together with the state driver's and the metadata sync's view.
 Rates (the KIP's BytesPerSec, RequestsPerSec, ByteRate, MinFetchRate) are left to PromQL's
 ``rate()`` over the ``_total`` counters. docs/mirroring.md maps each series to the KIP's MBean.
 This module knows nothing of the broker layers: the snapshot is plain data.
 """
 
-import asyncio
-import concurrent.futures
-import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
-
-log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 PREFIX = "kafka_server_mirror_"
 
@@ -196,42 +189,3 @@ def _sync_families(snap: MirrorSnapshot) -> list[Any]:
         if m in mirrors:
             last.add_metric([m], ms / 1000)
     return [errors, skipped, last]
-
-
-def read_on_loop(
-    loop: asyncio.AbstractEventLoop, build: Callable[[], T], timeout_s: float = 2.0
-) -> Callable[[], T | None]:
-    """A reader for the scrape thread that runs ``build`` on ``loop`` and waits for its result,
-    so it never sees the loop's dicts mid-update. None (and a log line) when the loop is closed,
-    does not answer within ``timeout_s`` or ``build`` raises: the other metrics are still served."""
-
-    def read() -> T | None:
-        try:
-            if asyncio.get_running_loop() is loop:
-                return build()
-        except RuntimeError:
-            pass  # no loop in this thread: the usual case (prometheus-client's server thread)
-        done: concurrent.futures.Future[T] = concurrent.futures.Future()
-
-        def run() -> None:
-            if not done.set_running_or_notify_cancel():
-                return
-            try:
-                done.set_result(build())
-            except Exception as e:
-                done.set_exception(e)
-
-        try:
-            loop.call_soon_threadsafe(run)
-        except RuntimeError:
-            return None  # the node is shutting down
-        try:
-            return done.result(timeout_s)
-        except concurrent.futures.TimeoutError:
-            done.cancel()
-            log.warning("mirror metrics left out: the event loop did not answer in %ss", timeout_s)
-        except Exception:
-            log.exception("mirror metrics left out: building the snapshot failed")
-        return None
-
-    return read

@@ -20,8 +20,8 @@ from broker.metrics.mirror_metrics import (
     MirrorCollector,
     MirrorSnapshot,
     PartitionRow,
-    read_on_loop,
 )
+from broker.metrics.on_loop import read_on_loop
 from broker.mirror.fetcher import FetcherCounters, FetchStatus
 from broker.mirror.manager import PartitionInfo
 from broker.mirror.metrics_snapshot import KIP_SYNC_ERROR_KINDS, STATES, build_snapshot

@@ -1,0 +1,57 @@
+"""The partition and connection gauges come from one snapshot per scrape, read on the loop."""
+
+import asyncio
+import threading
+from collections.abc import Iterator
+
+import pytest
+from prometheus_client import generate_latest
+
+from broker.metrics.broker_metrics import BrokerMetrics, StateSnapshot
+from broker.metrics.on_loop import read_on_loop
+
+
+@pytest.fixture
+def loop_thread() -> Iterator[asyncio.AbstractEventLoop]:
+    loop = asyncio.new_event_loop()
+    t = threading.Thread(target=loop.run_forever, daemon=True)
+    t.start()
+    yield loop
+    loop.call_soon_threadsafe(loop.stop)
+    t.join(5)
+    loop.close()
+
+
+def test_gauges_are_built_from_a_snapshot_taken_in_the_loop_thread(
+    loop_thread: asyncio.AbstractEventLoop,
+) -> None:
+    seen: list[threading.Thread] = []
+
+    def build() -> StateSnapshot:
+        seen.append(threading.current_thread())
+        return StateSnapshot([("t", 0, 100, 7, 2), ("t", 1, 50, 3, 0)], connections=4)
+
+    m = BrokerMetrics()
+    m.watch_state(read_on_loop(loop_thread, build, "partition metrics"))
+    text = generate_latest(m.registry).decode()
+    assert seen and seen[0] is not threading.current_thread()
+    assert "kafka_server_replicamanager_partitioncount 2.0" in text
+    assert 'kafka_log_log_logendoffset{partition="0",topic="t"} 7.0' in text
+    assert 'kafka_log_log_size{partition="1",topic="t"} 50.0' in text
+    assert "kafka_server_socket_server_connection_count 4.0" in text
+
+
+def test_a_loop_that_does_not_answer_leaves_the_gauges_out(
+    loop_thread: asyncio.AbstractEventLoop,
+) -> None:
+    release = threading.Event()
+    loop_thread.call_soon_threadsafe(lambda: release.wait(5))  # the loop is busy
+    m = BrokerMetrics()
+    m.requests.labels("Produce").inc()
+    m.watch_state(read_on_loop(loop_thread, lambda: StateSnapshot([], 0), timeout_s=0.2))
+    try:
+        text = generate_latest(m.registry).decode()
+    finally:
+        release.set()
+    assert "partitioncount" not in text
+    assert 'kafka_network_request_requests_total{request="Produce"} 1.0' in text
