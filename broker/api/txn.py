@@ -12,6 +12,14 @@ Kafka does with transaction.partition.verification.enable; the offsets stay pend
 transaction's marker reaches that partition. Versions before PRODUCER_FENCED existed get
 INVALID_PRODUCER_EPOCH instead, as in Kafka.
 
+With an authorizer (as Kafka): InitProducerId, AddPartitionsToTxn v0-3, AddOffsetsToTxn, EndTxn
+and TxnOffsetCommit need WRITE on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+an idempotent InitProducerId needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic
+(CLUSTER_AUTHORIZATION_FAILED); partitions added need WRITE on their topic and offsets READ on the
+group and on each topic (TOPIC_/GROUP_AUTHORIZATION_FAILED); AddPartitionsToTxn v4+ and
+WriteTxnMarkers are broker-to-broker and need CLUSTER_ACTION; Describe/ListTransactions show
+only transactional ids the principal may DESCRIBE.
+
 Not served: EndTxn v5 and TxnOffsetCommit v5 belong to transaction.version 2 (KIP-890 part 2:
 an epoch bump per transaction, partitions added implicitly); this node finalizes
 transaction.version 0, so clients do not send them.
@@ -32,6 +40,8 @@ from ..coordinator.runtime import EndMarker
 from ..coordinator.txn import TransactionCoordinator
 from ..coordinator.txn.markers import MarkerWriter
 from ..coordinator.txn.metadata import TopicPartition
+from ..security.acls import AclOperation, ResourceType
+from .authz import allowed, allowed_on_any, allowed_on_cluster
 from .context import RequestContext
 from .services import Services
 
@@ -87,6 +97,12 @@ class TxnApi:
         self.groups = groups
         self.markers = markers
 
+    def _may(self, ctx: RequestContext, op: AclOperation, kind: ResourceType, name: str) -> bool:
+        return allowed(self.s.authorizer, ctx, op, kind, name)
+
+    def _may_write_txn(self, ctx: RequestContext, tid: str) -> bool:
+        return self._may(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid)
+
     def _exists(self, topic: str, partition: int) -> bool:
         t = self.s.image().topics.get(topic)
         return t is not None and partition in t.partitions
@@ -105,6 +121,13 @@ class TxnApi:
                 ctx,
                 {"error_code": ErrorCode.invalid_request, "producer_id": -1, "producer_epoch": -1},
             )
+        denied = self._init_denied(ctx, req.transactional_id)
+        if denied is not None:
+            return _response(
+                INIT_PRODUCER_ID,
+                ctx,
+                {"error_code": denied, "producer_id": -1, "producer_epoch": -1},
+            )
         outcome = await self.txns.init_producer_id(
             req.transactional_id, _ms(req.transaction_timeout), expected
         )
@@ -119,24 +142,56 @@ class TxnApi:
             },
         )
 
+    def _init_denied(self, ctx: RequestContext, tid: str | None) -> ErrorCode | None:
+        authz = self.s.authorizer
+        if authz is None:
+            return None
+        if tid is not None:
+            return (
+                None
+                if self._may_write_txn(ctx, tid)
+                else ErrorCode.transactional_id_authorization_failed
+            )
+        if allowed_on_cluster(authz, ctx, AclOperation.IDEMPOTENT_WRITE) or allowed_on_any(
+            authz, ctx, AclOperation.WRITE, ResourceType.TOPIC
+        ):
+            return None
+        return ErrorCode.cluster_authorization_failed
+
     # -- AddPartitionsToTxn --------------------------------------------------------------------
 
     async def add_partitions_to_txn(self, ctx: RequestContext, req: Any) -> Any:
         version = ctx.api_version
         if version < 4:
+            tid = req.v3_and_below_transactional_id
             topics = [(t.name, list(t.partitions)) for t in req.v3_and_below_topics]
-            errors = await self._add_one(
-                req.v3_and_below_transactional_id,
-                int(req.v3_and_below_producer_id),
-                int(req.v3_and_below_producer_epoch),
-                topics,
-                verify_only=False,
-                version=version,
-            )
+            if not self._may_write_txn(ctx, tid):
+                code = ErrorCode.transactional_id_authorization_failed
+                errors = {(n, int(p)): code for n, parts in topics for p in parts}
+            else:
+                errors = await self._add_one(
+                    tid,
+                    int(req.v3_and_below_producer_id),
+                    int(req.v3_and_below_producer_epoch),
+                    topics,
+                    verify_only=False,
+                    version=version,
+                    ctx=ctx,
+                )
             return _response(
                 ADD_PARTITIONS_TO_TXN,
                 ctx,
                 {"throttle_time": 0, "results_by_topic_v3_and_below": _topic_results(errors)},
+            )
+        if not allowed_on_cluster(self.s.authorizer, ctx, AclOperation.CLUSTER_ACTION):
+            return _response(
+                ADD_PARTITIONS_TO_TXN,
+                ctx,
+                {
+                    "throttle_time": 0,
+                    "error_code": ErrorCode.cluster_authorization_failed,
+                    "results_by_transaction": [],
+                },
             )
         results = []
         for t in req.transactions:
@@ -147,6 +202,7 @@ class TxnApi:
                 [(topic.name, list(topic.partitions)) for topic in t.topics],
                 verify_only=bool(t.verify_only),
                 version=version,
+                ctx=ctx,
             )
             results.append(
                 {"transactional_id": t.transactional_id, "topic_results": _topic_results(errors)}
@@ -166,11 +222,14 @@ class TxnApi:
         *,
         verify_only: bool,
         version: int,
+        ctx: RequestContext,
     ) -> dict[TopicPartition, ErrorCode]:
         wanted = [(name, int(p)) for name, parts in topics for p in parts]
         refused: dict[TopicPartition, ErrorCode] = {}
         for topic, partition in wanted:
-            if version < 4 and topic in INTERNAL_TOPICS:
+            if version < 4 and not self._may(ctx, AclOperation.WRITE, ResourceType.TOPIC, topic):
+                refused[(topic, partition)] = ErrorCode.topic_authorization_failed
+            elif version < 4 and topic in INTERNAL_TOPICS:
                 # Kafka never authorizes a client to add an internal topic itself.
                 refused[(topic, partition)] = ErrorCode.topic_authorization_failed
             elif not self._exists(topic, partition):
@@ -189,9 +248,14 @@ class TxnApi:
     # -- AddOffsetsToTxn / EndTxn --------------------------------------------------------------
 
     async def add_offsets_to_txn(self, ctx: RequestContext, req: Any) -> Any:
-        code = await self.txns.add_offsets(
-            req.transactional_id, int(req.producer_id), int(req.producer_epoch), req.group_id
-        )
+        if not self._may_write_txn(ctx, req.transactional_id):
+            code = ErrorCode.transactional_id_authorization_failed
+        elif not self._may(ctx, AclOperation.READ, ResourceType.GROUP, req.group_id):
+            code = ErrorCode.group_authorization_failed
+        else:
+            code = await self.txns.add_offsets(
+                req.transactional_id, int(req.producer_id), int(req.producer_epoch), req.group_id
+            )
         return _response(
             ADD_OFFSETS_TO_TXN,
             ctx,
@@ -199,9 +263,12 @@ class TxnApi:
         )
 
     async def end_txn(self, ctx: RequestContext, req: Any) -> Any:
-        code = await self.txns.end_txn(
-            req.transactional_id, int(req.producer_id), int(req.producer_epoch), req.committed
-        )
+        if not self._may_write_txn(ctx, req.transactional_id):
+            code = ErrorCode.transactional_id_authorization_failed
+        else:
+            code = await self.txns.end_txn(
+                req.transactional_id, int(req.producer_id), int(req.producer_epoch), req.committed
+            )
         return _response(
             END_TXN,
             ctx,
@@ -212,6 +279,30 @@ class TxnApi:
 
     async def write_txn_markers(self, ctx: RequestContext, req: Any) -> Any:
         """Markers from a transaction coordinator (another node's, once there are several)."""
+        if not allowed_on_cluster(self.s.authorizer, ctx, AclOperation.CLUSTER_ACTION):
+            no = ErrorCode.cluster_authorization_failed
+            return _response(
+                WRITE_TXN_MARKERS,
+                ctx,
+                {
+                    "markers": [
+                        {
+                            "producer_id": m.producer_id,
+                            "topics": [
+                                {
+                                    "name": t.name,
+                                    "partitions": [
+                                        {"partition_index": p, "error_code": no}
+                                        for p in t.partition_indexes
+                                    ],
+                                }
+                                for t in m.topics
+                            ],
+                        }
+                        for m in req.markers
+                    ]
+                },
+            )
         results = []
         for m in req.markers:
             marker = EndMarker(
@@ -237,10 +328,22 @@ class TxnApi:
         items: list[CommitItem] = []
         # (topic, partition, error or None = ask the group coordinator), in request order
         slots: list[tuple[str, int, ErrorCode | None]] = []
+        whole: ErrorCode | None = None  # the request is refused as a whole
+        if not self._may_write_txn(ctx, req.transactional_id):
+            whole = ErrorCode.transactional_id_authorization_failed
+        elif not self._may(ctx, AclOperation.READ, ResourceType.GROUP, req.group_id):
+            whole = ErrorCode.group_authorization_failed
         for topic in req.topics:
+            may_read = whole is None and self._may(
+                ctx, AclOperation.READ, ResourceType.TOPIC, topic.name
+            )
             for p in topic.partitions:
                 index = int(p.partition_index)
-                if not self._exists(topic.name, index):
+                if whole is not None:
+                    slots.append((topic.name, index, whole))
+                elif not may_read:
+                    slots.append((topic.name, index, ErrorCode.topic_authorization_failed))
+                elif not self._exists(topic.name, index):
                     slots.append((topic.name, index, ErrorCode.unknown_topic_or_partition))
                     continue
                 items.append(
@@ -296,6 +399,20 @@ class TxnApi:
     async def describe_transactions(self, ctx: RequestContext, req: Any) -> Any:
         states = []
         for tid in req.transactional_ids:
+            if not self._may(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid):
+                states.append(
+                    {
+                        "error_code": ErrorCode.transactional_id_authorization_failed,
+                        "transactional_id": tid,
+                        "transaction_state": "",
+                        "transaction_timeout": 0,
+                        "transaction_start_time": _timestamp(-1),
+                        "producer_id": -1,
+                        "producer_epoch": -1,
+                        "topics": [],
+                    }
+                )
+                continue
             d = await self.txns.describe(tid)
             states.append(
                 {
@@ -306,7 +423,11 @@ class TxnApi:
                     "transaction_start_time": _timestamp(d.start_ms),
                     "producer_id": d.producer_id,
                     "producer_epoch": d.producer_epoch,
-                    "topics": [{"topic": t, "partitions": parts} for t, parts in d.partitions],
+                    "topics": [
+                        {"topic": t, "partitions": parts}
+                        for t, parts in d.partitions
+                        if self._may(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t)
+                    ],
                 }
             )
         return _response(
@@ -334,6 +455,12 @@ class TxnApi:
                         "transaction_state": t.state,
                     }
                     for t in listed
+                    if self._may(
+                        ctx,
+                        AclOperation.DESCRIBE,
+                        ResourceType.TRANSACTIONAL_ID,
+                        t.transactional_id,
+                    )
                 ],
             },
         )

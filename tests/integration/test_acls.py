@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AclBinding,
     AclBindingFilter,
@@ -280,5 +280,80 @@ def test_default_deny_refuses_admin_and_mirror_rpcs(tmp_path: Path) -> None:
         argv = ["--bootstrap-server", n.bootstrap, "--create", "--mirror", "m"]
         rc = mirrors_cli.main([*argv, "--mirror-config", str(props)], out, err)
         assert rc == 1 and "MIRROR_AUTHORIZATION_FAILED" in err.getvalue(), err.getvalue()
+    finally:
+        n.kill()
+
+
+def test_transactions_need_acls_on_their_transactional_id_group_and_topics(tmp_path: Path) -> None:
+    """With DESCRIBE only (enough for FindCoordinator), InitProducerId needs WRITE on the
+    transactional id and AddOffsetsToTxn READ on the group; ListTransactions shows only ids the
+    principal may DESCRIBE. Allowed once the ALLOW ACLs exist."""
+    n = Node(
+        tmp_path / "n1",
+        authorizer__class__name=STANDARD,
+        allow__everyone__if__no__acl__found="true",
+        transaction__state__log__replication__factor="1",
+        transaction__state__log__num__partitions="2",
+    )
+    n.start()
+    try:
+        bs = n.bootstrap
+        admin = AdminClient({"bootstrap.servers": bs})
+        create_topic(bs, "orders")
+        # a transactional id nobody guards yet: ANONYMOUS may use it (allow.everyone.if.no.acl)
+        other = Producer({"bootstrap.servers": bs, "transactional.id": "audit"})
+        other.init_transactions(15)
+
+        def listed() -> set[str]:
+            kp = KafkaAdminClient(bootstrap_servers=bs, request_timeout_ms=10_000)
+            try:
+                return {t.transactional_id for ts in kp.list_transactions().values() for t in ts}
+            finally:
+                kp.close()
+
+        assert "audit" in listed()
+        _create(admin, _binding(ResourceType.TRANSACTIONAL_ID, "audit", "User:alice", Op.ALL))
+        assert "audit" not in listed()
+        tid = _binding(ResourceType.TRANSACTIONAL_ID, "billing", "User:alice", Op.ALL)
+        _create(admin, tid, _binding(ResourceType.TRANSACTIONAL_ID, "billing", ANON, Op.DESCRIBE))
+        p = Producer({"bootstrap.servers": bs, "transactional.id": "billing"})
+        with pytest.raises(KafkaException) as e:
+            p.init_transactions(15)
+        assert _error_code(e.value) == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        _create(admin, _binding(ResourceType.TRANSACTIONAL_ID, "billing", ANON, Op.WRITE))
+        p = Producer({"bootstrap.servers": bs, "transactional.id": "billing"})
+        p.init_transactions(15)
+        p.begin_transaction()
+        p.produce("orders", value=b"paid", partition=0)
+        p.commit_transaction(15)
+        # a group ANONYMOUS may find (DESCRIBE) but not READ: no offsets in the transaction
+        group = _binding(ResourceType.GROUP, "billing-app", "User:alice", Op.ALL)
+        _create(admin, group, _binding(ResourceType.GROUP, "billing-app", ANON, Op.DESCRIBE))
+        reader = Consumer({"bootstrap.servers": bs, "group.id": "billing-app"})
+        try:
+            p.begin_transaction()
+            p.produce("orders", value=b"refunded", partition=0)
+            with pytest.raises(KafkaException) as e:
+                p.send_offsets_to_transaction(
+                    [TopicPartition("orders", 0, 1)], reader.consumer_group_metadata(), 15
+                )
+            assert _error_code(e.value) == KafkaError.GROUP_AUTHORIZATION_FAILED
+            p.abort_transaction(15)
+        finally:
+            reader.close()
+        committed = Consumer(
+            {
+                "bootstrap.servers": bs,
+                "group.id": "any",
+                "isolation.level": "read_committed",
+                "auto.offset.reset": "earliest",
+            }
+        )
+        try:
+            committed.assign([TopicPartition("orders", 0, 0)])
+            got = [m.value() for m in committed.consume(10, timeout=5) if not m.error()]
+        finally:
+            committed.close()
+        assert got == [b"paid"]
     finally:
         n.kill()
