@@ -42,6 +42,7 @@ class Image:
 class FakeServices:
     img: Image
     read_only: set[str]
+    authorizer: None = None  # no authorizer configured: every check allows
 
     def image(self) -> Image:
         return self.img
