@@ -9,6 +9,7 @@ batches in each partition's segments), independently of any client.
 """
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -16,7 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaProducer  # type: ignore[import-untyped]
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # type: ignore[import-untyped]
+from aiokafka.errors import KafkaError as AioKafkaError  # type: ignore[import-untyped]
+from aiokafka.structs import OffsetAndMetadata  # type: ignore[import-untyped]
+from aiokafka.structs import TopicPartition as AioTP
 from confluent_kafka import (
     OFFSET_BEGINNING,
     OFFSET_INVALID,
@@ -539,5 +543,88 @@ def test_consume_transform_produce_is_exactly_once_across_restarts(tmp_path: Pat
             assert sum(tp.offset for tp in checker.committed(parts, timeout=10)) == total
         finally:
             checker.close()
+    finally:
+        node.kill()
+
+
+def test_aiokafka_consume_transform_produce_is_exactly_once_across_a_restart(
+    tmp_path: Path,
+) -> None:
+    """The same loop with aiokafka (AIOKafkaConsumer read_committed, a transactional
+    AIOKafkaProducer, send_offsets_to_transaction): the node is stopped and started while a
+    transaction is open; the output holds every input record exactly once."""
+    node = Node(tmp_path / "eos", **TXN_SETTINGS)
+    node.start()
+    src, dst, group = "aeos-in", "aeos-out", "aeos"
+    total = 300
+    try:
+        create_topic(node.bootstrap, src, 2)
+        create_topic(node.bootstrap, dst, 2)
+        feeder = Producer({"bootstrap.servers": node.bootstrap})
+        for i in range(total):
+            feeder.produce(src, value=b"%d" % i, partition=i % 2)
+        assert feeder.flush(20) == 0
+
+        async def run() -> tuple[int, int]:
+            parts = [AioTP(src, p) for p in range(2)]
+            consumer = AIOKafkaConsumer(
+                bootstrap_servers=node.bootstrap,
+                group_id=group,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                isolation_level="read_committed",
+            )
+            producer = AIOKafkaProducer(
+                bootstrap_servers=node.bootstrap, transactional_id="aeos-app"
+            )
+            await consumer.start()
+            await producer.start()
+            restarted = recoveries = 0
+            done = 0
+            try:
+                consumer.assign(parts)
+                while done < total:
+                    got = await consumer.getmany(timeout_ms=500, max_records=40)
+                    batch = [r for rs in got.values() for r in rs]
+                    if not batch:
+                        continue
+                    try:
+                        await producer.begin_transaction()
+                        for r in batch:
+                            await producer.send(dst, b"out-" + r.value, partition=r.partition)
+                        positions = {tp: await consumer.position(tp) for tp in parts}
+                        await producer.send_offsets_to_transaction(
+                            {tp: OffsetAndMetadata(o, "") for tp, o in positions.items()}, group
+                        )
+                        if not restarted and done >= total // 2:
+                            await producer.flush()
+                            assert await asyncio.to_thread(node.stop) == 0
+                            await asyncio.to_thread(node.start)
+                            restarted = 1
+                        await producer.commit_transaction()
+                        done += len(batch)
+                    except AioKafkaError as e:
+                        recoveries += 1
+                        assert recoveries <= 5, e
+                        await producer.abort_transaction()
+                        committed = {tp: await consumer.committed(tp) for tp in parts}
+                        for tp, offset in committed.items():
+                            consumer.seek(tp, offset or 0)
+                        done = sum(o or 0 for o in committed.values())
+            finally:
+                await producer.stop()
+                # aiokafka 0.14 re-raises the cancellation of a fetch task that sits in its
+                # retry back-off (left from the restart) out of stop(): not this test's concern
+                with contextlib.suppress(asyncio.CancelledError):
+                    await consumer.stop()
+            return restarted, recoveries
+
+        restarted, _recoveries = asyncio.run(asyncio.wait_for(run(), 150))
+        assert restarted == 1
+        out = read_values(node.bootstrap, dst, 2, "read_committed", timeout=30)
+        values = [v.removeprefix(b"out-") for v in out]
+        duplicates = len(values) - len(set(values))
+        losses = {b"%d" % i for i in range(total)} - set(values)
+        assert (duplicates, len(losses)) == (0, 0), (duplicates, sorted(losses)[:10])
     finally:
         node.kill()
