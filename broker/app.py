@@ -232,6 +232,11 @@ class Node:
             ),
             describe_broker_configs=self._describe_broker_configs,
             authorizer=self.authorizer,
+            verify_txn=(
+                self.txn_coordinator.verify_partitions
+                if config.transaction_partition_verification_enable
+                else None
+            ),
         )
         self.dispatcher = self._build_dispatcher()
         self.fetchers = MirrorFetcherManager(

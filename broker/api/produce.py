@@ -8,6 +8,13 @@ state errors (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH). With an aut
 the principal may not WRITE gets TOPIC_AUTHORIZATION_FAILED (before any existence check, so
 existence is not disclosed), and every partition of a transactional request whose id it may not
 WRITE gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+
+KIP-890 part 1 (transaction.partition.verification.enable, on by default as in Kafka): a
+transactional batch that would open a transaction on a partition is appended only once the
+transaction coordinator confirms the partition is in that producer's transaction, so a late or
+stray write cannot leave a transaction hanging (and the LSO stuck) after its marker. Not in the
+transaction: INVALID_TXN_STATE; coordinator busy or moving, or a marker landed meanwhile:
+NOT_ENOUGH_REPLICAS (retriable for every client); another epoch: INVALID_PRODUCER_EPOCH.
 """
 
 import datetime
@@ -20,6 +27,8 @@ from protocol.build import build, error_code
 from protocol.encoders.produce import encode_produce_response, parse_produce_request
 from protocol.errors import MirrorErrorCode, ProtocolError, RequestBodyError
 from protocol.readers import Buffer
+from protocol.records import BatchView
+from protocol.records.batch import HEADER_SIZE
 from protocol.registry import REGISTRY
 
 from ..security.acls import AclOperation, ResourceType
@@ -63,6 +72,9 @@ class ProduceApi:
                 authz, ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id
             )
         )
+        verified: dict[tuple[str, int], ErrorCode] = {}
+        if req.transactional_id is not None and s.verify_txn is not None and not txn_denied:
+            verified = await self._verify_txn(req, img)
         for t in req.topics:
             name: str | None
             if t.name is not None:
@@ -115,6 +127,10 @@ class ProduceApi:
                     row["error_code"] = ErrorCode.corrupt_message
                     row["error_message"] = "Produce request contained no records"
                     continue
+                unverified = verified.get((name, p.index), ErrorCode.none)
+                if unverified != ErrorCode.none:
+                    row["error_code"] = unverified
+                    continue
                 if acks == -1 and len(img.topics[name].partitions[p.index].isr) < self._min_isr(
                     name
                 ):
@@ -146,11 +162,69 @@ class ProduceApi:
         resp: Any = build(cls, {"responses": [_topic(t) for t in topics_out], "throttle_time": 0})
         return [encode_produce_response(resp, version)]
 
+    async def _verify_txn(self, req: Any, img: Any) -> dict[tuple[str, int], ErrorCode]:
+        """The partitions this request would open the producer's transaction on, each with the
+        coordinator's answer mapped for Produce (see the module docstring)."""
+        s = self.s
+        pending: dict[tuple[str, int], tuple[Any, int]] = {}  # -> (producer state, markers seen)
+        pid = epoch = -1
+        for t in req.topics:
+            topic = img.topics.get(t.name) if t.name is not None else None
+            if topic is None and t.name is None and t.topic_id:
+                topic = img.topic_by_id(t.topic_id)
+            if topic is None:
+                continue
+            for p in t.partitions:
+                records = p.records
+                if records is None or len(records) < HEADER_SIZE:
+                    continue
+                hosted = s.replicas.get(topic.name, p.index)
+                psm = hosted.log.producer_state if hosted is not None else None
+                if psm is None:
+                    continue
+                view = BatchView(records, 0)
+                if view.magic != 2 or not view.is_transactional:
+                    continue
+                pid, epoch = view.producer_id, view.producer_epoch
+                if not psm.in_transaction(pid, epoch):
+                    pending[(topic.name, p.index)] = (psm, psm.markers_applied)
+        if not pending or s.verify_txn is None:
+            return {}
+        found = await s.verify_txn(req.transactional_id, pid, epoch, frozenset(pending))
+        out: dict[tuple[str, int], ErrorCode] = {}
+        for tp, (psm, markers_before) in pending.items():
+            code = _for_produce(found.get(tp, ErrorCode.invalid_txn_state))
+            if code == ErrorCode.none and psm.markers_applied != markers_before:
+                code = ErrorCode.not_enough_replicas  # the transaction may have ended: retry
+            out[tp] = code
+        return out
+
     def _min_isr(self, topic: str) -> int:
         cfg = self.s.image().config(2, topic).get("min.insync.replicas")
         if cfg is not None:
             return int(cfg)
         return int(getattr(self.s.config, "min_insync_replicas", 1))
+
+
+_RETRIABLE_VERIFICATION = frozenset(
+    {
+        ErrorCode.concurrent_transactions,
+        ErrorCode.coordinator_load_in_progress,
+        ErrorCode.coordinator_not_available,
+        ErrorCode.not_coordinator,
+    }
+)
+
+
+def _for_produce(code: ErrorCode) -> ErrorCode:
+    """A verification answer as a Produce error every client version knows."""
+    if code == ErrorCode.none:
+        return code
+    if code in _RETRIABLE_VERIFICATION:
+        return ErrorCode.not_enough_replicas
+    if code in (ErrorCode.producer_fenced, ErrorCode.invalid_producer_epoch):
+        return ErrorCode.invalid_producer_epoch
+    return ErrorCode.invalid_txn_state
 
 
 def _append_time(ms: int) -> datetime.datetime | None:

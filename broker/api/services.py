@@ -1,8 +1,10 @@
 """What handlers share: the node's identity, the current image and the subsystems they call."""
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
+
+from kio.schema.errors import ErrorCode
 
 from ..metadata.image import TOPIC_RESOURCE, MetadataImage
 from ..metadata.mirror_states import MIRROR_NAME_CONFIG
@@ -27,6 +29,15 @@ class Services:
     mirror_writable: Callable[[str, int], bool] | None = None
     # broker.security.authorizer.Authorizer when authorizer.class.name is set; None: allow all
     authorizer: Any = None
+    # KIP-890 (transaction.partition.verification.enable): asks the transaction coordinator
+    # whether partitions are in a producer's transaction; None: Produce does not verify
+    verify_txn: (
+        Callable[
+            [str, int, int, frozenset[tuple[str, int]]],
+            Awaitable[dict[tuple[str, int], ErrorCode]],
+        ]
+        | None
+    ) = None
 
     def writable(self, topic: str, partition: int) -> bool:
         """KIP-1279: mirror topics are read-only until failed over."""

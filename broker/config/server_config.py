@@ -98,6 +98,7 @@ IMPLEMENTED_KEYS: frozenset[str] = frozenset(
         "transaction.max.timeout.ms", "transactional.id.expiration.ms",
         "transaction.abort.timed.out.transaction.cleanup.interval.ms",
         "transaction.remove.expired.transaction.cleanup.interval.ms",
+        "transaction.partition.verification.enable",
         "producer.id.expiration.ms",
         "replica.lag.time.max.ms", "replica.fetch.max.bytes", "replica.fetch.wait.max.ms",
         "replica.fetch.min.bytes", "replica.fetch.response.max.bytes", "num.replica.fetchers",
@@ -217,6 +218,7 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     transactional_id_expiration_ms: int
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int
     transaction_remove_expired_transaction_cleanup_interval_ms: int
+    transaction_partition_verification_enable: bool
     producer_id_expiration_ms: int
     replica_lag_time_max_ms: int
     replica_fetch_max_bytes: int

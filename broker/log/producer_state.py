@@ -263,6 +263,9 @@ class ProducerStateManager:
         # first offset -> producer id, kept in ascending key order (appends only add higher
         # offsets; a snapshot load sorts), so the first key is the oldest: O(1) LSO.
         self._ongoing: dict[int, int] = {}
+        # COMMIT/ABORT markers applied so far: a transaction verified with the coordinator
+        # before a marker may have ended since (KIP-890's verification guard, in one counter)
+        self.markers_applied = 0
         # Ended transactions whose marker is not below the high watermark yet:
         # first offset -> (producer id, marker offset). They still hold the LSO back.
         self._unreplicated: dict[int, tuple[int, int]] = {}
@@ -296,6 +299,15 @@ class ProducerStateManager:
 
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self._producers.get(producer_id)
+
+    def in_transaction(self, producer_id: int, epoch: int) -> bool:
+        """Has this producer (at this epoch) an open transaction on the partition already?"""
+        entry = self._producers.get(producer_id)
+        return (
+            entry is not None
+            and entry.producer_epoch == epoch
+            and entry.current_txn_first_offset is not None
+        )
 
     def is_empty(self) -> bool:
         return not self._producers and not self._unreplicated
@@ -506,6 +518,7 @@ class ProducerStateManager:
         entry.set_epoch(epoch)
         entry.coordinator_epoch = coordinator_epoch
         entry.current_txn_first_offset = None
+        self.markers_applied += 1
         entry.last_timestamp = timestamp
         return completed
 

@@ -445,3 +445,20 @@ def test_lso_and_aborts_match_a_model(
         k = min(cut, len(done) - 1)
         plog.truncate_to(done[k][2])
         check(plog, done[:k])
+
+
+def test_what_produce_verification_reads(plog: PartitionLog) -> None:
+    """KIP-890: Produce asks the coordinator only for a batch that would open a transaction, and
+    a marker applied meanwhile shows in ``markers_applied``."""
+    psm = plog.producer_state
+    assert psm is not None
+    w = Writer(plog)
+    assert not psm.in_transaction(1, 0)
+    w.data(1)
+    assert (
+        psm.in_transaction(1, 0) and not psm.in_transaction(1, 1) and not psm.in_transaction(2, 0)
+    )
+    before = psm.markers_applied
+    w.end(1, commit=True)
+    assert psm.markers_applied == before + 1
+    assert not psm.in_transaction(1, 0)  # the next transactional batch is verified again

@@ -32,6 +32,9 @@ from confluent_kafka import (
 )
 from kafka import TopicPartition as KpTP  # type: ignore[import-untyped]
 from kafka.admin import AbortTransactionSpec, KafkaAdminClient  # type: ignore[import-untyped]
+from kafka.net.compat import KafkaNetClient  # type: ignore[import-untyped]
+from kafka.protocol.producer import ProduceRequest  # type: ignore[import-untyped]
+from kafka.record.memory_records import MemoryRecordsBuilder  # type: ignore[import-untyped]
 
 from broker.coordinator.runtime import partition_for
 from protocol.records import ControlType, iter_records, parse_control_record, scan_batches
@@ -628,3 +631,57 @@ def test_aiokafka_consume_transform_produce_is_exactly_once_across_a_restart(
         assert (duplicates, len(losses)) == (0, 0), (duplicates, sorted(losses)[:10])
     finally:
         node.kill()
+
+
+# --- KIP-890: partition verification ---------------------------------------------------------
+
+
+def test_a_stray_transactional_write_cannot_open_a_hanging_transaction(tnode: Node) -> None:
+    """A transactional Produce for a partition the coordinator never added (a late retry, a
+    buggy client) is refused with INVALID_TXN_STATE instead of opening a transaction nobody will
+    end, which would hold the LSO, and every read_committed consumer, back for ever. Sent with
+    kafka-python's own protocol classes, under a producer id and epoch the coordinator issued."""
+    topic, tid = unique("stray"), unique("stray")
+    create_topic(tnode.bootstrap, topic, 1)
+    p = txn_producer(tnode.bootstrap, tid)
+    produce_txn(p, topic, [b"committed"], commit=True, parts=1)  # a real, finished transaction
+    d = describe(tnode.bootstrap, tid)
+    builder = MemoryRecordsBuilder(
+        magic=2,
+        compression_type=0,
+        batch_size=1 << 20,
+        transactional=True,
+        producer_id=d.producer_id,
+        producer_epoch=d.producer_epoch,
+        base_sequence=1,  # next in sequence after the committed record
+    )
+    builder.append(int(time.time() * 1000), None, b"stray")
+    builder.close()
+    data = ProduceRequest.TopicProduceData
+    request = ProduceRequest(
+        transactional_id=tid,
+        acks=-1,
+        timeout_ms=10_000,
+        topic_data=[
+            data(
+                name=topic,
+                partition_data=[data.PartitionProduceData(index=0, records=builder.buffer())],
+            )
+        ],
+        min_version=3,
+        max_version=9,
+    )
+    client = KafkaNetClient(bootstrap_servers=tnode.bootstrap)
+    try:
+        client.check_version()
+        response = client.send_and_receive(1, request, timeout_ms=15_000)
+    finally:
+        client.close()
+    (answer,) = [p for t in response.responses for p in t.partition_responses]
+    assert answer.error_code == 48  # INVALID_TXN_STATE
+    # nothing was appended, so nothing hangs: a later write is visible to read_committed at once
+    plain = Producer({"bootstrap.servers": tnode.bootstrap})
+    plain.produce(topic, value=b"after", partition=0)
+    assert plain.flush(20) == 0
+    assert read_values(tnode.bootstrap, topic, 1, "read_committed") == [b"committed", b"after"]
+    assert read_values(tnode.bootstrap, topic, 1, "read_uncommitted") == [b"committed", b"after"]
