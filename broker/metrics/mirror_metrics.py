@@ -15,6 +15,8 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from ..network.stats import NetworkStats
+
 PREFIX = "kafka_server_mirror_"
 
 
@@ -44,6 +46,7 @@ class FetcherRow:
     appended_bytes: int = 0
     throttled_bytes: int = 0
     throttled_seconds: float = 0.0
+    network: NetworkStats = field(default_factory=NetworkStats)  # its source connections
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +163,46 @@ def _fetcher_families(snap: MirrorSnapshot) -> list[Any]:
         throttled.add_metric([m], t_bytes[m])
         waited.add_metric([m], t_secs[m])
     rate.add_metric([], snap.throttle_rate)
-    return [requests, errors, fetched, appended, dead, throttled, waited, rate]
+    return [requests, errors, fetched, appended, dead, throttled, waited, rate, *_network(snap)]
+
+
+# The KIP's per-fetcher client network metrics (mirror-broker-...-fetcher-...-metrics): name,
+# help, counter or gauge, and how to read it from the fetcher's NetworkStats.
+_NETWORK: tuple[tuple[str, str, bool, Callable[[NetworkStats], float]], ...] = (
+    ("connection_count", "Open connections to the source broker", False,
+     lambda n: n.connection_count),
+    ("connection_creation", "Connections made to the source broker", True,
+     lambda n: n.connections_created),
+    ("connection_close", "Connections to the source broker closed", True,
+     lambda n: n.connections_closed),
+    ("incoming_byte", "Bytes received from the source broker", True, lambda n: n.bytes_received),
+    ("outgoing_byte", "Bytes sent to the source broker", True, lambda n: n.bytes_sent),
+    ("request", "Requests sent to the source broker", True, lambda n: n.requests_sent),
+    ("response", "Responses received from the source broker", True,
+     lambda n: n.responses_received),
+    ("request_size_max", "Largest request sent to the source broker, bytes", False,
+     lambda n: n.request_size_max),
+    ("successful_authentication", "SASL authentications that succeeded", True,
+     lambda n: n.auth_successes),
+    ("failed_authentication", "SASL authentications that failed", True,
+     lambda n: n.auth_failures),
+)  # fmt: skip
+
+
+def _network(snap: MirrorSnapshot) -> list[Any]:
+    labels = ["mirror", "source_broker", "fetcher_id"]
+    families = [
+        (_counter if counter else _gauge)("fetcher_network_" + name, doc, labels)
+        for name, doc, counter, _ in _NETWORK
+    ]
+    mirrors = set(snap.mirrors)
+    for f in sorted(snap.fetchers, key=lambda f: (f.mirror, f.source_broker, f.fetcher_id)):
+        if f.mirror not in mirrors:
+            continue
+        values = [f.mirror, str(f.source_broker), str(f.fetcher_id)]
+        for family, (_, _, _, read) in zip(families, _NETWORK, strict=True):
+            family.add_metric(values, read(f.network))
+    return families
 
 
 def _sync_families(snap: MirrorSnapshot) -> list[Any]:

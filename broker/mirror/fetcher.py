@@ -23,7 +23,7 @@ import time
 import uuid
 import zlib
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from protocol.errors import ProtocolError
@@ -34,6 +34,7 @@ from ..log.errors import LogError
 from ..log.partition_log import PartitionLog
 from ..network.client import ReconnectingClient, backoff_ms
 from ..network.errors import NetworkError
+from ..network.stats import NetworkStats
 from .fetch_codec import (
     FETCH,
     FIRST_TOPIC_ID_VERSION,
@@ -103,6 +104,7 @@ class FetcherCounters:
     appended_bytes: int = 0  # record bytes appended to local logs
     throttled_bytes: int = 0  # of those, bytes of throttled partitions
     throttled_seconds: float = 0.0  # time spent waiting with every partition over the throttle
+    network: NetworkStats = field(default_factory=NetworkStats)  # its source connections
 
 
 class _Rate:
@@ -362,7 +364,7 @@ class MirrorFetcherManager:
             m = self._mirrors.get(mirror)
             f = m.fetchers.get((fid, node)) if m is not None else None
             alive = None if f is None else f.task is not None and not f.task.done()
-            out.append((mirror, node, fid, alive, dataclasses.replace(c)))
+            out.append((mirror, node, fid, alive, dataclasses.replace(c, network=c.network.copy())))
         return out
 
     def set_throttle(self, rate_bytes_per_s: int | None) -> None:
@@ -746,7 +748,9 @@ class _Fetcher:
             return
         m = self.mirror
         try:
-            client: ReconnectingClient = m.source.connection_for(self.node, self.client_id)
+            client: ReconnectingClient = m.source.connection_for(
+                self.node, self.client_id, self.counters.network
+            )
             conn = await client.connection()
             version = conn.version_for(FETCH)
         except (NetworkError, SourceError) as e:

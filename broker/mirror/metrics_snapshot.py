@@ -73,6 +73,7 @@ def build_snapshot(
                 c.appended_bytes,
                 c.throttled_bytes,
                 c.throttled_seconds,
+                c.network,
             )
             for mirror, node, fid, alive, c in fetchers.fetcher_stats()
         ),

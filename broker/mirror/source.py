@@ -19,6 +19,7 @@ from protocol.registry import REGISTRY, body_bytes, decode_body
 
 from ..network.client import ReconnectingClient
 from ..network.errors import NetworkError, ProtocolViolationError, UnsupportedVersionError
+from ..network.stats import NetworkStats
 from ..security.client import client_security
 
 log = logging.getLogger(__name__)
@@ -103,7 +104,9 @@ class SourceClient:
         self.skipped: set[str] = set()  # optional APIs the source lacks (for logs/metrics)
 
     # -- connections ---------------------------------------------------------------------
-    def _client(self, host: str, port: int, client_id: str) -> ReconnectingClient:
+    def _client(
+        self, host: str, port: int, client_id: str, stats: NetworkStats | None = None
+    ) -> ReconnectingClient:
         return ReconnectingClient(
             host,
             port,
@@ -113,10 +116,14 @@ class SourceClient:
             reconnect_backoff_max_ms=self._backoff_max_ms,
             ssl_context=self.security.ssl_context,
             authenticate=self.security.authenticate if self.security.uses_sasl else None,
+            stats=stats,
         )
 
-    def connection_for(self, node_id: int, client_id: str | None = None) -> ReconnectingClient:
-        """A pooled client for one source broker (its address from the last Metadata)."""
+    def connection_for(
+        self, node_id: int, client_id: str | None = None, stats: NetworkStats | None = None
+    ) -> ReconnectingClient:
+        """A pooled client for one source broker (its address from the last Metadata); a new
+        one counts its connections in ``stats`` (a fetcher's network metrics)."""
         if self._closed:
             raise SourceError("source client is closed")
         cid = client_id or self.client_id
@@ -129,7 +136,7 @@ class SourceClient:
             client.close()  # the broker moved: reconnect at its new address
             client = None
         if client is None:
-            client = self._client(address[0], address[1], cid)
+            client = self._client(address[0], address[1], cid, stats)
             self._pool[key] = client
         return client
 

@@ -38,6 +38,7 @@ from .errors import (
     UnsupportedVersionError,
 )
 from .framer import FrameReader
+from .stats import NetworkStats
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +150,7 @@ class ClientConnection:
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         ssl_context: ssl.SSLContext | None = None,
         authenticate: Authenticator | None = None,
+        stats: NetworkStats | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -159,6 +161,7 @@ class ClientConnection:
         self._max_response_bytes = max_response_bytes
         self._ssl_context = ssl_context
         self._authenticate = authenticate
+        self.stats = stats if stats is not None else NetworkStats()
         self._protocol: _ClientProtocol | None = None
         self._pending: dict[int, _Pending] = {}
         self._next_corr = 0
@@ -199,6 +202,7 @@ class ClientConnection:
             raise self._closed_error from e
         self._protocol = proto
         self._connected = True
+        self.stats.connections_created += 1
         if negotiate:
             try:
                 await self.negotiate_versions()
@@ -212,8 +216,10 @@ class ClientConnection:
                 try:
                     await self._authenticate(self)
                 except Exception as e:
+                    self.stats.auth_failures += 1
                     self.close()
                     raise ConnectError(f"{self.host}:{self.port}: authentication: {e}") from e
+                self.stats.auth_successes += 1
 
     async def negotiate_versions(self) -> None:
         """ApiVersions v3 first; on UNSUPPORTED_VERSION (answered in v0 format, as Kafka does),
@@ -359,6 +365,11 @@ class ClientConnection:
         transport = proto.transport
         assert transport is not None
         transport.writelines([_SIZE.pack(size), header, *body])
+        stats = self.stats
+        stats.requests_sent += 1
+        stats.bytes_sent += size + 4
+        if size + 4 > stats.request_size_max:
+            stats.request_size_max = size + 4
 
     async def _request(
         self, api_key: int, version: int, body: list[bytes | bytearray | memoryview], raw: bool
@@ -381,6 +392,8 @@ class ClientConnection:
             raise
 
     def _on_frame(self, frame: memoryview) -> None:
+        self.stats.responses_received += 1
+        self.stats.bytes_received += len(frame) + 4
         if len(frame) < 4:
             self._fail(ProtocolViolationError(f"response of {len(frame)} bytes has no header"))
             return
@@ -433,6 +446,8 @@ class ClientConnection:
     def _fail(self, error: NetworkError) -> None:
         if self._closed_error is None:
             self._closed_error = error
+            if self._connected:
+                self.stats.connections_closed += 1
         pending = list(self._pending.values())
         self._pending.clear()
         for p in pending:
@@ -483,6 +498,7 @@ class ReconnectingClient:
         monotonic: Callable[[], float] = time.monotonic,
         ssl_context: ssl.SSLContext | None = None,
         authenticate: Authenticator | None = None,
+        stats: NetworkStats | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -490,6 +506,7 @@ class ReconnectingClient:
         self.registry = registry
         self.request_timeout_ms = request_timeout_ms
         self.connect_timeout_ms = connect_timeout_ms
+        self.stats = stats if stats is not None else NetworkStats()  # of all its connections
         self.reconnect_backoff_ms = reconnect_backoff_ms
         self.reconnect_backoff_max_ms = reconnect_backoff_max_ms
         self._max_response_bytes = max_response_bytes
@@ -527,6 +544,7 @@ class ReconnectingClient:
                 max_response_bytes=self._max_response_bytes,
                 ssl_context=self._ssl_context,
                 authenticate=self._authenticate,
+                stats=self.stats,
             )
             try:
                 await conn.connect()

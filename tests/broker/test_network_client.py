@@ -208,8 +208,17 @@ def test_reconnects_after_server_restart() -> None:
         assert response.topics[0].name == "y"
         assert await client.version_for(METADATA) == 11
         assert client.connects == 2
+        # the network totals span both connections (what a mirror fetcher's metrics show)
+        stats = client.stats
+        assert (stats.connections_created, stats.connections_closed) == (2, 1)
+        assert stats.connection_count == 1
+        # ApiVersions + Metadata on each connection; the sends after the close never left
+        assert stats.requests_sent == stats.responses_received == 4
+        assert stats.bytes_sent > stats.request_size_max > 0 and stats.bytes_received > 0
+        assert (stats.auth_successes, stats.auth_failures) == (0, 0)  # no SASL here
         client.close()
         await client.wait_closed()
+        assert client.stats.connection_count == 0
         await server2.close()
 
     run(main())

@@ -1,0 +1,38 @@
+"""Running totals of a client's connections, as Kafka's client network metrics count them
+(connection-creation-total, incoming-byte-total, request-total, ...).
+
+One `NetworkStats` can be shared by every connection a component opens (a mirror fetcher's
+reconnects); the connections only add to it, on the event loop. Rates are left to PromQL.
+"""
+
+from dataclasses import dataclass
+
+
+@dataclass(slots=True)
+class NetworkStats:
+    connections_created: int = 0  # connections established (TCP/TLS up)
+    connections_closed: int = 0  # of those, closed since (lost, timed out or closed by us)
+    bytes_sent: int = 0  # request frames, size prefixes included
+    bytes_received: int = 0  # response frames, size prefixes included
+    requests_sent: int = 0
+    responses_received: int = 0
+    request_size_max: int = 0  # the largest request frame
+    auth_successes: int = 0  # SASL exchanges that succeeded
+    auth_failures: int = 0  # SASL exchanges that failed
+
+    @property
+    def connection_count(self) -> int:
+        return self.connections_created - self.connections_closed
+
+    def copy(self) -> "NetworkStats":
+        return NetworkStats(
+            self.connections_created,
+            self.connections_closed,
+            self.bytes_sent,
+            self.bytes_received,
+            self.requests_sent,
+            self.responses_received,
+            self.request_size_max,
+            self.auth_successes,
+            self.auth_failures,
+        )
