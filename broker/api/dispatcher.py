@@ -8,7 +8,7 @@ INVALID_REQUEST with the decoder's message where the schema has room for one).
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +25,7 @@ from protocol.readers import Buffer
 from protocol.registry import REGISTRY, Registry, body_bytes, decode_body
 
 from .context import RequestContext
+from .error_counts import error_counts
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +34,8 @@ Handler = Callable[[RequestContext, Any], Awaitable[Any]]
 # or None for "no response" (Produce with acks=0).
 RawHandler = Callable[[RequestContext, memoryview, int], Awaitable[list[Buffer] | None]]
 Encoder = Callable[[Any, int], bytes]
+# (api key, version, seconds, error code -> count in the response or None when not counted)
+OnRequest = Callable[[int, int, float, Mapping[int, int] | None], None]
 
 API_VERSIONS = 18
 
@@ -55,7 +58,7 @@ class Dispatcher:
         self,
         apis: Sequence[Api],
         registry: Registry = REGISTRY,
-        on_request: Callable[[int, float], None] | None = None,
+        on_request: OnRequest | None = None,
     ) -> None:
         self._registry = registry
         self._apis: dict[int, Api] = {}
@@ -90,6 +93,7 @@ class Dispatcher:
         key, version = header.api_key, header.api_version
         api = self._apis.get(key)
         ctx = ctx_factory(header)
+        errors: Mapping[int, int] | None = None
         try:
             if api is None:
                 raise UnknownApiKeyError(key, version, header.correlation_id)
@@ -119,6 +123,8 @@ class Dispatcher:
             resp = await api.handler(ctx, body)
             if resp is None:
                 return None
+            if self._on_request is not None:
+                errors = error_counts(resp)
             payload = api.encoder(resp, version) if api.encoder else body_bytes(resp)
             return [
                 encode_response_header(header.correlation_id, self._resp_header(key, version)),
@@ -134,12 +140,13 @@ class Dispatcher:
             raise
         except RequestBodyError as e:
             log.info("bad request from %r: %s", header.client_id, e)
+            errors = {ErrorCode.invalid_request: 1}
             return self._error_response(
                 header.correlation_id, key, version, ErrorCode.invalid_request, str(e)
             )
         finally:
             if self._on_request is not None:
-                self._on_request(key, time.perf_counter() - started)
+                self._on_request(key, version, time.perf_counter() - started, errors)
 
     def _resp_header(self, key: int, version: int) -> int:
         return self._registry.spec(key).response_header_version(version)

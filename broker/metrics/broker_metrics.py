@@ -5,14 +5,16 @@ broker state (partitions, log sizes, connections) are computed at scrape time by
 snapshot taken on the event loop, so the hot paths only bump counters.
 """
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kio.schema.errors import ErrorCode
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from protocol.errors import MirrorErrorCode
 from protocol.registry import REGISTRY
 
 from .mirror_metrics import MirrorCollector, MirrorSnapshot
@@ -33,6 +35,16 @@ _LATENCY_BUCKETS = (
     5.0,
     10.0,
 )
+
+
+def error_name(code: int) -> str:
+    """Kafka's name for an error code (NONE, UNKNOWN_TOPIC_OR_PARTITION, ...)."""
+    for enum in (ErrorCode, MirrorErrorCode):
+        try:
+            return enum(code).name.upper()
+        except ValueError:
+            continue
+    return f"UNKNOWN_{code}"
 
 
 def api_name(key: int) -> str:
@@ -99,8 +111,15 @@ class BrokerMetrics:
         self.registry = CollectorRegistry()
         self.requests = Counter(
             "kafka_network_request_requests",
-            "Requests handled, per API",
-            ["request"],
+            "Requests handled, per API and version (Kafka's RequestsPerSec)",
+            ["request", "version"],
+            registry=self.registry,
+        )
+        self.errors = Counter(
+            "kafka_network_request_errors",
+            "Error codes in responses, per API (Kafka's ErrorsPerSec; NONE included; Produce "
+            "and Fetch are not counted)",
+            ["request", "error"],
             registry=self.registry,
         )
         self.latency = Histogram(
@@ -122,13 +141,30 @@ class BrokerMetrics:
             registry=self.registry,
         )
         self._names: dict[int, str] = {}
+        self._children: dict[tuple[int, int], tuple[Any, Any]] = {}
 
-    def on_request(self, api_key: int, seconds: float) -> None:
+    def on_request(
+        self, api_key: int, version: int, seconds: float, errors: Mapping[int, int] | None = None
+    ) -> None:
+        children = self._children.get((api_key, version))
+        if children is None:
+            name = self._name(api_key)
+            children = self._children[(api_key, version)] = (
+                self.requests.labels(name, str(version)),
+                self.latency.labels(name),
+            )
+        children[0].inc()
+        children[1].observe(seconds)
+        if errors:
+            name = self._name(api_key)
+            for code, n in errors.items():
+                self.errors.labels(name, error_name(code)).inc(n)
+
+    def _name(self, api_key: int) -> str:
         name = self._names.get(api_key)
         if name is None:
             name = self._names[api_key] = api_name(api_key)
-        self.requests.labels(name).inc()
-        self.latency.labels(name).observe(seconds)
+        return name
 
     def on_bytes_in(self, topic: str, n: int) -> None:
         self.bytes_in.labels(topic).inc(n)

@@ -47,11 +47,29 @@ def test_a_loop_that_does_not_answer_leaves_the_gauges_out(
     release = threading.Event()
     loop_thread.call_soon_threadsafe(lambda: release.wait(5))  # the loop is busy
     m = BrokerMetrics()
-    m.requests.labels("Produce").inc()
+    m.on_request(0, 9, 0.001)
     m.watch_state(read_on_loop(loop_thread, lambda: StateSnapshot([], 0), timeout_s=0.2))
     try:
         text = generate_latest(m.registry).decode()
     finally:
         release.set()
     assert "partitioncount" not in text
-    assert 'kafka_network_request_requests_total{request="Produce"} 1.0' in text
+    assert 'kafka_network_request_requests_total{request="Produce",version="9"} 1.0' in text
+
+
+def test_requests_per_version_and_errors_per_code() -> None:
+    m = BrokerMetrics()
+    m.on_request(3, 12, 0.001, {0: 2})
+    m.on_request(3, 12, 0.002, {3: 1, 0: 1})
+    m.on_request(3, 9, 0.001)
+    m.on_request(98, 0, 0.001, {137: 1})  # a KIP-1279 error code
+    text = generate_latest(m.registry).decode()
+    assert 'kafka_network_request_requests_total{request="Metadata",version="12"} 2.0' in text
+    assert 'kafka_network_request_requests_total{request="Metadata",version="9"} 1.0' in text
+    assert 'kafka_network_request_errors_total{error="NONE",request="Metadata"} 3.0' in text
+    errors = (
+        'kafka_network_request_errors_total{error="UNKNOWN_TOPIC_OR_PARTITION",request="Metadata"}'
+    )
+    assert errors + " 1.0" in text
+    assert 'error="UNKNOWN_MIRROR"' in text
+    assert 'kafka_network_request_total_time_seconds_count{request="Metadata"} 3.0' in text
