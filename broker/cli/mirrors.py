@@ -19,19 +19,19 @@ import asyncio
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from importlib import metadata
-from typing import Any, NoReturn, TextIO
+from typing import Any, TextIO
 
 from kio.schema.errors import ErrorCode
 
 from broker.api.mirror import is_topic_pattern
-from broker.config.properties import PropertiesError, load_properties
-from broker.network.client import ClientConnection
-from broker.network.errors import NetworkError
-from broker.security.client import client_security
-from broker.security.errors import SecurityConfigError
-from protocol.build import build
-from protocol.errors import MirrorErrorCode
+from broker.cli.admin import CommandError, Session, UsageError
+from broker.cli.admin import Parser as _Parser
+from broker.cli.admin import check as _check
+from broker.cli.admin import code as _code
+from broker.cli.admin import code_name as _code_name
+from broker.cli.admin import load as _load
+from broker.cli.admin import servers as _servers
+from broker.cli.admin import version as _version
 
 CREATE_TOPICS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 19, 32, 44
 CREATE_MIRROR, ADD_TOPICS, REMOVE_TOPICS, LIST_MIRRORS, DESCRIBE_MIRRORS = 94, 95, 96, 98, 99
@@ -106,19 +106,6 @@ Option                                  Description
 """
 
 
-class UsageError(Exception):
-    """A bad invocation: reported with a hint to --help, exit 1."""
-
-
-class CommandError(Exception):
-    """The broker refused or could not be reached: reported on stderr, exit 1."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
-
-
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="kafka-mirrors", add_help=False, allow_abbrev=False)
     for action in ACTIONS:
@@ -132,33 +119,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--help", action="store_true")
     p.add_argument("--version", action="store_true")
     return p
-
-
-def _version() -> str:
-    try:
-        return metadata.version("kmirror")
-    except metadata.PackageNotFoundError:
-        return "0.0.0"
-
-
-def _code_name(code: int) -> str:
-    for enum in (ErrorCode, MirrorErrorCode):
-        try:
-            return str(enum(code).name).upper()
-        except ValueError:
-            continue
-    return f"UNKNOWN_ERROR_{code}"
-
-
-def _code(value: Any) -> int:
-    return int(getattr(value, "value", value))
-
-
-def _load(path: str, what: str) -> dict[str, str]:
-    try:
-        return dict(load_properties(path))
-    except (OSError, PropertiesError) as e:
-        raise UsageError(f"cannot read the {what} file {path}: {e}") from None
 
 
 def _validate(args: argparse.Namespace) -> str:
@@ -192,69 +152,6 @@ def _validate(args: argparse.Namespace) -> str:
                 f"--topic {args.topic!r} is not a valid regular expression: {e}"
             ) from None
     return action
-
-
-def _servers(value: str) -> list[tuple[str, int]]:
-    out = []
-    for entry in (e.strip() for e in value.split(",")):
-        host, sep, port = entry.rpartition(":")
-        if not entry or not sep or not port.isdigit():
-            raise UsageError(f"--bootstrap-server: '{entry}' is not host:port")
-        out.append((host or "localhost", int(port)))
-    return out
-
-
-class Session:
-    """One negotiated connection to a destination broker."""
-
-    def __init__(self, conn: ClientConnection) -> None:
-        self.conn = conn
-
-    @classmethod
-    async def open(cls, servers: Sequence[tuple[str, int]], props: Mapping[str, str]) -> Session:
-        try:
-            # security.protocol, ssl.*, sasl.mechanism, sasl.jaas.config as Kafka's tools read them
-            security = client_security(props, "--command-config ")
-        except SecurityConfigError as e:
-            raise UsageError(str(e)) from None
-        try:
-            timeout_ms = int(props.get("request.timeout.ms", "30000"))
-        except ValueError:
-            raise UsageError("request.timeout.ms in --command-config is not a number") from None
-        errors = []
-        for host, port in servers:
-            conn = ClientConnection(
-                host,
-                port,
-                props.get("client.id", "kafka-mirrors"),
-                request_timeout_ms=timeout_ms,
-                connect_timeout_ms=min(timeout_ms, 10_000),
-                ssl_context=security.ssl_context,
-                authenticate=security.authenticate if security.uses_sasl else None,
-            )
-            try:
-                await conn.connect()
-                return cls(conn)
-            except NetworkError as e:
-                errors.append(str(e))
-        raise CommandError("cannot connect to the destination cluster: " + "; ".join(errors))
-
-    async def call(self, api_key: int, fields: dict[str, Any]) -> Any:
-        try:
-            version = self.conn.version_for(api_key)
-            body: Any = build(self.conn.registry.spec(api_key).request_type(version), fields)
-            return await self.conn.send(body, version)
-        except NetworkError as e:
-            raise CommandError(str(e)) from None
-
-    def close(self) -> None:
-        self.conn.close()
-
-
-def _check(resp: Any) -> None:
-    code = _code(resp.error_code)
-    if code:
-        raise CommandError(f"{resp.error_message or 'request failed'} ({_code_name(code)})")
 
 
 def _topics_outcome(resp: Any, err: TextIO, verb: str) -> list[str]:

@@ -59,9 +59,9 @@ class ConfigError(ValueError):
 class ConfigSource(IntEnum):
     """DescribeConfigs' ConfigSource codes."""
 
-    DYNAMIC_TOPIC_CONFIG = 1  # also used for per-broker dynamic configs
-    DYNAMIC_BROKER_CONFIG = 1
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 2
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2  # Kafka's codes: kafka-configs.sh --describe filters on them
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
 

@@ -202,7 +202,8 @@ def test_describe_broker_configs() -> None:
     assert rows["num.partitions"].value == "3"
     assert rows["num.partitions"].source == ConfigSource.STATIC_BROKER_CONFIG == 4
     assert rows["log.retention.bytes"].source == ConfigSource.DEFAULT_CONFIG == 5
-    assert rows["log.retention.ms"].source == 1 and rows["log.retention.ms"].value == "1000"
+    assert rows["log.retention.ms"].source == ConfigSource.DYNAMIC_BROKER_CONFIG == 2
+    assert rows["log.retention.ms"].value == "1000"
     assert rows["ssl.keystore.password"].value is None and rows["ssl.keystore.password"].sensitive
     assert rows["node.id"].read_only and not rows["log.retention.ms"].read_only
     assert rows["num.partitions"].config_type == 3
