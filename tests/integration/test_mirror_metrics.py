@@ -130,6 +130,13 @@ def test_mirror_metrics_follow_the_mirror(pair: tuple[Node, Node]) -> None:
     assert fetched1 >= appended1 and requests1 > 0
     assert total(s1, "kafka_server_mirror_failed_partitions", **m) == 0
     assert total(s1, "kafka_server_mirror_fetch_errors_total", **m) == 0
+    # the fetchers' own connections to the source (the KIP's per-fetcher network metrics)
+    net = "kafka_server_mirror_fetcher_network_"
+    assert total(s1, net + "connection_count", **m) >= 1
+    assert total(s1, net + "incoming_byte_total", **m) >= fetched1
+    assert total(s1, net + "response_total", **m) >= requests1
+    assert total(s1, net + "outgoing_byte_total", **m) > 0
+    assert total(s1, net + "failed_authentication_total", **m) == 0
     wait_for(
         "a metadata refresh",
         lambda: (
