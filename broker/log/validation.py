@@ -2,7 +2,9 @@
 
 Kafka's LogValidator also walks records (per-record timestamps, keys on compacted topics);
 we stay at the batch header on purpose: timestamps are checked against the batch's base and
-max timestamps, which bound every record a well-formed producer writes.
+max timestamps, which bound every record a well-formed producer writes. The one exception is a
+compacted topic: a record without a key could never be compacted away, so (as Kafka) its batches
+are walked, decompressed if need be, and a keyless record is INVALID_RECORD.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from enum import Enum
 from typing import NamedTuple
 
 from protocol.errors import ProtocolError
-from protocol.records import BatchView, scan_batches
+from protocol.records import BatchView, iter_records, scan_batches
 
 from .config import LogConfig
 from .errors import (
@@ -66,6 +68,8 @@ def check_leader_batches(
             if origin is AppendOrigin.CLIENT:
                 _check_client_batch(view, len(out))
                 _check_timestamps(view, config, now_ms)
+                if config.compact:
+                    _check_keys(view)
             out.append(
                 CheckedBatch(
                     view.position,
@@ -100,6 +104,15 @@ def _check_client_batch(view: BatchView, index: int) -> None:
             INVALID_RECORD,
             f"invalid sequence {view.base_sequence} for producer id {view.producer_id}",
         )
+
+
+def _check_keys(view: BatchView) -> None:
+    for i, record in enumerate(iter_records(view)):
+        if record.key is None:
+            raise LogAppendError(
+                INVALID_RECORD,
+                f"Compacted topic cannot accept message without key (record {i} of the batch)",
+            )
 
 
 def _check_timestamps(view: BatchView, config: LogConfig, now_ms: int) -> None:

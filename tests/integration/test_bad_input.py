@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.admin import KafkaAdminClient
 
+from .clients import create_topic
 from .node import ROOT, Node
 
 MAX_REQUEST = 1024 * 1024
@@ -562,3 +563,29 @@ def test_fuzzed_golden_frames_do_not_hurt_the_node(node: Node, health: Health) -
     )
     assert "Task exception was never retrieved" not in text
     assert "Exception in callback" not in text
+
+
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+def test_a_keyless_record_in_a_compacted_topic_is_invalid_record(
+    node: Node, health: Health, compression: str
+) -> None:
+    """As Kafka: compaction keeps the latest record per key, so a record without a key could
+    never be cleaned; the whole batch is refused (compressed batches are decompressed to look)."""
+    topic = f"compacted-{compression}"
+    create_topic(node.bootstrap, topic, config={"cleanup.policy": "compact"})
+    p = Producer(
+        {"bootstrap.servers": node.bootstrap, "compression.type": compression, "linger.ms": 20}
+    )
+    results: list[tuple[bytes | None, int]] = []
+
+    def report(err: Any, msg: Any) -> None:
+        results.append((msg.key(), err.code() if err is not None else 0))
+
+    p.produce(topic, key=b"k1", value=b"v1", partition=0, on_delivery=report)
+    assert p.flush(15) == 0
+    p.produce(topic, key=b"k2", value=b"v2", partition=0, on_delivery=report)
+    p.produce(topic, value=b"no key", partition=0, on_delivery=report)  # same batch as k2
+    assert p.flush(15) == 0
+    assert results[0] == (b"k1", 0)
+    assert sorted(code for _, code in results[1:]) == [KafkaError.INVALID_RECORD] * 2
+    health.check("a keyless record in a compacted topic")
