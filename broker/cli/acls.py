@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -30,8 +29,8 @@ from broker.cli.admin import (
     code,
     code_name,
     load,
+    run_main,
     servers,
-    version,
 )
 from broker.security.acls import (
     CLUSTER_NAME,
@@ -556,27 +555,13 @@ async def _run(action: str, args: argparse.Namespace, out: TextIO, err: TextIO) 
 def main(
     argv: Sequence[str] | None = None, out: TextIO = sys.stdout, err: TextIO = sys.stderr
 ) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        args = _parser().parse_args(argv)
-        if args.help or not argv:
-            print(HELP, end="", file=out if args.help else err)
-            return 0 if args.help else 1
-        if args.version:
-            print(version(), file=out)
-            return 0
-        action = validate(args)
-        return asyncio.run(_run(action, args, out, err))
-    except UsageError as e:
-        print(f"Error: {e}", file=err)
-        print("Run kafka-acls.sh --help for the options.", file=err)
-        return 1
-    except BrokenPipeError:  # stdout closed early (| head): stop quietly
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
-    except CommandError as e:
-        print(f"Error while executing ACL command: {e}", file=err)
-        return 1
+    def start(args: argparse.Namespace) -> int:
+        return asyncio.run(_run(validate(args), args, out, err))
+
+    return run_main(
+        argv, out, err, parser=_parser(), help_text=HELP, tool="kafka-acls.sh", what="ACL",
+        start=start,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

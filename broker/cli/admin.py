@@ -6,9 +6,11 @@ negotiated connection to a broker (TLS/SASL from the command config, as Kafka's 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping, Sequence
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TextIO
 
 from kio.schema.errors import ErrorCode
 
@@ -130,3 +132,38 @@ def check(resp: Any) -> None:
     c = code(resp.error_code)
     if c:
         raise CommandError(f"{resp.error_message or 'request failed'} ({code_name(c)})")
+
+
+def run_main(
+    argv: Sequence[str] | None,
+    out: TextIO,
+    err: TextIO,
+    *,
+    parser: argparse.ArgumentParser,
+    help_text: str,
+    tool: str,
+    what: str,
+    start: Callable[[argparse.Namespace], int],
+) -> int:
+    """The shared ``main`` of the admin tools: ``--help`` / ``--version``, then ``start`` (which
+    validates and runs the command); usage and command errors as one line on ``err``, exit 1."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = parser.parse_args(args_list)
+        if args.help or not args_list:
+            print(help_text, end="", file=out if args.help else err)
+            return 0 if args.help else 1
+        if args.version:
+            print(version(), file=out)
+            return 0
+        return start(args)
+    except UsageError as e:
+        print(f"Error: {e}", file=err)
+        print(f"Run {tool} --help for the options.", file=err)
+        return 1
+    except BrokenPipeError:  # stdout closed early (| head): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except CommandError as e:
+        print(f"Error while executing {what} command: {e}", file=err)
+        return 1

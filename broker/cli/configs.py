@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import re
 import sys
 from collections.abc import Sequence
@@ -33,8 +32,8 @@ from broker.cli.admin import (
     code,
     code_name,
     load,
+    run_main,
     servers,
-    version,
 )
 from protocol.errors import MirrorErrorCode
 
@@ -489,27 +488,13 @@ async def _run(args: argparse.Namespace, entity: Entity, out: TextIO) -> int:
 def main(
     argv: Sequence[str] | None = None, out: TextIO = sys.stdout, err: TextIO = sys.stderr
 ) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        args = _parser().parse_args(argv)
-        if args.help or not argv:
-            print(HELP, end="", file=out if args.help else err)
-            return 0 if args.help else 1
-        if args.version:
-            print(version(), file=out)
-            return 0
-        entity = _entity(args)
-        return asyncio.run(_run(args, entity, out))
-    except UsageError as e:
-        print(f"Error: {e}", file=err)
-        print("Run kafka-configs.sh --help for the options.", file=err)
-        return 1
-    except BrokenPipeError:  # stdout closed early (| head): stop quietly
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
-    except CommandError as e:
-        print(f"Error while executing config command: {e}", file=err)
-        return 1
+    def start(args: argparse.Namespace) -> int:
+        return asyncio.run(_run(args, _entity(args), out))
+
+    return run_main(
+        argv, out, err, parser=_parser(), help_text=HELP, tool="kafka-configs.sh",
+        what="config", start=start,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -24,14 +24,13 @@ from typing import Any, TextIO
 from kio.schema.errors import ErrorCode
 
 from broker.api.mirror import is_topic_pattern
-from broker.cli.admin import CommandError, Session, UsageError
+from broker.cli.admin import CommandError, Session, UsageError, run_main
 from broker.cli.admin import Parser as _Parser
 from broker.cli.admin import check as _check
 from broker.cli.admin import code as _code
 from broker.cli.admin import code_name as _code_name
 from broker.cli.admin import load as _load
 from broker.cli.admin import servers as _servers
-from broker.cli.admin import version as _version
 
 CREATE_TOPICS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 19, 32, 44
 CREATE_MIRROR, ADD_TOPICS, REMOVE_TOPICS, LIST_MIRRORS, DESCRIBE_MIRRORS = 94, 95, 96, 98, 99
@@ -397,24 +396,13 @@ async def _dispatch(
 def main(
     argv: Sequence[str] | None = None, out: TextIO = sys.stdout, err: TextIO = sys.stderr
 ) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        args = _parser().parse_args(argv)
-        if args.help or not argv:
-            print(HELP, end="", file=out if args.help else err)
-            return 0 if args.help else 1
-        if args.version:
-            print(_version(), file=out)
-            return 0
-        action = _validate(args)
-        return asyncio.run(_run(action, args, out, err))
-    except UsageError as e:
-        print(f"Error: {e}", file=err)
-        print("Run kafka-mirrors.sh --help for the options.", file=err)
-        return 1
-    except CommandError as e:
-        print(f"Error while executing mirror command: {e}", file=err)
-        return 1
+    def start(args: argparse.Namespace) -> int:
+        return asyncio.run(_run(_validate(args), args, out, err))
+
+    return run_main(
+        argv, out, err, parser=_parser(), help_text=HELP, tool="kafka-mirrors.sh",
+        what="mirror", start=start,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":
