@@ -2,24 +2,11 @@
 
 import asyncio
 import threading
-from collections.abc import Iterator
 
-import pytest
 from prometheus_client import generate_latest
 
 from broker.metrics.broker_metrics import BrokerMetrics, StateSnapshot
 from broker.metrics.on_loop import read_on_loop
-
-
-@pytest.fixture
-def loop_thread() -> Iterator[asyncio.AbstractEventLoop]:
-    loop = asyncio.new_event_loop()
-    t = threading.Thread(target=loop.run_forever, daemon=True)
-    t.start()
-    yield loop
-    loop.call_soon_threadsafe(loop.stop)
-    t.join(5)
-    loop.close()
 
 
 def test_gauges_are_built_from_a_snapshot_taken_in_the_loop_thread(

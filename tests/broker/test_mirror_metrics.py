@@ -5,11 +5,9 @@ import asyncio
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -224,18 +222,6 @@ def test_build_snapshot_joins_states_with_fetch_status() -> None:
 
 
 # -- reading on the event loop --------------------------------------------------------------
-
-
-@pytest.fixture
-def loop_thread() -> Iterator[asyncio.AbstractEventLoop]:
-    loop = asyncio.new_event_loop()
-    t = threading.Thread(target=loop.run_forever, daemon=True)
-    t.start()
-    yield loop
-    if not loop.is_closed():
-        loop.call_soon_threadsafe(loop.stop)
-        t.join(5)
-        loop.close()
 
 
 def test_read_on_loop_runs_the_builder_in_the_loop_thread(
