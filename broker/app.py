@@ -59,6 +59,7 @@ from .coordinator.txn import (
     TransactionCoordinator,
     TxnConfig,
 )
+from .log.cleaner import CleanerConfig, LogCleaner
 from .log.clock import SystemClock
 from .log.config import LogConfig
 from .log.manager import LogManager
@@ -132,6 +133,13 @@ class Node:
         self.default_log_config = topic_configs.log_config(config, {})
         log_dirs = [Path(d) for d in config.log_dirs]
         self.logs = LogManager(log_dirs, self.default_log_config, self.clock)
+        # KIP-1279: a read-only mirror partition stays byte-identical to its source.
+        self.cleaner = LogCleaner(
+            self.logs,
+            CleanerConfig(config.log_cleaner_enable, config.log_cleaner_backoff_ms),
+            self.clock,
+            may_clean=lambda topic, partition: self.services.writable(topic, partition),
+        )
         meta_dir = Path(config.metadata_log_dir)
         self.meta_logs = (
             self.logs
@@ -690,6 +698,7 @@ class Node:
             try:
                 now = self.clock.now_ms()
                 self.logs.periodic(now)
+                self.cleaner.tick(now)
                 if self.meta_logs is not self.logs:
                     self.meta_logs.periodic(now)
             except Exception:
@@ -708,6 +717,7 @@ class Node:
         await self.groups.close()
         await self.mirror_coordinator.close()
         self.replicas.snapshot_all()
+        await self.cleaner.close()
         self.logs.close()
         if self.meta_logs is not self.logs:
             self.meta_logs.close()

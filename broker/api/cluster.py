@@ -69,7 +69,9 @@ class ClusterApi:
                         configs={
                             "cleanup.policy": "compact",
                             "compression.type": "producer",
-                            "segment.bytes": "104857600",
+                            "segment.bytes": str(
+                                getattr(self.s.config, "offsets_topic_segment_bytes", 104857600)
+                            ),
                         },
                     )
                 ],

@@ -85,6 +85,7 @@ IMPLEMENTED_KEYS: frozenset[str] = frozenset(
         "log.retention.bytes", "log.retention.check.interval.ms", "log.cleanup.policy",
         "log.flush.interval.messages", "log.flush.interval.ms", "log.flush.scheduler.interval.ms",
         "log.index.size.max.bytes", "log.index.interval.bytes", "log.segment.delete.delay.ms",
+        "log.cleaner.enable", "log.cleaner.backoff.ms",
         "log.message.timestamp.type", "log.message.timestamp.before.max.ms",
         "log.message.timestamp.after.max.ms", "compression.type", "unclean.leader.election.enable",
         "num.recovery.threads.per.data.dir",
@@ -194,6 +195,8 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     log_index_size_max_bytes: int
     log_index_interval_bytes: int
     log_segment_delete_delay_ms: int
+    log_cleaner_enable: bool = True
+    log_cleaner_backoff_ms: int = 15000
     log_message_timestamp_type: str
     log_message_timestamp_before_max_ms: int
     log_message_timestamp_after_max_ms: int

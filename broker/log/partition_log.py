@@ -19,7 +19,7 @@ import random
 import shutil
 import struct
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Protocol
@@ -43,7 +43,12 @@ from protocol.records.batch import (
 )
 from protocol.txn_index import AbortedTxn
 
-from .checkpoint import PARTITION_METADATA, read_partition_metadata, write_partition_metadata
+from .checkpoint import (
+    PARTITION_METADATA,
+    fsync_dir,
+    read_partition_metadata,
+    write_partition_metadata,
+)
 from .clock import Clock
 from .config import LogConfig
 from .epoch_cache import LeaderEpochCache
@@ -65,6 +70,13 @@ from .segment import (
     TXN_INDEX_SUFFIX,
     BatchMeta,
     LogSegment,
+)
+from .segment_swap import (
+    CLEANED_SUFFIX,
+    SWAP_SUFFIX,
+    complete_swaps,
+    remove_staged,
+    rename_suffix,
 )
 from .validation import AppendOrigin, check_leader_batches
 
@@ -216,6 +228,8 @@ class PartitionLog:
                 f"{self.dir}: partition.metadata has topic id {stored_id}, "
                 f"expected {self._topic_id}"
             )
+        # A committed cleaner swap is finished first; every other leftover goes.
+        swapped = complete_swaps(self.dir)
         for path in self.dir.iterdir():
             if path.name.endswith(_LEFTOVER_SUFFIXES):
                 path.unlink(missing_ok=True)
@@ -239,6 +253,8 @@ class PartitionLog:
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
         self._recover(recovery_point, clean_shutdown)
+        for base in swapped:
+            self._mark_txn_index_stale(base)  # its .txnindex was dropped: rebuild from markers
         for seg in self._segments:
             if seg.txn_index.sanity_check() is not None:
                 self._mark_txn_index_stale(seg.base_offset)
@@ -963,6 +979,40 @@ class PartitionLog:
             else:
                 keep.append(pending)
         self._pending_deletes = keep
+
+    # -- compaction ----------------------------------------------------------------------
+    def replace_segments(self, old: Sequence[LogSegment], sizes: Sequence[int]) -> bool:
+        """Swap the cleaner's ``<base>.*.cleaned`` files in for ``old`` (adjacent closed
+        segments, the first one's base offset naming the new segment); see ``segment_swap``.
+
+        Runs on the loop in one go, so readers never see a half-swapped log. Returns False,
+        and removes the staged files, when the log changed since the cleaner read ``old``
+        (a segment deleted, truncated or become active, or the log closed).
+        """
+        base = old[0].base_offset if old else -1
+        i = next((k for k, seg in enumerate(self._segments) if seg is old[0]), -1) if old else -1
+        n = len(old)
+        if (
+            self._closed
+            or i < 0
+            or i + n >= len(self._segments)
+            or any(a is not b for a, b in zip(self._segments[i : i + n], old, strict=True))
+            or any(seg.size != size for seg, size in zip(old, sizes, strict=True))
+        ):
+            remove_staged(self.dir, base, CLEANED_SUFFIX)
+            return False
+        now = self._clock.now_ms()
+        rename_suffix(self.dir, base, CLEANED_SUFFIX, SWAP_SUFFIX)
+        fsync_dir(self.dir)
+        pending = _PendingDelete(now + self._config.file_delete_delay_ms)
+        for seg in old:
+            pending.paths.extend(seg.mark_deleted())
+        rename_suffix(self.dir, base, SWAP_SUFFIX, "")
+        fsync_dir(self.dir)
+        self._segments[i : i + n] = [self._make_segment(base, now)]
+        self._bases[i : i + n] = [base]
+        self._pending_deletes.append(pending)
+        return True
 
     # -- lifecycle -----------------------------------------------------------------------
     def close(self) -> None:

@@ -1,0 +1,402 @@
+"""The log cleaner on real partition logs: what it picks, what it leaves, the swap, its
+checkpoint, crash leftovers, producer state after a reload, the mirror veto."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from broker.log import LogConfig, LogManager, ManualClock, PartitionLog, ProducerStateManager
+from broker.log.cleaner import CLEANER_OFFSET_CHECKPOINT, CleanerConfig, LogCleaner
+from broker.log.segment_swap import CLEANED_SUFFIX, SWAP_SUFFIX, rename_suffix
+from protocol.records import Compression, Record, build_batch, iter_records, scan_batches
+
+from .log_helpers import T0, TOPIC_ID, small_config
+
+DAY = 24 * 3600 * 1000
+
+
+def compact_config(**overrides: str) -> LogConfig:
+    props = {
+        "cleanup.policy": "compact",
+        "segment.bytes": "1024",
+        "min.cleanable.dirty.ratio": "0.01",
+        "index.interval.bytes": "128",
+    }
+    props.update(overrides)
+    return small_config(**props)
+
+
+class Env:
+    def __init__(self, tmp: Path, config: LogConfig | None = None) -> None:
+        self.tmp = tmp
+        self.clock = ManualClock(T0)
+        self.config = config or compact_config()
+        self.mgr = LogManager([tmp], self.config, self.clock)
+        self.plog = self.mgr.get_or_create("topic", 0, TOPIC_ID, self.config)
+        self.psm = attach(self.plog)
+        self.vetoed: set[tuple[str, int]] = set()
+        self.cleaner = LogCleaner(
+            self.mgr,
+            CleanerConfig(),
+            self.clock,
+            may_clean=lambda t, p: (t, p) not in self.vetoed,
+        )
+
+    def put(self, *pairs: tuple[bytes, bytes | None], ts: int = T0, **kw: object) -> int:
+        recs = [Record(key=k, value=v) for k, v in pairs]
+        data = build_batch(recs, base_timestamp=ts, **kw)  # type: ignore[arg-type]
+        result = self.plog.append_as_leader(data, 0, now_ms=ts)
+        self.plog.high_watermark = self.plog.log_end_offset
+        return result.first_offset
+
+    def updates(self, n: int, keys: int = 3, ts: int = T0) -> dict[bytes, tuple[int, bytes]]:
+        latest = {}
+        for i in range(n):
+            key = f"key-{i % keys}".encode()
+            value = f"value-{i:04d}-".encode() * 4
+            latest[key] = (self.put((key, value), ts=ts), value)
+        return latest
+
+    def clean(self) -> int:
+        return asyncio.run(self.cleaner.clean_all())
+
+
+def attach(plog: PartitionLog) -> ProducerStateManager:
+    psm = ProducerStateManager(plog.dir, ManualClock(T0))
+    plog.load_producer_state(psm)
+    return psm
+
+
+def contents(plog: PartitionLog) -> list[tuple[int, bytes | None, bytes | None]]:
+    out: list[tuple[int, bytes | None, bytes | None]] = []
+    offset = plog.log_start_offset
+    end = plog.log_end_offset
+    while offset < end:
+        result = plog.read(offset, 1 << 20, upper_bound=end)
+        if not result.records:
+            break
+        for buf in result.records:
+            for batch in scan_batches(buf, allow_partial_tail=True):
+                if not batch.is_control:
+                    out.extend((r.offset, r.key, r.value) for r in iter_records(batch))
+                offset = batch.last_offset + 1
+    return out
+
+
+def files(plog: PartitionLog) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(plog.dir.glob("*.log"))}
+
+
+def test_latest_value_per_key_survives_at_the_same_offsets(tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    latest = env.updates(60)
+    plog = env.plog
+    before = contents(plog)
+    plog.roll()
+    tail = env.put((b"key-0", b"in-the-active-segment"))
+    active = plog.active_segment
+    active_bytes = active.log_path.read_bytes()
+    size_before = plog.size_bytes
+    assert len(plog.segments) > 4
+
+    assert env.clean() == 1
+
+    after = contents(plog)
+    by_offset = dict((o, (k, v)) for o, k, v in before)
+    # Survivors keep their offsets and values; older values of a key are gone.
+    for offset, key, value in after[:-1]:
+        assert by_offset[offset] == (key, value)
+    assert {k: (o, v) for o, k, v in after[:-1]} == latest
+    assert [o for o, _, _ in after[:-1]] == sorted(o for o, _ in latest.values())
+    assert after[-1] == (tail, b"key-0", b"in-the-active-segment")
+    assert plog.size_bytes < size_before / 4
+    # The active segment is the same object and the same bytes.
+    assert plog.active_segment is active and active.log_path.read_bytes() == active_bytes
+    # Reads from a removed offset land on the next survivor (a gap).
+    first_gap = next(
+        o for o in range(plog.log_end_offset) if o not in dict.fromkeys(x for x, _, _ in after)
+    )
+    got = plog.read(first_gap, 1 << 20).records
+    first = next(scan_batches(got[0], allow_partial_tail=True))
+    assert first.base_offset > first_gap
+    # Checkpoint: Kafka's format, the end of the cleaned range.
+    lines = (tmp_path / CLEANER_OFFSET_CHECKPOINT).read_text().splitlines()
+    assert lines == ["0", "1", f"topic 0 {active.base_offset}"]
+    # Nothing left to do: the next pass cleans nothing.
+    assert env.clean() == 0
+
+
+def test_cleaned_log_reopens_and_reads_the_same(tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    env.updates(40)
+    env.plog.roll()
+    env.clean()
+    after = contents(env.plog)
+    env.mgr.close()
+    mgr = LogManager([tmp_path], env.config, env.clock)
+    plog = mgr.get("topic", 0)
+    assert plog is not None
+    assert contents(plog) == after
+    # Every surviving offset is found through the rebuilt indexes.
+    for offset, key, _ in after:
+        (buf,) = plog.read(offset, 1, upper_bound=plog.log_end_offset).records
+        batch = next(scan_batches(buf))
+        assert any(r.offset == offset and r.key == key for r in iter_records(batch))
+    mgr.close()
+
+
+def test_small_cleaned_segments_are_grouped(tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    env.updates(60)
+    env.plog.roll()
+    n_before = len(env.plog.segments)
+    env.clean()
+    n_after_first = len(env.plog.segments)
+    env.updates(30)  # more dirt, so a second pass runs and merges the now small segments
+    env.plog.roll()
+    env.clean()
+    assert n_after_first <= n_before
+    assert len(env.plog.segments) < n_before
+
+
+def test_tombstones_kept_before_the_horizon_and_removed_after(tmp_path: Path) -> None:
+    env = Env(tmp_path, compact_config(**{"delete.retention.ms": str(DAY)}))
+    env.put((b"gone", b"v1"))
+    env.put((b"gone", None))
+    env.updates(20)
+    env.plog.roll()
+    env.clean()
+    assert (b"gone", None) in [(k, v) for _, k, v in contents(env.plog)]
+    assert (b"gone", b"v1") not in [(k, v) for _, k, v in contents(env.plog)]
+
+    env.clock.advance(2 * DAY)
+    env.updates(20, ts=T0 + 2 * DAY)  # new dirt for a second pass
+    env.plog.roll()
+    assert env.clean() == 1
+    assert b"gone" not in [k for _, k, _ in contents(env.plog)]
+
+
+def test_aborted_records_removed_committed_kept(tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    plog = env.plog
+    env.put((b"a", b"plain"))
+    txn = {"producer_epoch": 0, "base_sequence": 0, "is_transactional": True}
+    env.put((b"a", b"aborted"), producer_id=7, **txn)
+    plog.append_txn_marker(7, 0, 0, False, leader_epoch=0, now_ms=T0)
+    env.put((b"b", b"committed"), producer_id=8, **txn)
+    plog.append_txn_marker(8, 0, 0, True, leader_epoch=0, now_ms=T0)
+    plog.high_watermark = plog.log_end_offset
+    env.updates(20, keys=5)  # fill segments (keys key-0..4 do not touch a/b)
+    plog.roll()
+    assert plog.aborted_transactions(0, plog.log_end_offset)
+    env.clean()
+    kv = [(k, v) for _, k, v in contents(plog) if k in (b"a", b"b")]
+    assert kv == [(b"a", b"plain"), (b"b", b"committed")]
+    # Markers stay, and the .txnindex entry too (READ_COMMITTED fetches still get it).
+    assert plog.aborted_transactions(0, plog.log_end_offset)[0].producer_id == 7
+    markers = [
+        b.base_offset
+        for s in plog.segments
+        for b in scan_batches(s.log_path.read_bytes())
+        if b.is_control
+    ]
+    assert markers == [2, 4]
+
+
+@pytest.mark.parametrize("codec", [Compression.GZIP, Compression.ZSTD])
+def test_compressed_batches_recompressed_with_their_codec(
+    tmp_path: Path, codec: Compression
+) -> None:
+    env = Env(tmp_path)
+    pairs = [(f"k{i % 2}".encode(), f"v{i}".encode() * 10) for i in range(6)]
+    env.put(*pairs, compression=codec)
+    keep = env.put((b"solo", b"x" * 50), compression=codec)
+    env.updates(30)
+    env.plog.roll()
+    segment0 = env.plog.segments[0].log_path.read_bytes()
+    untouched_before = next(b for b in scan_batches(segment0) if b.base_offset == keep).raw
+    env.clean()
+    batches = [b for s in env.plog.segments for b in scan_batches(s.log_path.read_bytes())]
+    rebuilt = next(b for b in batches if b.base_offset == 0)
+    assert rebuilt.compression == codec and rebuilt.last_offset == 5
+    assert [(r.offset, r.key) for r in iter_records(rebuilt)] == [(4, b"k0"), (5, b"k1")]
+    untouched = next(b for b in batches if b.base_offset == keep)
+    assert bytes(untouched.raw) == bytes(untouched_before)
+
+
+def test_idempotent_producer_dedupes_a_retry_after_cleaning_and_reload(tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    idem = {"producer_id": 5, "producer_epoch": 0, "base_sequence": 0}
+    retry = build_batch([Record(key=b"a", value=b"1")], base_timestamp=T0, **idem)  # type: ignore[arg-type]
+    first = env.plog.append_as_leader(retry, 0, now_ms=T0)
+    env.plog.high_watermark = env.plog.log_end_offset
+    env.put((b"a", b"2"))  # supersedes the idempotent producer's only record
+    env.updates(30)
+    env.plog.roll()
+    env.clean()
+    assert (b"a", b"1") not in [(k, v) for _, k, v in contents(env.plog)]
+    env.mgr.close()
+    for snap in tmp_path.glob("topic-0/*.snapshot"):
+        snap.unlink()  # force a rebuild of the producer state from the cleaned log
+    mgr = LogManager([tmp_path], env.config, env.clock)
+    plog = mgr.get("topic", 0)
+    assert plog is not None
+    attach(plog)
+    again = plog.append_as_leader(retry, 0, now_ms=T0)
+    assert again.duplicate and again.first_offset == first.first_offset
+    mgr.close()
+
+
+@pytest.mark.parametrize("stage", ["swap", "swap+deleted", "cleaned"])
+def test_crash_leftovers_are_handled_on_open(
+    tmp_path: Path, stage: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = Env(tmp_path)
+    latest = env.updates(40)
+    env.plog.roll()
+    before = contents(env.plog)
+
+    def crash(self: PartitionLog, old: list, sizes: list) -> bool:  # type: ignore[type-arg]
+        base = old[0].base_offset
+        if stage != "cleaned":
+            rename_suffix(self.dir, base, CLEANED_SUFFIX, SWAP_SUFFIX)
+        if stage == "swap+deleted":
+            for seg in old:
+                seg.mark_deleted()
+        raise SystemExit  # the process dies here
+
+    monkeypatch.setattr(PartitionLog, "replace_segments", crash)
+    with pytest.raises(SystemExit):
+        env.clean()
+    leftovers = [p.name for p in env.plog.dir.iterdir() if p.suffix in (".swap", ".cleaned")]
+    assert leftovers
+    env.plog.close_handles()
+    monkeypatch.undo()
+
+    plog = PartitionLog.open(tmp_path, "topic", 0, TOPIC_ID, env.config, env.clock)
+    attach(plog)
+    assert not [p for p in plog.dir.iterdir() if p.suffix in (".swap", ".cleaned", ".deleted")]
+    after = contents(plog)
+    by_offset = {o: (k, v) for o, k, v in before}
+    assert all(by_offset[o] == (k, v) for o, k, v in after)
+    for key, (offset, value) in latest.items():
+        assert (offset, key, value) in after
+    if stage == "cleaned":
+        assert after == before  # the clean never committed
+    else:
+        assert len(after) < len(before)  # the first group's swap was completed
+    # The swapped-in segment replaced the first one: nothing below it was lost.
+    assert plog.segments[0].base_offset == 0 and plog.log_start_offset == 0
+
+
+def test_dirty_ratio_threshold(tmp_path: Path) -> None:
+    env = Env(tmp_path, compact_config(**{"min.cleanable.dirty.ratio": "0.9"}))
+    env.updates(40)
+    env.plog.roll()
+    assert env.clean() == 1  # all dirty: ratio 1.0
+    env.updates(3)
+    env.plog.roll()
+    found = env.cleaner.cleanable(env.plog, env.clock.now_ms())
+    assert found is not None and 0 < found.dirty_ratio < 0.9
+    snapshot = files(env.plog)
+    assert env.clean() == 0
+    assert files(env.plog) == snapshot
+    env.plog.update_config(compact_config(**{"min.cleanable.dirty.ratio": "0.1"}))
+    assert env.clean() == 1
+
+
+def test_min_compaction_lag_and_open_transactions_bound_the_range(tmp_path: Path) -> None:
+    env = Env(tmp_path, compact_config(**{"min.compaction.lag.ms": str(3600_000)}))
+    env.updates(40)
+    env.plog.roll()
+    assert env.cleaner.cleanable(env.plog, T0 + 60_000) is None  # all too young
+    assert env.cleaner.cleanable(env.plog, T0 + 2 * 3600_000) is not None
+
+    env2 = Env(tmp_path / "txn")
+    env2.updates(20)
+    open_at = env2.put(
+        (b"t", b"open"), producer_id=9, producer_epoch=0, base_sequence=0, is_transactional=True
+    )
+    env2.updates(20)
+    env2.plog.roll()
+    found = env2.cleaner.cleanable(env2.plog, T0)
+    assert found is not None and found.end <= open_at
+    holding = [s for s in env2.plog.segments if s.base_offset <= open_at][-1]
+    held = holding.log_path.read_bytes()
+    env2.clean()
+    assert holding in env2.plog.segments and holding.log_path.read_bytes() == held
+
+
+def test_vetoed_partition_is_not_cleaned(tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    env.updates(40)
+    env.plog.roll()
+    env.vetoed.add(("topic", 0))
+    snapshot = files(env.plog)
+    assert env.clean() == 0
+    assert files(env.plog) == snapshot
+    env.vetoed.clear()
+    assert env.clean() == 1
+
+
+def test_logs_without_producer_state_are_left_alone(tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    env.updates(40)
+    env.plog.roll()
+    env.plog.producer_state = None  # not hosted: the LSO is unknown
+    snapshot = files(env.plog)
+    assert env.clean() == 0
+    assert files(env.plog) == snapshot
+
+
+def test_delete_policy_topics_are_ignored(tmp_path: Path) -> None:
+    env = Env(tmp_path, compact_config(**{"cleanup.policy": "delete"}))
+    env.updates(40)
+    env.plog.roll()
+    snapshot = files(env.plog)
+    assert env.clean() == 0
+    assert files(env.plog) == snapshot
+
+
+def test_a_log_changed_during_cleaning_is_not_swapped(tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    env.updates(40)
+    env.plog.roll()
+    found = env.cleaner.cleanable(env.plog, T0)
+    assert found is not None
+
+    async def run() -> bool:
+        task = asyncio.create_task(env.cleaner.clean(found))
+        await asyncio.sleep(0)
+        env.plog.truncate_to(5)  # a follower truncation while the worker reads
+        return await task
+
+    assert asyncio.run(run()) is False
+    assert [o for o, _, _ in contents(env.plog)] == [0, 1, 2, 3, 4]
+    assert not list(env.plog.dir.glob("*" + CLEANED_SUFFIX))
+
+
+def test_tick_respects_enable_and_backoff(tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    env.updates(40)
+    env.plog.roll()
+
+    async def run(cleaner: LogCleaner) -> None:
+        cleaner.tick(env.clock.now_ms())
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            if cleaner.passes and (cleaner._task is None or cleaner._task.done()):
+                break
+        await cleaner.close()
+
+    off = LogCleaner(env.mgr, CleanerConfig(enable=False), env.clock)
+    asyncio.run(run(off))
+    assert off.passes == 0
+    on = LogCleaner(env.mgr, CleanerConfig(backoff_ms=1000), env.clock)
+    asyncio.run(run(on))
+    assert on.passes == 1 and on.bytes_written < on.bytes_read
+    assert os.path.exists(tmp_path / CLEANER_OFFSET_CHECKPOINT)
