@@ -4,9 +4,8 @@ include rules select follow the source (created, then deleted), others are not c
 destination's own ACLs are left alone. Driven by kafka-mirrors.sh's main() and confluent-kafka's
 AdminClient."""
 
-import io
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,8 +19,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourceType,
 )
 
-from broker.cli import mirrors as mirrors_cli
-
+from .clients import wait_for
+from .mirror_helpers import create_mirror, running, write_mirror_config
 from .node import Node
 
 MIRROR = "acl-mirror"
@@ -39,22 +38,6 @@ ALL_ACLS = AclBindingFilter(
     AclOperation.ANY,
     AclPermissionType.ANY,
 )
-
-
-def _tool(dst: Node, *args: str) -> str:
-    out, err = io.StringIO(), io.StringIO()
-    rc = mirrors_cli.main(["--bootstrap-server", dst.bootstrap, *args], out, err)
-    assert rc == 0, f"{args}: rc={rc}\n{out.getvalue()}\n{err.getvalue()}"
-    return out.getvalue()
-
-
-def _wait(what: str, check: Callable[[], bool], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def _acl(rtype: ResourceType, name: str, principal: str, op: AclOperation) -> AclBinding:
@@ -75,20 +58,16 @@ def pair(tmp_path: Path) -> Iterator[tuple[Node, Node]]:
         mirror__metadata__refresh__interval__ms="500",
         **SECURED,
     )
-    src.start()
-    dst.start()
-    try:
+    with running(src, dst):
         yield src, dst
-    finally:
-        dst.kill()
-        src.kill()
 
 
 def test_included_acls_follow_the_source(pair: tuple[Node, Node]) -> None:
     src, dst = pair
-    props = dst.workdir.parent / "mirror.properties"
-    props.write_text(
-        f"bootstrap.servers={src.bootstrap}\nmirror.acl.include=TOPIC;orders.*,GROUP;.*;READ\n"
+    props = write_mirror_config(
+        dst.workdir.parent / "mirror.properties",
+        src.bootstrap,
+        "mirror.acl.include=TOPIC;orders.*,GROUP;.*;READ",
     )
     src_admin = AdminClient({"bootstrap.servers": src.bootstrap})
     dst_admin = AdminClient({"bootstrap.servers": dst.bootstrap})
@@ -101,9 +80,12 @@ def test_included_acls_follow_the_source(pair: tuple[Node, Node]) -> None:
     for f in dst_admin.create_acls([local]).values():
         f.result(10)
 
-    _tool(dst, "--create", "--mirror", MIRROR, "--mirror-config", str(props))
-    _wait(
-        "the included ACLs at the destination", lambda: _acls(dst_admin) == {orders, group, local}
+    create_mirror(dst, MIRROR, props)
+    wait_for(
+        lambda: _acls(dst_admin) == {orders, group, local},
+        20,
+        "the included ACLs at the destination",
+        step=0.1,
     )
 
     for f in src_admin.delete_acls(
@@ -120,7 +102,12 @@ def test_included_acls_follow_the_source(pair: tuple[Node, Node]) -> None:
         ]
     ).values():
         assert f.result(10) == [orders]
-    _wait("the ACL deleted at the source to go", lambda: _acls(dst_admin) == {group, local})
+    wait_for(
+        lambda: _acls(dst_admin) == {group, local},
+        20,
+        "the ACL deleted at the source to go",
+        step=0.1,
+    )
     # several more refreshes: nothing else changes (the excluded and the local ACL stay as they are)
     time.sleep(1.5)
     assert _acls(dst_admin) == {group, local}

@@ -4,30 +4,30 @@ import json
 import subprocess
 from pathlib import Path
 
-from confluent_kafka.admin import AdminClient, NewTopic
-
+from .clients import create_topic
+from .mirror_helpers import (
+    create_mirror,
+    produce_numbered,
+    running,
+    wait_caught_up,
+    write_mirror_config,
+)
 from .node import ROOT, Node
-from .test_mirror_e2e import PARTITIONS, TOPIC, _end_offsets, _produce, _tool, _wait
+
+TOPIC = "orders"
+PARTITIONS = 2
 
 
 def test_audit_finds_a_real_mirror_identical(tmp_path: Path) -> None:
     src, dst = Node(tmp_path / "src"), Node(tmp_path / "dst")
-    src.start()
-    dst.start()
-    try:
-        admin = AdminClient({"bootstrap.servers": src.bootstrap})
-        for f in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)]).values():
-            f.result(15)
-        assert not _produce(src.bootstrap, 500)
-        props = tmp_path / "m.properties"
-        props.write_text(f"bootstrap.servers={src.bootstrap}\n")
-        _tool(dst, "--create", "--mirror", "m", "--mirror-config", str(props))
-        _tool(dst, "--add", "--topic", TOPIC, "--mirror", "m")
-        ends = _end_offsets(src.bootstrap)
-        _wait("the mirror to catch up", lambda: _end_offsets(dst.bootstrap) == ends)
-    finally:
-        dst.stop()
-        src.stop()
+    with running(src, dst, clean_stop=True):  # stopped cleanly: the audit reads their segments
+        create_topic(src.bootstrap, TOPIC, PARTITIONS)
+        assert not produce_numbered(src.bootstrap, TOPIC, 500)
+        props = write_mirror_config(tmp_path / "m.properties", src.bootstrap)
+        create_mirror(dst, "m", props, TOPIC)
+        wait_caught_up(
+            src.bootstrap, dst.bootstrap, TOPIC, PARTITIONS, "the mirror to catch up", step=0.2
+        )
     out = tmp_path / "audit"
     run = subprocess.run(
         [

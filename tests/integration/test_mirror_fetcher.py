@@ -8,7 +8,6 @@ byte with the source's log segment files.
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import glob
 import threading
 import time
@@ -20,7 +19,6 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
-from confluent_kafka.cimpl import NewTopic
 
 from broker.log.clock import SystemClock
 from broker.log.config import LogConfig
@@ -29,7 +27,9 @@ from broker.mirror.fetcher import MirrorFetcherManager
 from broker.mirror.source import SourceClient
 from protocol.records import Record, build_batch, scan_batches
 
-from .node import ROOT, Node
+from .clients import create_topic
+from .mirror_helpers import MockCluster
+from .node import Node
 
 Batches = dict[int, bytes]  # base offset -> the batch's bytes
 
@@ -40,12 +40,6 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     n.start()
     yield n
     n.kill()
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=10)
-    futures[topic].result(timeout=15)
 
 
 def produce(
@@ -167,6 +161,14 @@ async def source_topic_id(bootstrap: str, topic: str) -> uuid.UUID | None:
         await client.close()
 
 
+async def dest_of(root: Path, bootstrap: str, topic: str) -> tuple[Dest, uuid.UUID | None]:
+    """A Dest holding the source topic's partition 0 under the source's topic id, and that id."""
+    tid = await source_topic_id(bootstrap, topic)
+    dest = Dest(root)
+    dest.create(topic, 1, tid)
+    return dest, tid
+
+
 def run(coro: Awaitable[None], timeout: float = 60) -> None:
     asyncio.run(asyncio.wait_for(coro, timeout))  # type: ignore[arg-type]
 
@@ -208,9 +210,7 @@ def test_mirror_is_byte_identical_and_follows_log_start(source: Node, tmp_path: 
     src_dir = source.log_dir / f"{topic}-0"
 
     async def main() -> None:
-        tid = await source_topic_id(source.bootstrap, topic)
-        dest = Dest(tmp_path / "dest")
-        dest.create(topic, 1, tid)
+        dest, tid = await dest_of(tmp_path / "dest", source.bootstrap, topic)
         cfg = {"bootstrap.servers": source.bootstrap}
         try:
             await dest.fetchers.add("m", cfg, {(topic, 0): tid})
@@ -265,9 +265,7 @@ def test_local_log_ahead_of_the_source_is_truncated_by_epoch(source: Node, tmp_p
     src_dir = source.log_dir / f"{topic}-0"
 
     async def main() -> None:
-        tid = await source_topic_id(source.bootstrap, topic)
-        dest = Dest(tmp_path / "dest")
-        dest.create(topic, 1, tid)
+        dest, tid = await dest_of(tmp_path / "dest", source.bootstrap, topic)
         cfg = {"bootstrap.servers": source.bootstrap}
         try:
             await dest.fetchers.add("m", cfg, {(topic, 0): tid})
@@ -313,9 +311,7 @@ def test_source_killed_and_restarted_mid_stream(tmp_path: Path) -> None:
                 errors.append(e)
 
         async def main() -> None:
-            tid = await source_topic_id(node.bootstrap, topic)
-            dest = Dest(tmp_path / "dest")
-            dest.create(topic, 1, tid)
+            dest, tid = await dest_of(tmp_path / "dest", node.bootstrap, topic)
             try:
                 await dest.fetchers.add(
                     "m", {"bootstrap.servers": node.bootstrap}, {(topic, 0): tid}
@@ -353,9 +349,7 @@ def test_throttle_limits_the_rate(source: Node, tmp_path: Path) -> None:
     rate = max(total // 1, 50_000)  # bytes/s: the copy should take about one second
 
     async def main() -> None:
-        tid = await source_topic_id(source.bootstrap, topic)
-        dest = Dest(tmp_path / "dest")
-        dest.create(topic, 1, tid)
+        dest, tid = await dest_of(tmp_path / "dest", source.bootstrap, topic)
         dest.fetchers.set_throttle(rate)
         dest.fetchers.set_throttled_replicas(lambda t, p: (t, p) == (topic, 0))
         try:
@@ -372,51 +366,6 @@ def test_throttle_limits_the_rate(source: Node, tmp_path: Path) -> None:
 
 
 # -- librdkafka's mock cluster as the source ------------------------------------------------
-
-
-class MockCluster:
-    def __init__(self, brokers: int = 1) -> None:
-        libs = glob.glob(
-            str(ROOT / ".venv/lib/python3.11/site-packages/confluent_kafka.libs/librdkafka*.so*")
-        )
-        if not libs:
-            pytest.skip("librdkafka not found in the confluent-kafka wheel")
-        lib = ctypes.CDLL(libs[0])
-        lib.rd_kafka_conf_new.restype = ctypes.c_void_p
-        lib.rd_kafka_new.argtypes = [
-            ctypes.c_int,
-            ctypes.c_void_p,
-            ctypes.c_char_p,
-            ctypes.c_size_t,
-        ]
-        lib.rd_kafka_new.restype = ctypes.c_void_p
-        lib.rd_kafka_mock_cluster_new.argtypes = [ctypes.c_void_p, ctypes.c_int]
-        lib.rd_kafka_mock_cluster_new.restype = ctypes.c_void_p
-        lib.rd_kafka_mock_cluster_bootstraps.argtypes = [ctypes.c_void_p]
-        lib.rd_kafka_mock_cluster_bootstraps.restype = ctypes.c_char_p
-        lib.rd_kafka_mock_topic_create.argtypes = [
-            ctypes.c_void_p,
-            ctypes.c_char_p,
-            ctypes.c_int,
-            ctypes.c_int,
-        ]
-        lib.rd_kafka_mock_topic_create.restype = ctypes.c_int
-        lib.rd_kafka_mock_cluster_destroy.argtypes = [ctypes.c_void_p]
-        lib.rd_kafka_destroy.argtypes = [ctypes.c_void_p]
-        self.lib = lib
-        errstr = ctypes.create_string_buffer(512)
-        self.rk = lib.rd_kafka_new(0, lib.rd_kafka_conf_new(), errstr, 512)
-        assert self.rk, errstr.value
-        self.mc = lib.rd_kafka_mock_cluster_new(self.rk, brokers)
-        assert self.mc
-        self.bootstrap = lib.rd_kafka_mock_cluster_bootstraps(self.mc).decode()
-
-    def create_topic(self, name: str, partitions: int) -> None:
-        assert self.lib.rd_kafka_mock_topic_create(self.mc, name.encode(), partitions, 1) == 0
-
-    def close(self) -> None:
-        self.lib.rd_kafka_mock_cluster_destroy(self.mc)
-        self.lib.rd_kafka_destroy(self.rk)
 
 
 def test_mirror_from_librdkafka_mock_cluster(tmp_path: Path) -> None:

@@ -7,7 +7,6 @@ segment on restart; the destination mirrors it through kafka-mirrors.sh, and a s
 sees the same offsets, gaps included, on both clusters.
 """
 
-import io
 import time
 from pathlib import Path
 
@@ -15,18 +14,13 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from broker.cli import mirrors as mirrors_cli
 from protocol.records import Compression, Record, build_batch, scan_batches
 
+from .clients import wait_for
+from .mirror_helpers import create_mirror, end_offsets, write_mirror_config
 from .node import Node
 
 TOPIC = "compacted"
-
-
-def _tool(dst: Node, *args: str) -> None:
-    out, err = io.StringIO(), io.StringIO()
-    rc = mirrors_cli.main(["--bootstrap-server", dst.bootstrap, *args], out, err)
-    assert rc == 0, f"{args}: {err.getvalue()}"
 
 
 def _compacted_segment() -> tuple[bytes, list[int]]:
@@ -107,33 +101,24 @@ def _data(node: Node) -> list[tuple[int, bytes]]:
     return [(v.base_offset, bytes(v.buffer)) for v in scan_batches(seg.read_bytes())]
 
 
-def _end(bootstrap: str) -> int:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "gaps-probe"})
-    try:
-        return int(c.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=5)[1])
-    except Exception:
-        return -1
-    finally:
-        c.close()
-
-
 def test_compaction_gaps_are_mirrored(tmp_path: Path) -> None:
     src = Node(tmp_path / "src")
     dst = Node(tmp_path / "dst")
     try:
         offsets = _seed_compacted_source(src)
         assert [o for o, _ in _offsets(src.bootstrap)] == offsets  # the source serves the gaps
-        assert _end(src.bootstrap) == 31
+        assert end_offsets(src.bootstrap, TOPIC, 1) == {0: 31}
 
         dst.start()
-        props = tmp_path / "mirror.properties"
-        props.write_text(f"bootstrap.servers={src.bootstrap}\n")
-        _tool(dst, "--create", "--mirror", "m1", "--mirror-config", str(props))
-        _tool(dst, "--add", "--topic", TOPIC, "--mirror", "m1")
-        deadline = time.monotonic() + 20
-        while _end(dst.bootstrap) != 31 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert _end(dst.bootstrap) == 31
+        create_mirror(
+            dst, "m1", write_mirror_config(tmp_path / "mirror.properties", src.bootstrap), TOPIC
+        )
+        wait_for(
+            lambda: end_offsets(dst.bootstrap, TOPIC, 1, missing_ok=True) == {0: 31},
+            20,
+            "the mirror to reach offset 31",
+            step=0.1,
+        )
 
         assert _data(dst) == _data(src)  # same batches, same offsets, byte for byte
         assert _offsets(dst.bootstrap) == _offsets(src.bootstrap)

@@ -3,9 +3,8 @@ partition increases, consumer group offsets and source-side topic deletion reach
 Driven by kafka-mirrors.sh's main() and stock confluent-kafka clients."""
 
 import asyncio
-import io
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -15,38 +14,23 @@ from confluent_kafka.admin import (
     ConfigEntry,
     ConfigResource,
     NewPartitions,
-    NewTopic,
 )
 
-from broker.cli import mirrors as mirrors_cli
-
+from .clients import create_topic, wait_for
+from .mirror_helpers import (
+    MockCluster,
+    create_mirror,
+    describe_rows,
+    end_offsets,
+    mirror_tool,
+    running,
+    wait_caught_up,
+    write_mirror_config,
+)
 from .node import Node
 
 MIRROR = "m1"
 REFRESH_MS = 500
-
-
-def _tool(dst: Node, *args: str) -> str:
-    out, err = io.StringIO(), io.StringIO()
-    rc = mirrors_cli.main(["--bootstrap-server", dst.bootstrap, *args], out, err)
-    assert rc == 0, f"{args}: rc={rc}\n{out.getvalue()}\n{err.getvalue()}"
-    return out.getvalue()
-
-
-def _wait(what: str, check: Callable[[], bool], timeout: float = 20.0) -> float:
-    """Seconds it took; fails after ``timeout``."""
-    start = time.monotonic()
-    while time.monotonic() - start < timeout:
-        if check():
-            return time.monotonic() - start
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
-def _create_topic(node: Node, name: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": node.bootstrap})
-    for f in admin.create_topics([NewTopic(name, partitions, 1)]).values():
-        f.result(15)
 
 
 def _produce(bootstrap: str, topic: str, n: int, partition: int | None = None) -> None:
@@ -61,19 +45,6 @@ def _produce(bootstrap: str, topic: str, n: int, partition: int | None = None) -
             **kwargs,
         )
     assert p.flush(20) == 0 and not errors, errors
-
-
-def _ends(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe", "enable.auto.commit": False})
-    try:
-        return {
-            p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
-            for p in range(partitions)
-        }
-    except KafkaException:
-        return {}
-    finally:
-        c.close()
 
 
 def _partitions(bootstrap: str, topic: str) -> int:
@@ -91,11 +62,10 @@ def _topic_config(bootstrap: str, topic: str) -> dict[str, str]:
 
 def _mirror(dst: Node, src: Node, topic: str, partitions: int) -> None:
     """Create ``topic`` at the source with a little data, add it to the mirror, wait for it."""
-    _create_topic(src, topic, partitions)
+    create_topic(src.bootstrap, topic, partitions)
     _produce(src.bootstrap, topic, 10)
-    _tool(dst, "--add", "--topic", topic, "--mirror", MIRROR)
-    ends = _ends(src.bootstrap, topic, partitions)
-    _wait(f"{topic} mirrored", lambda: _ends(dst.bootstrap, topic, partitions) == ends)
+    mirror_tool(dst, "--add", "--topic", topic, "--mirror", MIRROR)
+    wait_caught_up(src.bootstrap, dst.bootstrap, topic, partitions, f"{topic} mirrored", 20)
 
 
 @pytest.fixture(scope="module")
@@ -103,16 +73,9 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Node, Node]
     base = tmp_path_factory.mktemp("mirror-sync")
     src = Node(base / "src")
     dst = Node(base / "dst", mirror__metadata__refresh__interval__ms=str(REFRESH_MS))
-    src.start()
-    dst.start()
-    try:
-        props = base / "mirror.properties"
-        props.write_text(f"bootstrap.servers={src.bootstrap}\n")
-        _tool(dst, "--create", "--mirror", MIRROR, "--mirror-config", str(props))
+    with running(src, dst):
+        create_mirror(dst, MIRROR, write_mirror_config(base / "mirror.properties", src.bootstrap))
         yield src, dst
-    finally:
-        dst.kill()
-        src.kill()
 
 
 def test_topic_config_change_propagates(pair: tuple[Node, Node]) -> None:
@@ -129,10 +92,11 @@ def test_topic_config_change_propagates(pair: tuple[Node, Node]) -> None:
     )
     admin.incremental_alter_configs([res])[res].result(10)
     assert _topic_config(src.bootstrap, "cfg")["retention.ms"] == "123456789"
-    _wait(
-        "retention.ms at the destination",
+    wait_for(
         lambda: _topic_config(dst.bootstrap, "cfg").get("retention.ms") == "123456789",
-        timeout=10,
+        10,
+        "retention.ms at the destination",
+        step=0.1,
     )
     # min.insync.replicas is on the KIP's default exclude list: never copied
     assert _topic_config(src.bootstrap, "cfg")["min.insync.replicas"] == "2"
@@ -145,20 +109,23 @@ def test_partition_increase_propagates_and_is_mirrored(pair: tuple[Node, Node]) 
     admin = AdminClient({"bootstrap.servers": src.bootstrap})
     admin.create_partitions([NewPartitions("grow", 3)])["grow"].result(10)
     _produce(src.bootstrap, "grow", 7, partition=2)
-    _wait("3 partitions at the destination", lambda: _partitions(dst.bootstrap, "grow") == 3)
-    ends = _ends(src.bootstrap, "grow", 3)
+    wait_for(
+        lambda: _partitions(dst.bootstrap, "grow") == 3,
+        20,
+        "3 partitions at the destination",
+        step=0.1,
+    )
+    ends = wait_caught_up(src.bootstrap, dst.bootstrap, "grow", 3, "the new partition mirrored", 20)
     assert ends[2] == 7
-    _wait("the new partition mirrored", lambda: _ends(dst.bootstrap, "grow", 3) == ends)
 
 
 def test_group_offsets_follow_and_a_consumer_switches_clusters(pair: tuple[Node, Node]) -> None:
     src, dst = pair
     _mirror(dst, src, "orders", 2)  # 10 records
     _produce(src.bootstrap, "orders", 30)
-    ends = _ends(src.bootstrap, "orders", 2)
+    ends = wait_caught_up(src.bootstrap, dst.bootstrap, "orders", 2, "orders caught up", 20)
     total = sum(ends.values())
     assert total == 40
-    _wait("orders caught up", lambda: _ends(dst.bootstrap, "orders", 2) == ends)
 
     def consumer(bootstrap: str) -> Consumer:
         return Consumer(
@@ -196,7 +163,7 @@ def test_group_offsets_follow_and_a_consumer_switches_clusters(pair: tuple[Node,
         finally:
             probe.close()
 
-    _wait("the offsets at the destination", lambda: dst_committed() == committed, timeout=10)
+    wait_for(lambda: dst_committed() == committed, 10, "the offsets at the destination", step=0.1)
     took = time.monotonic() - committed_at
     assert took < 3 * REFRESH_MS / 1000 + 2, took  # within a refresh (plus probe overhead)
 
@@ -228,11 +195,10 @@ def test_topic_deleted_at_source_becomes_writable(pair: tuple[Node, Node]) -> No
         p.produce("doomed", b"local", on_delivery=lambda e, m: errors.append(e) if e else None)
         return p.flush(5) == 0 and not errors
 
-    _wait("the destination topic writable (STOPPED)", writable, timeout=20)
-    assert _ends(dst.bootstrap, "doomed", 1)[0] > 10  # the mirrored data is still there
-    described = _tool(dst, "--describe", "--mirror", MIRROR)
-    rows = [line.split() for line in described.splitlines() if " doomed " in f" {line} "]
-    assert rows and all(r[-1] == "STOPPED" for r in rows), described
+    wait_for(writable, 20, "the destination topic writable (STOPPED)", step=0.1)
+    assert end_offsets(dst.bootstrap, "doomed", 1)[0] > 10  # the mirrored data is still there
+    rows = describe_rows(dst, MIRROR, "doomed")
+    assert rows and all(r[-1] == "STOPPED" for r in rows), rows
 
 
 def test_sync_against_librdkafka_mock_cluster() -> None:
@@ -240,8 +206,6 @@ def test_sync_against_librdkafka_mock_cluster() -> None:
     the rest is skipped and counted, nothing fails."""
     from broker.mirror.source import SourceClient
     from tests.broker.test_mirror_metadata_sync import World
-
-    from .test_mirror_fetcher import MockCluster
 
     mock = MockCluster()
     try:

@@ -4,60 +4,27 @@ A stock confluent-kafka producer writes to the source; the mirror is created wit
 main(); http://127.0.0.1:<metrics.port>/metrics is scraped and read with prometheus-client's
 parser: partitions per state, bytes counters, lag and its maximum, fetch requests, pause."""
 
-import io
 import socket
 import time
-import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
-from prometheus_client.parser import text_string_to_metric_families
 
-from broker.cli import mirrors as mirrors_cli
-
+from .clients import create_topic, wait_for
+from .mirror_helpers import (
+    create_mirror,
+    mirror_tool,
+    running,
+    scrape,
+    total,
+    write_mirror_config,
+)
 from .node import Node
 
 MIRROR = "mx"
 TOPIC = "metered"
 PARTITIONS = 3
-
-Samples = dict[str, list[tuple[dict[str, str], float]]]
-
-
-def _tool(dst: Node, *args: str) -> str:
-    out, err = io.StringIO(), io.StringIO()
-    rc = mirrors_cli.main(["--bootstrap-server", dst.bootstrap, *args], out, err)
-    assert rc == 0, f"{args}: rc={rc}\n{out.getvalue()}\n{err.getvalue()}"
-    return out.getvalue()
-
-
-def scrape(node: Node) -> Samples:
-    url = f"http://127.0.0.1:{node.metrics_port}/metrics"
-    with urllib.request.urlopen(url, timeout=5) as r:
-        text = r.read().decode()
-    out: Samples = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            out.setdefault(s.name, []).append((dict(s.labels), s.value))
-    return out
-
-
-def total(samples: Samples, name: str, **labels: str) -> float:
-    """Sum of the samples of ``name`` whose labels include ``labels`` (0 when none)."""
-    return sum(
-        v for lbl, v in samples.get(name, []) if all(lbl.get(k) == w for k, w in labels.items())
-    )
-
-
-def wait_for(what: str, check: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def produce(bootstrap: str, n: int, start: int = 0) -> None:
@@ -79,20 +46,11 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Node, Node]
     base = tmp_path_factory.mktemp("mirror-metrics")
     src = Node(base / "src")
     dst = Node(base / "dst", mirror__metadata__refresh__interval__ms="500")
-    src.start()
-    dst.start()
-    try:
-        admin = AdminClient({"bootstrap.servers": src.bootstrap})
-        for f in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)]).values():
-            f.result(15)
+    with running(src, dst):
+        create_topic(src.bootstrap, TOPIC, PARTITIONS)
         produce(src.bootstrap, 300)
-        props = base / "mirror.properties"
-        props.write_text(f"bootstrap.servers={src.bootstrap}\n")
-        _tool(dst, "--create", "--mirror", MIRROR, "--mirror-config", str(props))
+        create_mirror(dst, MIRROR, write_mirror_config(base / "mirror.properties", src.bootstrap))
         yield src, dst
-    finally:
-        dst.kill()
-        src.kill()
 
 
 def test_mirror_metrics_follow_the_mirror(pair: tuple[Node, Node]) -> None:
@@ -110,15 +68,17 @@ def test_mirror_metrics_follow_the_mirror(pair: tuple[Node, Node]) -> None:
     }
     assert total(before, "kafka_server_mirror_dead_fetchers", **m) == 0
 
-    _tool(dst, "--add", "--topic", TOPIC, "--mirror", MIRROR)
+    mirror_tool(dst, "--add", "--topic", TOPIC, "--mirror", MIRROR)
     wait_for(
-        "every partition MIRRORING and caught up",
         lambda: (
             total(s := scrape(dst), "kafka_server_mirror_partitions", state="MIRRORING", **m)
             == PARTITIONS
             and len(s.get("kafka_server_mirror_consumer_lag", [])) == PARTITIONS
             and total(s, "kafka_server_mirror_max_lag", **m) == 0
         ),
+        30,
+        "every partition MIRRORING and caught up",
+        step=0.1,
     )
     s1 = scrape(dst)
     lags = {lbl["partition"]: v for lbl, v in s1["kafka_server_mirror_consumer_lag"]}
@@ -138,22 +98,26 @@ def test_mirror_metrics_follow_the_mirror(pair: tuple[Node, Node]) -> None:
     assert total(s1, net + "outgoing_byte_total", **m) > 0
     assert total(s1, net + "failed_authentication_total", **m) == 0
     wait_for(
-        "a metadata refresh",
         lambda: (
             total(scrape(dst), "kafka_server_mirror_metadata_last_refresh_timestamp_seconds", **m)
             > time.time() - 60
         ),
+        30,
+        "a metadata refresh",
+        step=0.1,
     )
 
     # More data: the byte counters grow by at least what was produced, lag returns to 0.
     produce(src.bootstrap, 150, start=300)
     wait_for(
-        "the new records mirrored",
         lambda: (
             total(s := scrape(dst), "kafka_server_mirror_appended_bytes_total", **m)
             >= appended1 + 150 * 100
             and total(s, "kafka_server_mirror_max_lag", **m) == 0
         ),
+        30,
+        "the new records mirrored",
+        step=0.1,
     )
     s2 = scrape(dst)
     assert total(s2, "kafka_server_mirror_fetch_bytes_total", **m) > fetched1
@@ -161,14 +125,16 @@ def test_mirror_metrics_follow_the_mirror(pair: tuple[Node, Node]) -> None:
 
     # Pause: the PAUSED gauge counts the topic's partitions, MIRRORING drops to 0, the lag
     # series of the stopped fetches disappear.
-    _tool(dst, "--pause", "--topic", TOPIC, "--mirror", MIRROR)
+    mirror_tool(dst, "--pause", "--topic", TOPIC, "--mirror", MIRROR)
     wait_for(
-        "every partition PAUSED",
         lambda: (
             total(s := scrape(dst), "kafka_server_mirror_partitions", state="PAUSED", **m)
             == PARTITIONS
             and total(s, "kafka_server_mirror_partitions", state="MIRRORING", **m) == 0
         ),
+        30,
+        "every partition PAUSED",
+        step=0.1,
     )
     s3 = scrape(dst)
     assert not s3.get("kafka_server_mirror_consumer_lag")
@@ -176,13 +142,15 @@ def test_mirror_metrics_follow_the_mirror(pair: tuple[Node, Node]) -> None:
         s2, "kafka_server_mirror_appended_bytes_total", **m
     )  # counters never go back
 
-    _tool(dst, "--resume", "--topic", TOPIC, "--mirror", MIRROR)
+    mirror_tool(dst, "--resume", "--topic", TOPIC, "--mirror", MIRROR)
     wait_for(
-        "every partition MIRRORING again",
         lambda: (
             total(scrape(dst), "kafka_server_mirror_partitions", state="MIRRORING", **m)
             == PARTITIONS
         ),
+        30,
+        "every partition MIRRORING again",
+        step=0.1,
     )
 
 

@@ -7,7 +7,6 @@ both. noida's quirks as a source (no topic ids in Metadata: fetched by name) are
 mirror and logged.
 """
 
-import io
 import platform
 import socket
 import subprocess
@@ -19,8 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from broker.cli import mirrors as mirrors_cli
-
 from .clients import (
     CODEC_IDS,
     Rec,
@@ -31,6 +28,7 @@ from .clients import (
     stored_codecs,
     wait_for,
 )
+from .mirror_helpers import create_mirror, describe_rows, write_mirror_config
 from .node import Node, free_port
 
 TOPIC = "orders"
@@ -91,18 +89,6 @@ def noida(tmp_path: Path) -> Iterator[str]:
         out.close()
 
 
-def _tool(dst: Node, *args: str) -> str:
-    out, err = io.StringIO(), io.StringIO()
-    rc = mirrors_cli.main(["--bootstrap-server", dst.bootstrap, *args], out, err)
-    assert rc == 0, f"{args}: rc={rc}\n{out.getvalue()}\n{err.getvalue()}"
-    return out.getvalue()
-
-
-def _describe_rows(dst: Node) -> list[list[str]]:
-    text = _tool(dst, "--describe", "--mirror", "nm")
-    return [line.split() for line in text.splitlines()[1:] if line.split()[1:2] == [TOPIC]]
-
-
 def _read(bootstrap: str, n: int) -> list[Rec]:
     recs = ck_read_all(bootstrap, TOPIC, PARTITIONS, n)
     return sorted(recs, key=lambda r: (r.partition, r.offset))
@@ -128,10 +114,7 @@ def test_noida_db_as_a_mirror_source(noida: str, tmp_path: Path) -> None:
     dst = Node(tmp_path / "dst", mirror__metadata__refresh__interval__ms="500")
     dst.start()
     try:
-        props = tmp_path / "mirror.properties"
-        props.write_text(f"bootstrap.servers={noida}\n")
-        _tool(dst, "--create", "--mirror", "nm", "--mirror-config", str(props))
-        _tool(dst, "--add", "--topic", TOPIC, "--mirror", "nm")
+        create_mirror(dst, "nm", write_mirror_config(tmp_path / "mirror.properties", noida), TOPIC)
         wait_for(lambda: _read(dst.bootstrap, len(source)) == source, 30, "the mirrored copy")
 
         # it keeps following the source
@@ -146,7 +129,7 @@ def test_noida_db_as_a_mirror_source(noida: str, tmp_path: Path) -> None:
         ]
 
         def caught_up() -> bool:
-            rows = _describe_rows(dst)
+            rows = describe_rows(dst, "nm", TOPIC)
             return len(rows) == PARTITIONS and all(
                 r[3] == r[4] and r[5] == "0" and r[6] == "MIRRORING" for r in rows
             )

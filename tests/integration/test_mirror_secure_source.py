@@ -4,54 +4,34 @@ destination's fetchers and metadata sync connect with the mirror's client config
 topic.
 Driven by kafka-mirrors.sh's main() with a --mirror-config file and stock confluent clients."""
 
-import io
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
-    NewTopic,
     ScramCredentialInfo,
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
 
-from broker.cli import mirrors as mirrors_cli
 from tests.certs import Pki, make_pki
 
+from .clients import create_topic, wait_for
+from .mirror_helpers import (
+    create_mirror,
+    end_offsets,
+    mirror_tool,
+    run_mirror_tool,
+    running,
+    write_mirror_config,
+)
 from .node import Node, free_port
 
 MIRROR = "secure"
 TOPIC = "orders"
-
-
-def _tool(dst: Node, *args: str) -> str:
-    out, err = io.StringIO(), io.StringIO()
-    rc = mirrors_cli.main(["--bootstrap-server", dst.bootstrap, *args], out, err)
-    assert rc == 0, f"{args}: rc={rc}\n{out.getvalue()}\n{err.getvalue()}"
-    return out.getvalue()
-
-
-def _wait(what: str, check: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
-def _end(bootstrap: str, conf: dict[str, str] | None = None) -> int:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe", **(conf or {})})
-    try:
-        return int(c.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=5)[1])
-    except KafkaException:
-        return -1
-    finally:
-        c.close()
 
 
 @pytest.fixture(scope="module")
@@ -82,13 +62,8 @@ def nodes(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[tuple[
         }
     )
     dst = Node(base / "dst", mirror__metadata__refresh__interval__ms="500")
-    src.start()
-    dst.start()
-    try:
+    with running(src, dst):
         yield src, dst, secure_port
-    finally:
-        dst.kill()
-        src.kill()
 
 
 def test_mirror_from_a_sasl_ssl_source(
@@ -100,24 +75,28 @@ def test_mirror_from_a_sasl_ssl_source(
     admin.alter_user_scram_credentials(
         [UserScramCredentialUpsertion("mirror", info, b"mirror-secret")]
     )["mirror"].result(15)
-    admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(15)
+    create_topic(src.bootstrap, TOPIC)
     p = Producer({"bootstrap.servers": src.bootstrap, "linger.ms": 5})
     for i in range(50):
         p.produce(TOPIC, value=b"r%d" % i)
     assert p.flush(20) == 0
 
-    props = tmp_path / "mirror.properties"
-    props.write_text(
-        f"bootstrap.servers=127.0.0.1:{secure_port}\n"
-        "security.protocol=SASL_SSL\n"
-        "sasl.mechanism=SCRAM-SHA-512\n"
+    props = write_mirror_config(
+        tmp_path / "mirror.properties",
+        f"127.0.0.1:{secure_port}",
+        "security.protocol=SASL_SSL",
+        "sasl.mechanism=SCRAM-SHA-512",
         "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
-        'username="mirror" password="mirror-secret";\n'
-        f"ssl.truststore.location={pki.ca}\n"
+        'username="mirror" password="mirror-secret";',
+        f"ssl.truststore.location={pki.ca}",
     )
-    _tool(dst, "--create", "--mirror", MIRROR, "--mirror-config", str(props))
-    _tool(dst, "--add", "--topic", TOPIC, "--mirror", MIRROR)
-    _wait("the topic mirrored over SASL_SSL", lambda: _end(dst.bootstrap) == 50)
+    create_mirror(dst, MIRROR, props, TOPIC)
+    wait_for(
+        lambda: end_offsets(dst.bootstrap, TOPIC, 1, missing_ok=True) == {0: 50},
+        30,
+        "the topic mirrored over SASL_SSL",
+        step=0.1,
+    )
 
     c = Consumer(
         {
@@ -137,18 +116,13 @@ def test_mirror_from_a_sasl_ssl_source(
         c.close()
     assert got == [b"r%d" % i for i in range(50)]
 
-    described = _tool(dst, "--describe", "--mirror", MIRROR)
+    described = mirror_tool(dst, "--describe", "--mirror", MIRROR)
     assert TOPIC in described and "mirror-secret" not in described
 
     # The same source with a wrong password: adding a topic fails with the source's SASL error.
     bad = tmp_path / "bad.properties"
     bad.write_text(props.read_text().replace('password="mirror-secret"', 'password="wrong"'))
-    _tool(dst, "--create", "--mirror", "bad", "--mirror-config", str(bad))
-    out, err = io.StringIO(), io.StringIO()
-    rc = mirrors_cli.main(
-        ["--bootstrap-server", dst.bootstrap, "--add", "--topic", "ord.*", "--mirror", "bad"],
-        out,
-        err,
-    )
-    assert rc == 1 and "authentication" in err.getvalue().lower(), err.getvalue()
-    assert "invalid credentials with SASL mechanism SCRAM-SHA-512" in err.getvalue()
+    create_mirror(dst, "bad", bad)
+    rc, _out, err = run_mirror_tool(dst, "--add", "--topic", "ord.*", "--mirror", "bad")
+    assert rc == 1 and "authentication" in err.lower(), err
+    assert "invalid credentials with SASL mechanism SCRAM-SHA-512" in err

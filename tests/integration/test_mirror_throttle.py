@@ -4,7 +4,6 @@ limits only the replicas ``mirror.replication.throttled.replicas`` lists for thi
 unlisted partition of the same topic, fetched by the same fetcher, is not held back."""
 
 import glob
-import io
 import os
 import time
 from collections.abc import Iterator
@@ -17,24 +16,17 @@ from confluent_kafka.admin import (
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
-    NewTopic,
 )
 
-from broker.cli import mirrors as mirrors_cli
 from protocol.records import scan_batches
 
+from .clients import create_topic
+from .mirror_helpers import create_mirror, running, write_mirror_config
 from .node import Node
 
 TOPIC = "thr"
 RATE = 250_000  # bytes/s
 PER_PARTITION = 500  # records of 1 KiB each: ~2 s for the throttled partition
-
-
-def _tool(dst: Node, *args: str) -> str:
-    out, err = io.StringIO(), io.StringIO()
-    rc = mirrors_cli.main(["--bootstrap-server", dst.bootstrap, *args], out, err)
-    assert rc == 0, f"{args}: rc={rc}\n{out.getvalue()}\n{err.getvalue()}"
-    return out.getvalue()
 
 
 def _alter(bootstrap: str, res: ConfigResource) -> None:
@@ -72,23 +64,16 @@ def _batch_bytes(node: Node, partition: int) -> int:
 def pair(tmp_path: Path) -> Iterator[tuple[Node, Node]]:
     src = Node(tmp_path / "src")
     dst = Node(tmp_path / "dst", node_id=4, mirror__metadata__refresh__interval__ms="500")
-    src.start()
-    dst.start()
-    try:
+    with running(src, dst):
         yield src, dst
-    finally:
-        dst.kill()
-        src.kill()
 
 
 def test_only_listed_replicas_are_throttled(pair: tuple[Node, Node], tmp_path: Path) -> None:
     src, dst = pair
-    admin = AdminClient({"bootstrap.servers": src.bootstrap})
-    admin.create_topics([NewTopic(TOPIC, 2, 1)])[TOPIC].result(15)
-    props = tmp_path / "mirror.properties"
-    props.write_text(f"bootstrap.servers={src.bootstrap}\n")
-    _tool(dst, "--create", "--mirror", "tm", "--mirror-config", str(props))
-    _tool(dst, "--add", "--topic", TOPIC, "--mirror", "tm")
+    create_topic(src.bootstrap, TOPIC, 2)
+    create_mirror(
+        dst, "tm", write_mirror_config(tmp_path / "mirror.properties", src.bootstrap), TOPIC
+    )
 
     # bad lists are refused naming the bad entry
     bad = _set(ConfigResource.Type.TOPIC, TOPIC, "mirror.replication.throttled.replicas", "0:4,x")

@@ -15,7 +15,6 @@ in (see ``PartitionLog.append_raw``), which the on-disk check below verifies.
 
 from __future__ import annotations
 
-import io
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,13 +26,12 @@ from kafka import KafkaConsumer  # type: ignore[import-untyped]
 from kafka import TopicPartition as KpTopicPartition
 from kafka.admin import KafkaAdminClient  # type: ignore[import-untyped]
 
-from broker.cli import mirrors as mirrors_cli
 from protocol.records import ControlType, iter_records, parse_control_record, scan_batches
 from protocol.txn_index import decode_entries
 
 from .clients import wait_for
+from .mirror_helpers import MockCluster, create_mirror, mirror_tool, write_mirror_config
 from .node import Node
-from .test_mirror_fetcher import MockCluster
 
 TOPIC = "payments"
 COMMITTED = [b"c%d" % i for i in range(5)]
@@ -43,13 +41,6 @@ PLAIN = [b"n%d" % i for i in range(2)]
 # The mock's offsets: c 0-4, COMMIT 5, a 6-10, ABORT 11, o 12-14, n 15-16.
 OPEN_FIRST = len(COMMITTED) + 1 + len(ABORTED) + 1
 END = OPEN_FIRST + len(OPEN) + len(PLAIN)
-
-
-def _tool(dst: Node, *args: str) -> str:
-    out, err = io.StringIO(), io.StringIO()
-    rc = mirrors_cli.main(["--bootstrap-server", dst.bootstrap, *args], out, err)
-    assert rc == 0, f"{args}: rc={rc}\n{out.getvalue()}\n{err.getvalue()}"
-    return out.getvalue()
 
 
 def _read(bootstrap: str, isolation: str) -> list[tuple[int, bytes]]:
@@ -148,10 +139,8 @@ def test_read_committed_on_a_mirror_of_transactions(
     dst = Node(tmp_path / "dst")
     dst.start()
     try:
-        props = tmp_path / "mirror.properties"
-        props.write_text(f"bootstrap.servers={mock.bootstrap}\n")
-        _tool(dst, "--create", "--mirror", "mock", "--mirror-config", str(props))
-        _tool(dst, "--add", "--topic", TOPIC, "--mirror", "mock")
+        props = write_mirror_config(tmp_path / "mirror.properties", mock.bootstrap)
+        create_mirror(dst, "mock", props, TOPIC)
         wait_for(
             lambda: _latest(dst.bootstrap, IsolationLevel.READ_UNCOMMITTED) == END,
             30,
@@ -190,7 +179,7 @@ def test_read_committed_on_a_mirror_of_transactions(
         ]
 
         # Failover: truncated to the LSO, then MIRROR_PID_RESET; nothing hangs any more.
-        _tool(dst, "--remove", "--topic", TOPIC, "--mirror", "mock")
+        mirror_tool(dst, "--remove", "--topic", TOPIC, "--mirror", "mock")
         wait_for(
             lambda: _latest(dst.bootstrap, IsolationLevel.READ_UNCOMMITTED) == OPEN_FIRST + 1,
             30,

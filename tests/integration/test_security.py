@@ -7,7 +7,7 @@ import asyncio
 import socket
 import struct
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,6 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import (
     AdminClient,
-    NewTopic,
     ScramCredentialInfo,
     ScramMechanism,
     UserScramCredentialDeletion,
@@ -35,6 +34,7 @@ from kafka.errors import KafkaError as KpError  # type: ignore[import-untyped]
 
 from tests.certs import PASSWORD, Pki, make_pki
 
+from .clients import create_topic
 from .node import Node, free_port
 
 PLAIN_JAAS = (
@@ -94,20 +94,6 @@ def secure(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[Secur
         s.node.kill()
 
 
-def _wait(what: str, check: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
-def _create_topic(s: SecureNode, name: str) -> None:
-    admin = AdminClient({"bootstrap.servers": s.bootstrap("PLAINTEXT")})
-    admin.create_topics([NewTopic(name, 1, 1)])[name].result(15)
-
-
 def _produce(conf: dict[str, Any], topic: str, n: int) -> None:
     p = Producer({"linger.ms": 5, **conf})
     errors: list[Any] = []
@@ -151,7 +137,7 @@ def _values(n: int) -> list[bytes]:
 
 
 def test_ssl_listener_serves_confluent_clients(secure: SecureNode) -> None:
-    _create_topic(secure, "tls")
+    create_topic(secure.bootstrap("PLAINTEXT"), "tls")
     conf = {
         "bootstrap.servers": secure.bootstrap("SSL"),
         "security.protocol": "SSL",
@@ -186,7 +172,7 @@ def test_mutual_tls_needs_a_client_certificate(secure: SecureNode) -> None:
         "ssl.certificate.location": str(secure.pki.client_cert),
         "ssl.key.location": str(secure.pki.client_key),
     }
-    _create_topic(secure, "mtls")
+    create_topic(secure.bootstrap("PLAINTEXT"), "mtls")
     _produce(with_cert, "mtls", 5)
     assert _consume(with_cert, "mtls", 5) == _values(5)
 
@@ -205,7 +191,7 @@ def _plain(secure: SecureNode, user: str, password: str) -> dict[str, Any]:
 
 
 def test_sasl_plain_with_confluent(secure: SecureNode) -> None:
-    _create_topic(secure, "plain")
+    create_topic(secure.bootstrap("PLAINTEXT"), "plain")
     conf = _plain(secure, "alice", "alice-secret")
     _produce(conf, "plain", 10)
     assert _consume(conf, "plain", 10) == _values(10)
@@ -226,7 +212,7 @@ def test_sasl_plain_wrong_password_is_an_authentication_error(secure: SecureNode
 def test_sasl_plain_with_kafka_python_and_aiokafka(
     secure: SecureNode, caplog: pytest.LogCaptureFixture
 ) -> None:
-    _create_topic(secure, "plain-py")
+    create_topic(secure.bootstrap("PLAINTEXT"), "plain-py")
     sasl = {
         "bootstrap_servers": secure.bootstrap("SASL_PLAINTEXT"),
         "security_protocol": "SASL_PLAINTEXT",
@@ -323,7 +309,7 @@ def test_scram_sha512_over_sasl_ssl(secure: SecureNode) -> None:
     infos = [(i.mechanism, i.iterations) for i in described.scram_credential_infos]
     assert infos == [(ScramMechanism.SCRAM_SHA_512, 8192)]
 
-    _create_topic(secure, "scram")
+    create_topic(secure.bootstrap("PLAINTEXT"), "scram")
     conf = _scram(secure, "SASL_SSL", "SCRAM-SHA-512", "bob", "bob-secret")
     _produce(conf, "scram", 10)
     assert _consume(conf, "scram", 10) == _values(10)
@@ -339,7 +325,7 @@ def test_scram_sha512_over_sasl_ssl(secure: SecureNode) -> None:
 def test_scram_sha256_with_kafka_python_and_credential_changes(secure: SecureNode) -> None:
     admin = AdminClient({"bootstrap.servers": secure.bootstrap("PLAINTEXT")})
     _upsert(admin, "carol", ScramMechanism.SCRAM_SHA_256, "first", 4096)
-    _create_topic(secure, "scram-py")
+    create_topic(secure.bootstrap("PLAINTEXT"), "scram-py")
     sasl = {
         "bootstrap_servers": secure.bootstrap("SASL_PLAINTEXT"),
         "security_protocol": "SASL_PLAINTEXT",
