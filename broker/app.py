@@ -264,6 +264,7 @@ class Node:
             clear_mirror_name=self.mirror_controller.clear_mirror_name,
             source_cluster_id=self._source_cluster_id,
             align_with_source=self._align_with_source,
+            verify_source=self.mirror_api.check_source,
             now_ms=self.clock.now_ms,
         )
         self.services.mirror_writable = self.mirrors.writable
@@ -281,6 +282,7 @@ class Node:
         )
         self.mirror_api.states = self._mirror_states
         self.mirror_api.progress = self._mirror_progress
+        self.mirror_api.reason = self.mirrors.reason
 
     # -- metadata --------------------------------------------------------------------------
 
@@ -386,10 +388,13 @@ class Node:
         finally:
             await client.close()
 
-    async def _align_with_source(self, mirror: str, topic: str, partition: int, plog: Any) -> None:
-        """PREPARING: drop local epochs the source never mirrored from us (failback)."""
+    async def _align_with_source(
+        self, mirror: str, topic: str, partition: int, plog: Any
+    ) -> str | None:
+        """PREPARING: drop local epochs the source never mirrored from us (failback). Returns
+        what was truncated and why (shown by --describe), or None when nothing was."""
         if plog.log_end_offset <= plog.log_start_offset:
-            return  # nothing local: a first start copies everything anyway
+            return None  # nothing local: a first start copies everything anyway
         config = dict(self.image.config(MIRROR_RESOURCE, mirror))
         client = SourceClient(config, f"kmirror-{self.config.node_id}-mirror-{mirror}")
         try:
@@ -399,19 +404,25 @@ class Node:
         confirmed = None if epochs is None else epochs.get((topic, partition))
         entries = plog.leader_epoch_cache.entries()
         cut = MirrorManager.truncation_point(entries, plog.log_start_offset, confirmed)
-        if 0 <= cut < plog.log_end_offset:
-            log.info(
-                "mirror %s: %s-%d truncated to %d before mirroring (source confirms epoch %s)",
-                mirror,
-                topic,
-                partition,
-                cut,
-                confirmed,
-            )
-            if cut <= plog.log_start_offset:
-                plog.truncate_fully_and_start_at(cut)
-            else:
-                plog.truncate_to(cut)
+        if not 0 <= cut < plog.log_end_offset:
+            return None
+        end = plog.log_end_offset
+        why = (
+            f"the source's last mirrored epoch of it is {confirmed}"
+            if confirmed is not None
+            else "the source has no record of mirroring it from this cluster, so KIP-1279 "
+            "mirrors it from scratch"
+        )
+        note = (
+            f"truncated offsets {cut}..{end - 1} ({end - cut} offsets of local data) "
+            f"before mirroring: {why}"
+        )
+        log.warning("mirror %s: %s-%d %s", mirror, topic, partition, note)
+        if cut <= plog.log_start_offset:
+            plog.truncate_fully_and_start_at(cut)
+        else:
+            plog.truncate_to(cut)
+        return note
 
     def _apply_mirror_throttle(self) -> None:
         node, img = str(self.config.node_id), self.image

@@ -63,6 +63,7 @@ CREATE_MIRROR, ADD_TOPICS, REMOVE_TOPICS = 94, 95, 96
 LIST_MIRRORS, DESCRIBE_MIRRORS = 98, 99
 PAUSE_TOPICS, RESUME_TOPICS, DELETE_MIRROR, BUMP_LEADER_EPOCHS = 102, 103, 104, 105
 SOURCE_TIMEOUT_S: Final = 15.0
+CREATE_PROBE_S: Final = 5.0  # CreateMirror waits this long for the source's cluster id
 ACCEPTING_STATES: Final = ("UNKNOWN", "STOPPED")  # the KIP's precondition for AddTopicsToMirror
 
 Code = ErrorCode | MirrorErrorCode
@@ -91,6 +92,10 @@ class SourceLike(Protocol):
 SourceFactory = Callable[[Mapping[str, str], str], SourceLike]
 
 
+class SourceIdentityError(Exception):
+    """The cluster answering as a mirror's source must not be mirrored (itself, or another)."""
+
+
 def is_topic_pattern(name: str) -> bool:
     """A selector that is not a legal topic name is a regular expression."""
     return bool(name) and topic_name_error(name) is not None
@@ -112,7 +117,6 @@ class MirrorApi:
         source_client: SourceFactory | None = None,
         states: StatesFn | None = None,
         progress: ProgressFn | None = None,
-        source_cluster_id: Callable[[str], str | None] | None = None,
     ) -> None:
         self.s = services
         self.mirrors = mirrors
@@ -120,8 +124,7 @@ class MirrorApi:
         # Public so the composition root can wire them after the mirror manager exists.
         self.states: StatesFn = states or (lambda mirror: {})
         self.progress: ProgressFn | None = progress
-        self.source_cluster_id = source_cluster_id
-        self._cluster_ids: dict[str, str] = {}
+        self.reason: Callable[[str, int], str | None] = lambda _t, _p: None
         self._tasks: set[asyncio.Task[None]] = set()
 
     # -- helpers ---------------------------------------------------------------------------
@@ -155,19 +158,26 @@ class MirrorApi:
     async def _with_source(
         self, mirror: str, work: Callable[[SourceLike], Awaitable[Any]]
     ) -> tuple[Any, str | None]:
-        """Run ``work`` against the mirror's source; (result, None) or (None, why it failed)."""
+        """Run ``work`` against the mirror's source; (result, None) or (None, why it failed).
+
+        Every connection first checks who answers (KIP-1279's cluster-id guard): this cluster
+        itself, or another cluster than the one first recorded, raises SourceIdentityError
+        before any work is done, since mirroring from either would truncate local data."""
         config = mirror_config.client_settings(self.s.image().config(MIRROR_RESOURCE, mirror))
         try:
             client = self.source_client(config, self._client_id(mirror))
         except ValueError as e:
             return None, str(e)
         try:
-            result = await asyncio.wait_for(work(client), SOURCE_TIMEOUT_S)
-            if mirror not in self._cluster_ids:
-                cid = await asyncio.wait_for(client.cluster_id(), SOURCE_TIMEOUT_S)
-                if cid:
-                    self._cluster_ids[mirror] = cid
-            return result, None
+            cid = await asyncio.wait_for(client.cluster_id(), SOURCE_TIMEOUT_S)
+            problem = self.identity_problem(mirror, cid)
+            if problem:
+                raise SourceIdentityError(problem)
+            if cid and not self.cluster_id_of(mirror):
+                await self.mirrors.record_source_cluster_id(mirror, cid)
+            return await asyncio.wait_for(work(client), SOURCE_TIMEOUT_S), None
+        except SourceIdentityError:
+            raise
         except Exception as e:  # SourceError, NetworkError, TimeoutError: the source is the issue
             return None, f"cannot reach the source of mirror {mirror}: {e or type(e).__name__}"
         finally:
@@ -176,25 +186,56 @@ class MirrorApi:
             except Exception:
                 log.debug("closing the source client of %s failed", mirror, exc_info=True)
 
+    def identity_problem(self, mirror: str, cid: str | None) -> str | None:
+        """Why the cluster answering as ``mirror``'s source must not be mirrored, or None."""
+        if not cid:
+            return None  # a source too old to report its id: nothing to compare
+        servers = (
+            self.s.image().config(MIRROR_RESOURCE, mirror).get(mirror_config.BOOTSTRAP_SERVERS, "")
+        )
+        if cid == self.s.cluster_id:
+            return (
+                f"The source of mirror {mirror} (bootstrap.servers={servers}) is this cluster "
+                f"(cluster id {cid}); a mirror copies from another cluster."
+            )
+        recorded = self.cluster_id_of(mirror)
+        if recorded and recorded != cid:
+            return (
+                f"The source of mirror {mirror} (bootstrap.servers={servers}) is cluster {cid}, "
+                f"but the mirror was created against cluster {recorded}; delete and re-create "
+                "the mirror to mirror another cluster."
+            )
+        return None
+
+    async def check_source(self, mirror: str) -> tuple[bool, str | None]:
+        """Connect to the source and check who answers: (checked, why it must not be
+        mirrored). (False, None) when it cannot be reached: nothing to fetch from it anyway."""
+
+        async def nothing(_c: SourceLike) -> None:
+            return None
+
+        try:
+            _, unreachable = await self._with_source(mirror, nothing)
+        except SourceIdentityError as e:
+            return True, str(e)
+        return unreachable is None, None
+
     def _resolve_cluster_id_later(self, mirror: str) -> None:
         async def resolve() -> None:
-            async def nothing(_c: SourceLike) -> None:
-                return None
-
-            _, why = await self._with_source(mirror, nothing)
-            if why:
-                log.info("mirror %s: source cluster id not resolved yet: %s", mirror, why)
+            _, problem = await self.check_source(mirror)
+            if problem:
+                log.error("mirror %s: %s", mirror, problem)
 
         task = asyncio.get_running_loop().create_task(resolve())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     def cluster_id_of(self, mirror: str) -> str:
-        if self.source_cluster_id is not None:
-            cid = self.source_cluster_id(mirror)
-            if cid:
-                return cid
-        return self._cluster_ids.get(mirror, "")
+        """The source cluster id recorded in the metadata log, or "" while unknown."""
+        return (
+            self.s.image().config(MIRROR_RESOURCE, mirror).get(mirror_config.SOURCE_CLUSTER_ID_KEY)
+            or ""
+        )
 
     @staticmethod
     def _topic_rows(results: Sequence[MirrorTopicResult]) -> list[dict[str, Any]]:
@@ -226,14 +267,48 @@ class MirrorApi:
             return self._respond(
                 CREATE_MIRROR, ctx, {"error_code": int(out.error), "error_message": out.message}
             )
+        name = req.mirror_name
         configs = {c.name: c.value for c in req.config}
-        code, message = await self.mirrors.create_mirror(req.mirror_name, configs)
+        code, message = await self.mirrors.create_mirror(name, configs, validate_only=True)
+        cid = None
         if code == ErrorCode.none:
-            self._cluster_ids.pop(req.mirror_name, None)
-            self._resolve_cluster_id_later(req.mirror_name)
+            cid = await self._probe_cluster_id(name, configs)
+            if cid == self.s.cluster_id:
+                code = ErrorCode.inconsistent_cluster_id
+                message = (
+                    f"The source of mirror {name} (bootstrap.servers="
+                    f"{configs.get(mirror_config.BOOTSTRAP_SERVERS)}) is this cluster (cluster id "
+                    f"{cid}); a mirror copies from another cluster."
+                )
+        if code == ErrorCode.none:
+            code, message = await self.mirrors.create_mirror(name, configs)
+            if code == ErrorCode.none:
+                if cid:
+                    await self.mirrors.record_source_cluster_id(name, cid)
+                else:  # the source is not up yet: recorded on the first connection
+                    self._resolve_cluster_id_later(name)
         return self._respond(
             CREATE_MIRROR, ctx, {"error_code": int(code), "error_message": message}
         )
+
+    async def _probe_cluster_id(self, mirror: str, configs: Mapping[str, str | None]) -> str | None:
+        """The would-be source's cluster id, if it answers within a few seconds (a mirror may
+        be created before its source is up)."""
+        settings = mirror_config.client_settings({k: v for k, v in configs.items() if v})
+        try:
+            client = self.source_client(settings, self._client_id(mirror))
+        except ValueError:
+            return None
+        try:
+            return await asyncio.wait_for(client.cluster_id(), CREATE_PROBE_S)
+        except Exception as e:
+            log.info("mirror %s: source cluster id not resolved yet: %s", mirror, e or type(e))
+            return None
+        finally:
+            try:
+                await client.close()
+            except Exception:
+                log.debug("closing the source client of %s failed", mirror, exc_info=True)
 
     async def delete_mirror(self, ctx: RequestContext, req: Any) -> Any:
         if self._mirror_denied(ctx, AclOperation.ALTER, req.mirror_name):
@@ -242,8 +317,6 @@ class MirrorApi:
                 DELETE_MIRROR, ctx, {"error_code": int(out.error), "error_message": out.message}
             )
         code, message = await self.mirrors.delete_mirror(req.mirror_name)
-        if code == ErrorCode.none:
-            self._cluster_ids.pop(req.mirror_name, None)
         return self._respond(
             DELETE_MIRROR, ctx, {"error_code": int(code), "error_message": message}
         )
@@ -302,7 +375,15 @@ class MirrorApi:
             configs = await client.topic_configs(missing) if missing else {}
             return found, configs
 
-        looked, source_error = await self._with_source(mirror, look)
+        try:
+            looked, source_error = await self._with_source(mirror, look)
+        except SourceIdentityError as e:
+            return self._topics_response(
+                ADD_TOPICS,
+                ctx,
+                mirror,
+                MirrorTopicsOutcome(ErrorCode.inconsistent_cluster_id, str(e)),
+            )
         found: Mapping[str, Any] = looked[0] if looked else {}
         source_configs: Mapping[str, Mapping[str, str]] = looked[1] if looked else {}
         if patterns and source_error:
@@ -505,6 +586,7 @@ class MirrorApi:
                             "lag": lag,
                             "state": state,
                             "last_mirror_epoch": lme,
+                            "state_reason": self.reason(name, p),
                         }
                     )
                 topics.append({"topic_name": name, "partitions": parts})

@@ -332,6 +332,7 @@ async def _dispatch(
         )
         _check(resp)
         rows: list[tuple[Any, ...]] = []
+        notes: list[str] = []
         for m in sorted(resp.mirrors, key=lambda m: str(m.mirror_name)):
             code = _code(m.error_code)
             if code:
@@ -349,11 +350,18 @@ async def _dispatch(
                             p.state,
                         )
                     )
+                    reason = getattr(p, "state_reason", None)  # kmirror's tagged field
+                    if reason:
+                        notes.append(f"{t.topic_name}-{p.partition_index} {p.state}: {reason}")
         if not rows:
             print("No mirror partitions found", file=out)
             return 0
         header = ("MIRROR", "TOPIC", "PARTITION", "SOURCE-OFFSET", "DESTINATION-OFFSET", "LAG")
         _table((*header, "STATE"), rows, out)
+        if notes:
+            print("\nNotes:", file=out)
+            for note in notes:
+                print(note, file=out)
         return 0
     # add / remove / pause / resume
     selectors = [args.topic]

@@ -19,7 +19,8 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qk"
+# Two clusters, two ids: a mirror refuses a source whose cluster id is its own.
+CLUSTER_IDS = {"source": "RjB46kGQQMy-Ec7V6fz7tQ", "destination": "bF724YU5TvumqsDMmGNubg"}
 
 
 def _free_port() -> int:
@@ -140,7 +141,7 @@ def _start_node(workdir: Path, name: str) -> tuple[subprocess.Popen[bytes], int,
             str(ROOT / "bin" / "kafka-storage.sh"),
             "format",
             "-t",
-            CLUSTER_ID,
+            CLUSTER_IDS[name],
             "-c",
             str(config),
             "--ignore-formatted",

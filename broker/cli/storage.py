@@ -21,6 +21,7 @@ from broker.config.meta_properties import (
     write_meta_properties,
 )
 from broker.config.server_config import ConfigError, ServerConfig, load_server_config
+from broker.log.dir_lock import DirLock, LogDirLockedError
 
 # The metadata.version a Kafka 4.1 format reports; kmirror speaks 4.1's protocol.
 RELEASE_VERSION = "4.1-IV1"
@@ -120,6 +121,29 @@ def format_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if not empty:
         print("All of the log directories are already formatted.", file=out)
         return 0
+    locks = _lock_all(empty)  # a running node's directory is never written under it
+    try:
+        _write_all(empty, cfg, args, out)
+    finally:
+        for lock in locks:
+            lock.release()
+    return 0
+
+
+def _lock_all(dirs: list[str]) -> list[DirLock]:
+    locks: list[DirLock] = []
+    try:
+        for d in dirs:
+            Path(d).mkdir(parents=True, exist_ok=True)
+            locks.append(DirLock.acquire(Path(d)))
+    except (LogDirLockedError, OSError) as e:
+        for lock in locks:
+            lock.release()
+        raise TerseFailure(str(e)) from None
+    return locks
+
+
+def _write_all(empty: list[str], cfg: ServerConfig, args: argparse.Namespace, out: TextIO) -> None:
     for d in empty:
         if d == cfg.metadata_log_dir:
             kind = "dynamic metadata voter directory" if args.standalone else "metadata directory"
@@ -130,7 +154,6 @@ def format_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             write_meta_properties(d, MetaProperties(args.cluster_id, cfg.node_id, random_uuid()))
         except OSError as e:
             raise TerseFailure(f"Error while writing meta.properties file {d}: {e}") from None
-    return 0
 
 
 def info_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

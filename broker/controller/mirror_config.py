@@ -60,6 +60,9 @@ KNOWN_PREFIXES: Final = ("sasl.", "ssl.", "socket.")
 # kmirror's own bookkeeping stored with the mirror (see mirror_patterns): never a client setting,
 # never shown by DescribeConfigs, never set or deleted through AlterConfigs.
 INTERNAL_PREFIX: Final = "internal."
+# The source's cluster id, recorded when first resolved (KIP-1279's cluster-id guard): every
+# later connection must reach the same cluster, and never this one.
+SOURCE_CLUSTER_ID_KEY: Final = INTERNAL_PREFIX + "source.cluster.id"
 # Topic configs that describe this (destination) cluster: never copied from the source nor
 # deleted because the source lacks them.
 DESTINATION_TOPIC_KEYS: Final = frozenset({"mirror.name", "mirror.replication.throttled.replicas"})

@@ -348,6 +348,22 @@ class MirrorController:
             await self._c.commit(records)
             return out
 
+    async def record_source_cluster_id(self, mirror: str, cluster_id: str) -> None:
+        """Remember the source's cluster id once; a mirror keeps the first one it saw."""
+        async with self._c.lock:
+            mcfg = self._c.current_image().config(MIRROR_RESOURCE, mirror)
+            if mcfg and not mcfg.get(mirror_config.SOURCE_CLUSTER_ID_KEY):
+                await self._c.commit(
+                    [
+                        ConfigRecord(
+                            resource_type=MIRROR_RESOURCE,
+                            resource_name=mirror,
+                            name=mirror_config.SOURCE_CLUSTER_ID_KEY,
+                            value=cluster_id,
+                        )
+                    ]
+                )
+
     async def clear_mirror_name(self, topic: str) -> None:
         """Once every partition of a removed topic is STOPPED: the topic leaves its mirror."""
         async with self._c.lock:

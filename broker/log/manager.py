@@ -27,6 +27,7 @@ from .checkpoint import (
 )
 from .clock import Clock
 from .config import LogConfig
+from .dir_lock import DirLock
 from .partition_log import PartitionLog, partition_dir_name
 
 CLEAN_SHUTDOWN_FILE: Final = ".kafka_cleanshutdown"
@@ -48,9 +49,16 @@ class LogManager:
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
         self._closed = False
-        for log_dir in self.log_dirs:
-            log_dir.mkdir(parents=True, exist_ok=True)
-            self._load_dir(log_dir)
+        self._locks: list[DirLock] = []
+        try:
+            for log_dir in self.log_dirs:  # all locked before any is touched
+                log_dir.mkdir(parents=True, exist_ok=True)
+                self._locks.append(DirLock.acquire(log_dir))
+            for log_dir in self.log_dirs:
+                self._load_dir(log_dir)
+        except BaseException:
+            self._release_locks()
+            raise
 
     # -- loading -------------------------------------------------------------------------
     def _load_dir(self, log_dir: Path) -> None:
@@ -205,3 +213,9 @@ class LogManager:
         for log_dir in self.log_dirs:
             write_atomically(log_dir / CLEAN_SHUTDOWN_FILE, '{"version":0,"brokerEpoch":-1}')
         self._closed = True
+        self._release_locks()
+
+    def _release_locks(self) -> None:
+        for lock in self._locks:
+            lock.release()
+        self._locks.clear()

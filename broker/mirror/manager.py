@@ -122,7 +122,8 @@ class PartitionInfo:
     topic_id: uuid.UUID
     state: MirrorState
     last_mirror_epoch: int | None = None
-    error: str | None = None
+    error: str | None = None  # why FAILED
+    note: str | None = None  # what the last truncation removed, and why
 
 
 class MirrorManager:
@@ -136,7 +137,8 @@ class MirrorManager:
         bump_leader_epoch: Callable[[str, int, int], Awaitable[None]],
         clear_mirror_name: Callable[[str], Awaitable[None]],
         source_cluster_id: Callable[[str], Awaitable[str | None]],
-        align_with_source: Callable[[str, str, int, Any], Awaitable[None]] | None = None,
+        align_with_source: Callable[[str, str, int, Any], Awaitable[str | None]] | None = None,
+        verify_source: Callable[[str], Awaitable[tuple[bool, str | None]]] | None = None,
         now_ms: Callable[[], int],
     ) -> None:
         self._image = image
@@ -147,6 +149,10 @@ class MirrorManager:
         self._clear = clear_mirror_name
         self._source_cluster_id = source_cluster_id
         self._align = align_with_source
+        self._verify = verify_source
+        # per mirror: the connection settings whose source passed the identity check
+        self._verified: dict[str, dict[str, str]] = {}
+        self._verify_locks: dict[str, asyncio.Lock] = {}
         self._now_ms = now_ms
         self._info: dict[Key, PartitionInfo] = {}
         self._locks: dict[Key, asyncio.Lock] = {}
@@ -164,6 +170,11 @@ class MirrorManager:
             return True
         info = self._info.get((topic, partition))
         return info is not None and info.state == MirrorState.STOPPED
+
+    def reason(self, topic: str, partition: int) -> str | None:
+        """For --describe: why the partition FAILED, or the last truncation it went through."""
+        info = self._info.get((topic, partition))
+        return None if info is None else info.error or info.note
 
     def partitions(self, mirror: str | None = None) -> dict[Key, PartitionInfo]:
         return {k: v for k, v in self._info.items() if mirror is None or v.mirror == mirror}
@@ -292,15 +303,21 @@ class MirrorManager:
             return
         if new == MirrorState.STOPPED and info.state == MirrorState.STOPPING:
             await self._do_stopping(key, info, hosted)
+        if info.state == MirrorState.PREPARING and new == MirrorState.MIRRORING:
+            # PREPARING is left only once aligned with the source: a failed attempt (source
+            # unreachable) stays in PREPARING and is retried, also after a restart.
+            if not await self._source_ok(key, info):
+                return
+            if self._align is not None:
+                note = await self._align(info.mirror, topic, partition, hosted.log)
+                info.note = note or info.note
         await self._states.write_state(info.mirror, info.topic_id, partition, new)
         log.info(
             "mirror %s: %s-%d %s -> %s", info.mirror, topic, partition, info.state.name, new.name
         )
         info.state = new
         info.error = None
-        if new == MirrorState.PREPARING and self._align is not None:
-            await self._align(info.mirror, topic, partition, hosted.log)
-        elif new == MirrorState.MIRRORING and wanted.state == MirrorState.MIRRORING:
+        if new == MirrorState.MIRRORING and wanted.state == MirrorState.MIRRORING:
             await self._start_fetcher(key, info)
         elif new in (MirrorState.PAUSED, MirrorState.STOPPING):
             await self._stop_fetcher(key, info.mirror)
@@ -372,8 +389,33 @@ class MirrorManager:
         if not source:
             log.warning("mirror %s has no configuration; %s-%d not fetched", info.mirror, *key)
             return
+        if not await self._source_ok(key, info):
+            return
         await self._fetchers.add(info.mirror, source, {key: info.topic_id})
         self._fetching.add(key)
+
+    async def _source_ok(self, key: Key, info: PartitionInfo) -> bool:
+        """The KIP's cluster-id guard before anything is truncated or fetched: once per mirror
+        and connection settings (a config change reconnects, so it is checked again). A source
+        that is this cluster, or not the recorded one, fails the partition (FAILED) instead.
+        An unreachable source passes unchecked (and is checked at the next start)."""
+        if self._verify is None:
+            return True
+        mirror = info.mirror
+        settings = mirror_config.client_settings(self._image().config(MIRROR_RESOURCE, mirror))
+        problem: str | None = None
+        async with self._verify_locks.setdefault(mirror, asyncio.Lock()):  # one check per mirror
+            if self._verified.get(mirror) != settings:
+                checked, problem = await self._verify(mirror)
+                if checked and problem is None:
+                    self._verified[mirror] = settings
+        if problem is None:
+            return True
+        log.error("mirror %s: %s-%d not mirrored: %s", mirror, *key, problem)
+        await self._states.write_state(mirror, info.topic_id, key[1], MirrorState.FAILED)
+        info.state = MirrorState.FAILED
+        info.error = problem
+        return False
 
     async def _stop_fetcher(self, key: Key, mirror: str) -> None:
         if key in self._fetching:

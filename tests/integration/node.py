@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+from broker.config.meta_properties import random_uuid
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -51,6 +53,8 @@ class Node:
         }
         self.settings.update({k.replace("__", "."): v for k, v in overrides.items()})
         self._formatted = False
+        # every node its own cluster: a mirror refuses a source with its own cluster id
+        self.cluster_id = random_uuid()
 
     @property
     def bootstrap(self) -> str:
@@ -60,14 +64,14 @@ class Node:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in self.settings.items()))
 
-    def format(self, cluster_id: str = "kmirror-test-cluster-0") -> None:
+    def format(self) -> None:
         self.write_config()
         subprocess.run(
             [
                 str(ROOT / "bin" / "kafka-storage.sh"),
                 "format",
                 "-t",
-                "MkU3OEVBNTcwNTJENDM2Qk",
+                self.cluster_id,
                 "-c",
                 str(self.config_path),
             ],

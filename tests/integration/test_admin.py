@@ -41,8 +41,6 @@ from .clients import (
 )
 from .node import Node
 
-CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qk"
-
 
 @pytest.fixture(scope="module")
 def anode(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
@@ -390,11 +388,11 @@ def test_list_offsets_and_delete_records(
 
 def test_describe_cluster(anode: Node, ck: AdminClient, kp: KafkaAdminClient) -> None:
     d = ck.describe_cluster(request_timeout=10).result(15)
-    assert d.cluster_id == CLUSTER_ID
+    assert d.cluster_id == anode.cluster_id
     assert [(n.id, n.host, n.port) for n in d.nodes] == [(1, "127.0.0.1", anode.port)]
     assert d.controller is not None and d.controller.id == 1
     k = kp.describe_cluster()
-    assert (k["cluster_id"], k["controller_id"]) == (CLUSTER_ID, 1)
+    assert (k["cluster_id"], k["controller_id"]) == (anode.cluster_id, 1)
     assert [(b["broker_id"], b["port"]) for b in k["brokers"]] == [(1, anode.port)]
 
 

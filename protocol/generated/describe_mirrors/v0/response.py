@@ -34,6 +34,8 @@ class PartitionDetail:
     """Mirror partition state name (PREPARING, MIRRORING, PAUSED, STOPPED, FAILED, ...)."""
     last_mirror_epoch: i32 = field(metadata={"kafka_type": "int32"}, default=i32(-1))
     """Last mirrored leader epoch (LME), or -1 when there is none."""
+    state_reason: str | None = field(metadata={"kafka_type": "string", "tag": 0}, default=None)
+    """kmirror extension: why the partition is FAILED, or what the last truncation by the mirror removed and why; null when there is nothing to say."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
