@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
 # Dump Kafka log segments (.log/.index/.timeindex) like Apache Kafka's kafka-dump-log.sh.
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
-exec "$root/.venv/bin/python" -m broker.cli.dump_log "$@"
+. "$(dirname "${BASH_SOURCE[0]}")/_env.sh"
+kmirror_exec broker.cli.dump_log "$@"

@@ -3,6 +3,5 @@
 #   kafka-mirror-audit.sh --source DIR --destination DIR --output DIR [--master URL] [--topics REGEX]
 # Exit 0: all partitions IDENTICAL or LAGGING; 2: any DIVERGED or MISSING; 1: usage/input error.
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
-exec "$root/.venv/bin/python" -m audit "$@"
+. "$(dirname "${BASH_SOURCE[0]}")/_env.sh"
+kmirror_exec audit "$@"

@@ -7,12 +7,12 @@ the next start skips CRC recovery.
 """
 
 import asyncio
-import contextlib
 import logging
 import signal
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +88,9 @@ from .security.authorizer import build_authorizer
 from .security.errors import SecurityConfigError
 from .security.listeners import ListenerSecurity, build_listener_security
 from .security.scram import Credential, Mechanism
+from .startup_errors import describe as describe_startup_error
+from .startup_progress import StartupProgress
+from .stop_signals import StartupInterrupted, StopSignals
 
 log = logging.getLogger("kmirror")
 
@@ -760,17 +763,85 @@ def check_storage(config: ServerConfig) -> str:
     return cluster_ids.pop()
 
 
+STOP_DURING_STARTUP_TIMEOUT_S = 10.0  # bound on cancelling start-up and closing what it opened
+USAGE = "USAGE: kafka-server-start.sh server.properties"
+HELP = f"""{USAGE}
+Runs one kmirror node in the foreground. Format its log dirs first:
+  kafka-storage.sh format -t <cluster-id> -c server.properties
+SIGTERM or SIGINT stop it cleanly at any time, start-up included: exit 0.
+A node that cannot start prints one line on stderr (the config key and why) and exits 1.
+Options:
+  --help      this text
+  --version   the kmirror version
+"""
+
+
+def _start_step(node: Node) -> str:
+    """What `Node.start` is doing, for the start-up progress log (read from another thread)."""
+    if node.server is None:
+        return "replaying the metadata log"
+    return "starting the listeners and registering the broker"
+
+
+async def _close_unstarted(node: Node) -> None:
+    """Close what a failed or cancelled start-up opened (listeners, logs), within a bound."""
+    try:
+        await asyncio.wait_for(node.stop(), STOP_DURING_STARTUP_TIMEOUT_S)
+    except Exception as e:  # the start-up's own failure is what the operator needs to see
+        log.warning("closing the node after start-up ended early: %s", str(e) or type(e).__name__)
+
+
+def _failure(e: BaseException, config: ServerConfig, node: Node | None) -> StartupError:
+    why = describe_startup_error(e, config, node.server if node is not None else None)
+    if why is None:  # not a failure start-up expects: keep the traceback, in the log
+        log.error("start-up failed", exc_info=e)
+        why = f"start-up failed: {type(e).__name__}: {e}"
+    return StartupError(why)
+
+
 async def run(
     config: ServerConfig,
     cluster_id: str,
     listener_security: Mapping[str, ListenerSecurity] | None = None,
+    signals: StopSignals | None = None,
 ) -> None:
-    node = Node(config, cluster_id, listener_security)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await node.start()
+    """Run the node until ``signals`` report SIGTERM/SIGINT (installed here if not given).
+
+    A signal during start-up cancels it, closes what it opened and returns normally, as a stop
+    after start-up does (the process exits 0 either way). A start-up failure closes what was
+    opened and raises `StartupError` with one line naming the config key and the reason.
+    """
+    if signals is None:
+        signals = StopSignals()
+        signals.install()
+    progress = StartupProgress()
+    node: Node | None = None
+    try:
+        dirs = ", ".join(dict.fromkeys([*config.log_dirs, config.metadata_log_dir]))
+        with progress.step(f"recovering the logs in {dirs}"):
+            node = Node(config, cluster_id, listener_security)
+        stop = asyncio.Event()
+        signals.attach(asyncio.get_running_loop(), stop.set)
+        start = asyncio.ensure_future(node.start())
+        stopped = asyncio.ensure_future(stop.wait())
+        with progress.step(lambda: _start_step(node)):
+            await asyncio.wait({start, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    except Exception as e:
+        raise _failure(e, config, node) from e
+    finally:
+        progress.close()
+    if not start.done():
+        sig = signals.received.name if signals.received is not None else "stop signal"
+        log.info("%s during start-up: cancelling it", sig)
+        start.cancel()
+        await asyncio.wait({start}, timeout=STOP_DURING_STARTUP_TIMEOUT_S)
+        await _close_unstarted(node)
+        return
+    stopped.cancel()
+    failure = asyncio.CancelledError() if start.cancelled() else start.exception()
+    if failure is not None:
+        await _close_unstarted(node)
+        raise _failure(failure, config, node) from failure
     maintenance = asyncio.create_task(node.maintenance())
     await stop.wait()
     log.info("shutting down")
@@ -778,19 +849,46 @@ async def run(
     await node.stop()
 
 
+def _version() -> str:
+    try:
+        return metadata.version("kmirror")
+    except metadata.PackageNotFoundError:
+        return "0.0.0"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in ("-h", "--help"):
+        print(HELP, end="")
+        return 0
+    if args and args[0] == "--version":
+        print(_version())
+        return 0
+    if len(args) != 1 or args[0].startswith("-"):
+        print(USAGE, file=sys.stderr)
+        return 1
     logging.basicConfig(
         level=logging.INFO,
         format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)",
         stream=sys.stdout,
     )
-    if len(args) != 1 or args[0] in ("-h", "--help"):
-        print("USAGE: kafka-server-start.sh server.properties", file=sys.stderr)
-        return 1
+    # From here SIGTERM/SIGINT stop the node at any point (broker/stop_signals.py).
+    signals = StopSignals()
+    signals.install()
     try:
-        config, warnings = load_server_config(args[0])
-    except (ConfigError, OSError) as e:
+        return _start_and_run(args[0], signals)
+    except StartupInterrupted as e:
+        log.info("%s during start-up: stopped", signal.Signals(e.signum).name)
+        return 0
+    finally:
+        signals.restore()
+
+
+def _start_and_run(config_path: str, signals: StopSignals) -> int:
+    """0 after a stop signal; 1, after one line on stderr, when the node cannot start."""
+    try:
+        config, warnings = load_server_config(config_path)
+    except ConfigError as e:
         print(f"kmirror: {e}", file=sys.stderr)
         return 1
     for w in warnings:
@@ -802,13 +900,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     try:
         cluster_id = check_storage(config)
+        import uvloop
+
+        started = time.monotonic()
+        uvloop.run(run(config, cluster_id, listener_security, signals))
     except StartupError as e:
         print(f"kmirror: {e}", file=sys.stderr)
         return 1
-    import uvloop
-
-    started = time.monotonic()
-    with contextlib.suppress(KeyboardInterrupt):
-        uvloop.run(run(config, cluster_id, listener_security))
     log.debug("ran for %.1fs", time.monotonic() - started)
     return 0

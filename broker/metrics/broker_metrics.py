@@ -37,6 +37,14 @@ _LATENCY_BUCKETS = (
 )
 
 
+class MetricsServeError(Exception):
+    """The Prometheus endpoint could not listen on ``host:port`` (port taken, address not here)."""
+
+    def __init__(self, host: str, port: int, cause: OSError) -> None:
+        super().__init__(f"cannot listen on {host}:{port}: {cause}")
+        self.host, self.port, self.cause = host, port, cause
+
+
 def error_name(code: int) -> str:
     """Kafka's name for an error code (NONE, UNKNOWN_TOPIC_OR_PARTITION, ...)."""
     for enum in (ErrorCode, MirrorErrorCode):
@@ -181,5 +189,8 @@ class BrokerMetrics:
         self.registry.register(MirrorCollector(read))
 
     def serve(self, host: str, port: int) -> Any:
-        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        try:
+            server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        except OSError as e:
+            raise MetricsServeError(host, port, e) from e
         return server

@@ -34,6 +34,7 @@ def test_a_second_node_on_the_same_log_dir_refuses_to_start(tmp_path: Path) -> N
         text = str(info.value)
         assert "node exited with 1" in text
         assert f"{first.log_dir} is in use by another process (pid {first.proc.pid}" in text  # type: ignore[union-attr]
+        assert "Traceback" not in text
         got = ck_read_all(first.bootstrap, "orders", 1, len(recs))
         assert [r.value for r in got] == [r.value for r in recs]
     finally:

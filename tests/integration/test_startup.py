@@ -1,0 +1,132 @@
+"""Start-up of a real node process: failures are one line naming the config key, and SIGTERM
+stops a start-up that is still recovering logs."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from .node import ROOT, Node
+
+START_TIMEOUT = 30.0
+
+
+def _run_broker(config: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "broker", str(config)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.fixture
+def taken_port() -> Iterator[socket.socket]:
+    """A loopback port another process (this test) listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        yield s
+
+
+def _one_line_error(res: subprocess.CompletedProcess[str]) -> str:
+    assert res.returncode == 1, res
+    assert "Traceback" not in res.stderr + res.stdout, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    return lines[0]
+
+
+def test_listener_port_in_use_is_one_line(tmp_path: Path, taken_port: socket.socket) -> None:
+    port = taken_port.getsockname()[1]
+    node = Node(tmp_path / "n")
+    node.port = port
+    node.settings["listeners"] = (
+        f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{node.controller_port}"
+    )
+    node.settings["advertised.listeners"] = f"PLAINTEXT://127.0.0.1:{port}"
+    node.format()
+    line = _one_line_error(_run_broker(node.config_path))
+    assert "listeners" in line and f"PLAINTEXT://127.0.0.1:{port}" in line, line
+    assert "address already in use" in line, line
+
+
+def test_metrics_port_in_use_is_one_line(tmp_path: Path, taken_port: socket.socket) -> None:
+    port = taken_port.getsockname()[1]
+    node = Node(tmp_path / "n", metrics__port=str(port))
+    node.format()
+    res = _run_broker(node.config_path)
+    line = _one_line_error(res)
+    assert "metrics.port" in line and f"127.0.0.1:{port}" in line, line
+    assert "address already in use" in line, line
+    # what start-up opened (listeners, logs) was closed, as at a shutdown
+    assert "stopped" in res.stdout, res.stdout
+    assert (node.log_dir / ".kafka_cleanshutdown").exists()
+
+
+def test_unusable_log_dir_is_one_line(tmp_path: Path) -> None:
+    """The log dir's lock file cannot be opened (here: it is a directory; as a non-root user a
+    read-only dir fails the same way)."""
+    node = Node(tmp_path / "n")
+    node.format()
+    lock = node.log_dir / ".lock"
+    lock.unlink(missing_ok=True)
+    lock.mkdir()
+    line = _one_line_error(_run_broker(node.config_path))
+    assert line.startswith("kmirror: log.dirs: ") and str(lock) in line, line
+
+
+# -- SIGTERM during start-up ---------------------------------------------------------------
+
+PARTITIONS = 1000  # ~13 s of recovery after kill -9 on the CI machine: a real stall
+
+
+def test_sigterm_during_log_recovery_stops_the_node(tmp_path: Path) -> None:
+    node = Node(tmp_path / "n")
+    try:
+        node.start(START_TIMEOUT)
+        admin = AdminClient({"bootstrap.servers": node.bootstrap, "log_level": 0})
+        for fut in admin.create_topics(
+            [NewTopic("many", PARTITIONS, 1)], request_timeout=60
+        ).values():
+            fut.result(60)
+        node.kill()  # unclean: the next start recovers every partition
+        before = len(node.output.read_bytes())
+        with node.output.open("ab") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "broker", str(node.config_path)],
+                cwd=ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        node.proc = proc
+
+        def output() -> str:
+            return node.output.read_bytes()[before:].decode(errors="replace")
+
+        deadline = time.monotonic() + 60
+        while "start-up: still recovering the logs" not in output():
+            assert proc.poll() is None, output()
+            assert "started" not in output(), f"start-up did not stall:\n{output()}"
+            assert time.monotonic() < deadline, output()
+            time.sleep(0.05)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(20)
+        took = time.monotonic() - t0
+        assert rc == 0, output()
+        assert took < 5.0, f"stopping during start-up took {took:.1f}s"
+        text = output()
+        assert "Traceback" not in text and "started" not in text, text
+        assert "SIGTERM during start-up" in text, text
+    finally:
+        node.kill()
