@@ -29,7 +29,12 @@ from types import MappingProxyType
 from typing import Final
 
 from protocol.errors import CorruptRecordError
-from protocol.records import BatchView, ControlType, iter_records, parse_control_record
+from protocol.records import (
+    UNKNOWN_COORDINATOR_EPOCH,
+    BatchView,
+    ControlType,
+    read_control_batch,
+)
 
 from .clock import Clock
 from .errors import LogAppendError
@@ -391,14 +396,14 @@ class ProducerStateManager:
                 f"{batch.producer_epoch}, older than the last seen epoch {entry.producer_epoch}",
             )
         try:
-            record = next(iter_records(batch), None)
-            control = parse_control_record(record.key, record.value) if record is not None else None
+            control = read_control_batch(batch)
         except CorruptRecordError:
             return  # not a marker this state understands; on_append will ignore it too
         if (
             control is not None
-            and control.type in (ControlType.COMMIT, ControlType.ABORT)
+            and control.is_end_txn
             and control.coordinator_epoch is not None
+            and control.coordinator_epoch != UNKNOWN_COORDINATOR_EPOCH  # nothing to fence with
             and control.coordinator_epoch < entry.coordinator_epoch
         ):
             raise ProducerStateError(
@@ -462,34 +467,31 @@ class ProducerStateManager:
         return self.on_append(batch, batch.base_offset, batch.last_offset)
 
     def _apply_control(self, batch: BatchView, offset: int) -> CompletedTxn | None:
-        if batch.record_count <= 0:
-            return None  # compaction emptied it: its transaction is gone from the log
+        # The mirror refuses an unreadable control batch before it gets here (the partition
+        # FAILS); recovery and replicas cannot refuse what is in the log, so they only warn.
         try:
-            record = next(iter_records(batch), None)
-            if record is None:
-                return None
-            control = parse_control_record(record.key, record.value)
+            control = read_control_batch(batch)
         except CorruptRecordError as exc:
             log.warning(
                 "%s: unreadable control batch at offset %d: %s", self._dir.name, offset, exc
             )
             return None
+        if control is None:
+            return None  # compaction emptied it: its transaction is gone from the log
         if control.type == ControlType.MIRROR_PID_RESET:
             self.clear_producers(reason=f"MIRROR_PID_RESET at offset {offset}")
             return None
         producer_id = batch.producer_id
-        if producer_id == NO_PRODUCER_ID or control.type not in (
-            ControlType.COMMIT,
-            ControlType.ABORT,
-        ):
+        if producer_id == NO_PRODUCER_ID or not control.is_end_txn:
             return None
-        assert control.coordinator_epoch is not None  # parse_control_record sets it for markers
         return self._end_txn(
             producer_id,
             batch.producer_epoch,
-            control.coordinator_epoch,
+            UNKNOWN_COORDINATOR_EPOCH
+            if control.coordinator_epoch is None
+            else control.coordinator_epoch,
             offset,
-            record.timestamp,
+            batch.max_timestamp,  # what Kafka records as the producer's last timestamp
             aborted=control.type == ControlType.ABORT,
         )
 
@@ -516,7 +518,8 @@ class ProducerStateManager:
             if self._ongoing.pop(first, None) is not None:
                 self._unreplicated[first] = (producer_id, offset)
         entry.set_epoch(epoch)
-        entry.coordinator_epoch = coordinator_epoch
+        if coordinator_epoch != UNKNOWN_COORDINATOR_EPOCH:  # a marker without one keeps the last
+            entry.coordinator_epoch = coordinator_epoch
         entry.current_txn_first_offset = None
         self.markers_applied += 1
         entry.last_timestamp = timestamp

@@ -35,6 +35,7 @@ from ..log.partition_log import PartitionLog
 from ..network.client import ReconnectingClient, backoff_ms
 from ..network.errors import NetworkError
 from ..network.stats import NetworkStats
+from .control_check import control_batch_problem
 from .fetch_codec import (
     FETCH,
     FIRST_TOPIC_ID_VERSION,
@@ -514,14 +515,21 @@ class MirrorFetcherManager:
             fetcher.reconcile.add(p)
             return 0
         appended = 0
+        refused: str | None = None
         if len(data.records):
             try:
-                appended = self._append(p, plog, data.records)
+                appended, refused = self._append(p, plog, data.records)
             except (LogError, ProtocolError, OSError, ValueError) as e:
                 self._fail(p, f"append failed: {e}")
                 return 0
         if appended:
             p.rate.record(appended)
+        if refused is not None:
+            # What preceded the refused batch is stored; the partition stops there.
+            if appended and self.on_appended is not None:
+                self.on_appended(p.topic, p.partition)
+            self._fail(p, refused)
+            return appended
         self._follow_log_start(plog, data.log_start_offset)
         p.error = None
         p.failures = 0
@@ -529,19 +537,30 @@ class MirrorFetcherManager:
             self.on_appended(p.topic, p.partition)
         return appended
 
-    def _append(self, p: _Partition, plog: PartitionLog, records: memoryview) -> int:
+    def _append(
+        self, p: _Partition, plog: PartitionLog, records: memoryview
+    ) -> tuple[int, str | None]:
+        """Append the whole batches at or past the local log end: (bytes appended, why the
+        batch after them was refused, or None). Only a control batch the mirror cannot read
+        is refused; the batches before it are appended."""
         leo = plog.log_end_offset
         start = end = -1
         first: BatchView | None = None
+        refused: str | None = None
         # Headers only (append_raw checks each CRC): find the whole batches at or past the LEO.
+        # Control batches are decoded too (one tiny record each): see control_check.
         for view in scan_batches(records, verify_crc=False, allow_partial_tail=True):
             if view.last_offset < leo:
                 continue
+            if view.is_control:
+                refused = control_batch_problem(view)
+                if refused is not None:
+                    break
             if start < 0:
                 start, first = view.position, view
             end = view.position + view.size
         if first is None:
-            return 0
+            return 0, refused
         if first.base_offset < leo:
             # The source's batch straddles our log end: its log start (DeleteRecords) or a
             # truncation point fell inside the batch. Restart our log at the batch, as a
@@ -566,7 +585,7 @@ class MirrorFetcherManager:
         plog.append_raw(records[chunk_start:end], now_ms=now)
         total += end - chunk_start
         plog.high_watermark = plog.log_end_offset
-        return total
+        return total, refused
 
     @staticmethod
     def _follow_log_start(plog: PartitionLog, source_log_start: int) -> None:

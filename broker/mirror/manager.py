@@ -331,6 +331,7 @@ class MirrorManager:
         await self._stop_fetcher(key, info.mirror)
         lso = self._last_stable_offset(plog)
         if lso < plog.log_end_offset:
+            info.note = _warn_truncation(info.mirror, topic, partition, plog, lso)
             plog.truncate_to(lso)
             log.info("mirror %s: %s-%d truncated to LSO %d", info.mirror, topic, partition, lso)
         lme = plog.latest_epoch
@@ -434,3 +435,19 @@ class MirrorManager:
             task.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def _warn_truncation(mirror: str, topic: str, partition: int, plog: Any, lso: int) -> str:
+    """Failover is about to delete the records past the LSO: say which transaction holds it
+    there (at WARN, and returned for --describe), so an operator can tell a transaction the
+    source never ended from one whose marker could not be read."""
+    psm = getattr(plog, "producer_state", None)
+    ongoing = psm.ongoing_transactions() if psm is not None else []
+    what = f"truncating {topic}-{partition} from {plog.log_end_offset} to LSO {lso}"
+    if ongoing:
+        oldest, more = ongoing[0], len(ongoing) - 1
+        what += f": transaction of producer {oldest.producer_id} open since {oldest.first_offset}"
+        if more:
+            what += f" (and {more} more open transaction(s))"
+    log.warning("mirror %s: %s", mirror, what)
+    return f"failover: {what}"

@@ -40,8 +40,9 @@ def build_snapshot(
 ) -> MirrorSnapshot:
     rows: dict[tuple[str, str, int], PartitionRow] = {}
     for (topic, partition), info in manager.partitions().items():
+        # FAILED counts as failing after the fetcher has let the partition go, too.
         rows[(info.mirror, topic, partition)] = PartitionRow(
-            info.mirror, topic, partition, info.state.name, None
+            info.mirror, topic, partition, info.state.name, None, info.state == MirrorState.FAILED
         )
     for mirror in fetchers.mirrors():
         for topic, partition in fetchers.partitions(mirror):
@@ -55,7 +56,7 @@ def build_snapshot(
                 partition,
                 known.state if known is not None else None,
                 st.lag if st.source_high_watermark >= 0 else None,
-                st.failed or st.error is not None,
+                st.failed or st.error is not None or (known is not None and known.fetch_failing),
             )
     return MirrorSnapshot(
         mirrors=tuple(mirror_names(image)),

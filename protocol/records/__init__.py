@@ -14,6 +14,7 @@ from .batch import (
 from .builder import Record, build_batch, encode_records
 from .codecs import DEFAULT_MAX_DECOMPRESSED, Compression, compress, decompress
 from .control import (
+    UNKNOWN_COORDINATOR_EPOCH,
     ControlRecord,
     ControlType,
     build_end_txn_marker,
@@ -22,6 +23,7 @@ from .control import (
     end_txn_marker_value,
     mirror_pid_reset_value,
     parse_control_record,
+    read_control_batch,
 )
 from .iterate import DecodedRecord, iter_records
 from .scan import Summary, TruncatedBatchError, scan_batches, summarize, valid_prefix
@@ -30,6 +32,7 @@ __all__ = [
     "DEFAULT_MAX_DECOMPRESSED",
     "HEADER_SIZE",
     "LOG_OVERHEAD",
+    "UNKNOWN_COORDINATOR_EPOCH",
     "BatchView",
     "Compression",
     "ControlRecord",
@@ -49,6 +52,7 @@ __all__ = [
     "iter_records",
     "mirror_pid_reset_value",
     "parse_control_record",
+    "read_control_batch",
     "scan_batches",
     "set_base_offset",
     "set_partition_leader_epoch",

@@ -1,7 +1,10 @@
 """Control records: transaction markers and KIP-1279's MIRROR_PID_RESET.
 
-Key (every type): int16 version (0) + int16 type.
-End-txn marker value: int16 version (0) + int32 coordinator epoch.
+Key (every type): int16 version (0) + int16 type. The type is always read from the key, as
+Kafka's ControlRecordType does.
+End-txn marker value: int16 version (0) + int32 coordinator epoch. Some Kafka-compatible brokers
+write COMMIT/ABORT with a null (or shorter) value; consumers accept those, since the type is in
+the key, so they are read here as markers with an unknown coordinator epoch (-1).
 MirrorPidResetRecord value (flexible from v0): int16 Version, compact string SourceClusterId,
 tagged fields. The KIP's JSON lists fields at ``versions: "0"``, the prototype at ``"0+"``;
 with validVersions 0 both give the same bytes.
@@ -17,8 +20,9 @@ import msgspec
 
 from protocol.errors import CorruptRecordError
 
-from .batch import Buffer
+from .batch import BatchView, Buffer
 from .builder import Record, build_batch
+from .iterate import iter_records
 from .varint import decode_uvarint, encode_uvarint
 
 
@@ -38,6 +42,8 @@ class ControlType(IntEnum):
 CONTROL_KEY_VERSION: Final = 0
 END_TXN_MARKER_VERSION: Final = 0
 MIRROR_PID_RESET_VERSION: Final = 0
+# The coordinator epoch of a COMMIT/ABORT marker whose value does not carry one.
+UNKNOWN_COORDINATOR_EPOCH: Final = -1
 
 _KEY = struct.Struct(">hh")
 _END_TXN = struct.Struct(">hi")
@@ -49,8 +55,18 @@ class ControlRecord(msgspec.Struct, frozen=True):
     type: ControlType | int
     version: int  # key version
     value_version: int | None = None
-    coordinator_epoch: int | None = None  # ABORT / COMMIT
+    coordinator_epoch: int | None = None  # ABORT / COMMIT (-1 when the value lacks it)
     source_cluster_id: str | None = None  # MIRROR_PID_RESET
+
+    @property
+    def is_end_txn(self) -> bool:
+        """A COMMIT or ABORT transaction marker."""
+        return self.type in (ControlType.COMMIT, ControlType.ABORT)
+
+    @property
+    def is_known(self) -> bool:
+        """A type this code knows (unknown ones are not errors for the parser)."""
+        return isinstance(self.type, ControlType)
 
 
 def control_key(control_type: int) -> bytes:
@@ -171,10 +187,8 @@ def parse_control_record(key: Buffer | None, value: Buffer | None) -> ControlRec
         return ControlRecord(type=type_id, version=version)
     if ctype in (ControlType.ABORT, ControlType.COMMIT):
         if value is None or len(value) < _END_TXN.size:
-            raise CorruptRecordError(
-                f"end transaction marker value must have at least 6 bytes, got "
-                f"{'null' if value is None else len(value)}"
-            )
+            # The key says what the marker does; only the coordinator epoch is missing.
+            return ControlRecord(ctype, version, coordinator_epoch=UNKNOWN_COORDINATOR_EPOCH)
         value_version, epoch = _END_TXN.unpack_from(value, 0)
         if value_version < 0:
             raise CorruptRecordError(
@@ -188,3 +202,18 @@ def parse_control_record(key: Buffer | None, value: Buffer | None) -> ControlRec
         return ControlRecord(ctype, version, value_version, source_cluster_id=cluster_id)
     # KRaft control records: their values belong to the raft layer.
     return ControlRecord(ctype, version)
+
+
+def read_control_batch(batch: BatchView) -> ControlRecord | None:
+    """The control record of a control batch: its first record, as Kafka reads it.
+
+    None when the batch holds no record (compaction can empty one). Raises CorruptRecordError
+    when the records or the control record cannot be decoded; an unknown type is returned
+    (``is_known`` False), each caller decides what it means for it.
+    """
+    if batch.record_count == 0:
+        return None
+    record = next(iter_records(batch), None)
+    if record is None:
+        return None
+    return parse_control_record(record.key, record.value)
