@@ -94,6 +94,8 @@ from .stop_signals import StartupInterrupted, StopSignals
 
 log = logging.getLogger("kmirror")
 
+SASL_AUTHENTICATE_KEY = 36
+
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 MAINTENANCE_INTERVAL_S = 1.0
 THROTTLE_KEY = "mirror.replication.throttled.rate"
@@ -612,10 +614,12 @@ class Node:
                 conn.connection_id,
                 api_key,
             )
-            conn.close()
+            conn.close(fatal=True)
             return None
         try:
             response = await self.dispatcher.handle(make_ctx, frame)
+            if api_key == SASL_AUTHENTICATE_KEY and self.sasl_api.authenticated(conn.state):
+                conn.authenticated()  # sasl.server.max.receive.size no longer applies
             if self.sasl_api.should_close(conn.state):
                 # A failed SASL exchange ends the connection, a little after its error response
                 # (connection.failed.authentication.delay.ms) so the client reads the error
@@ -627,7 +631,7 @@ class Node:
             # Kafka closes the connection on a request it cannot even answer (unreadable header,
             # unknown api key, unsupported version); other connections are unaffected.
             log.info("closing connection %s: %s", conn.connection_id, e)
-            conn.close()
+            conn.close(fatal=True)  # requests pipelined after it are not answered
             return None
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -643,6 +647,11 @@ class Node:
                 port=lst.port,
                 security_protocol=lst.security_protocol,
                 ssl_context=self.listener_security[lst.name].ssl_context,
+                pre_auth_max_bytes=(
+                    cfg.sasl_server_max_receive_size
+                    if lst.security_protocol.startswith("SASL_")
+                    else None
+                ),
             )
             for lst in cfg.listeners
         ]
@@ -652,6 +661,7 @@ class Node:
             max_request_bytes=cfg.socket_request_max_bytes,
             max_inflight=max(1, min(cfg.queued_max_requests, 1000)),
             idle_ms=cfg.connections_max_idle_ms,
+            queued_max_request_bytes=cfg.queued_max_request_bytes,
         )
         await self.server.start()
         endpoints = []

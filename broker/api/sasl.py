@@ -55,6 +55,12 @@ class SaslApi:
         return session is None or session.allows(api_key)
 
     @staticmethod
+    def authenticated(state: dict[str, Any]) -> bool:
+        """Has this connection completed SASL authentication?"""
+        session = state.get(SESSION_KEY)
+        return session is not None and session.authenticated
+
+    @staticmethod
     def should_close(state: dict[str, Any]) -> bool:
         """After a response: did the SASL exchange fail (answer, then hang up)?"""
         session = state.get(SESSION_KEY)

@@ -98,6 +98,7 @@ _BROKER_VALIDATORS: dict[str, Validator] = {
     "message.max.bytes": Range(0),
     "socket.request.max.bytes": Range(1),
     "queued.max.requests": Range(1),
+    "sasl.server.max.receive.size": Range(1),
     "num.network.threads": Range(1),
     "num.io.threads": Range(1),
     "log.segment.bytes": Range(1024 * 1024),

@@ -79,6 +79,7 @@ IMPLEMENTED_KEYS: frozenset[str] = frozenset(
         "auto.create.topics.enable", "delete.topic.enable", "message.max.bytes",
         "socket.request.max.bytes", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
         "queued.max.requests", "connections.max.idle.ms", "num.network.threads", "num.io.threads",
+        "queued.max.request.bytes", "sasl.server.max.receive.size",
         "request.timeout.ms", "fetch.max.bytes",
         "log.segment.bytes", "log.roll.ms", "log.roll.hours",
         "log.retention.ms", "log.retention.minutes", "log.retention.hours",
@@ -178,6 +179,8 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     socket_send_buffer_bytes: int
     socket_receive_buffer_bytes: int
     queued_max_requests: int
+    queued_max_request_bytes: int = -1  # request bytes held by all connections; <= 0: no bound
+    sasl_server_max_receive_size: int = 524288  # largest frame before SASL authentication
     connections_max_idle_ms: int
     num_network_threads: int
     num_io_threads: int

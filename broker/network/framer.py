@@ -1,10 +1,16 @@
 """Frame splitting for `asyncio.BufferedProtocol`: the event loop reads straight into our memory.
 
 Small frames are read into one reusable chunk and copied out (cheap, and the chunk can be reused).
-A frame larger than half a chunk gets its own ``bytearray`` of exactly its size, and the rest of
-it is read directly into that array, so a big Produce request or Fetch response is never copied
-after the kernel hands it over. Every frame returned owns its memory: handlers may keep views into
-it (record batches stay memoryviews into the request).
+A frame larger than half a chunk gets its own ``bytearray`` and the rest of it is read directly
+into that array, so a big Produce request or Fetch response is never copied after the kernel hands
+it over. The array is not sized from the size prefix alone: a peer that sends a 100 MB prefix and
+nothing else must not make us allocate 100 MB. It starts at min(size, ``BIG_START``) and doubles
+as bytes arrive (frames up to ``BIG_START`` are read with no copy; larger ones pay a few copies,
+amortized under one frame's size). Every frame returned owns its memory: handlers may keep views
+into it (record batches stay memoryviews into the request).
+
+``set_max_size`` changes the limit between frames (e.g. ``sasl.server.max.receive.size`` until a
+SASL client has authenticated). ``release`` drops the buffers of a closed connection at once.
 
 The size rules are `protocol.framing`'s (negative or above the maximum -> `FrameError`).
 """
@@ -15,12 +21,23 @@ from typing import Final
 from protocol.framing import check_frame_size
 
 DEFAULT_CHUNK: Final = 64 * 1024
+BIG_START: Final = 1024 * 1024  # a frame's array starts at most this big, then doubles
 
 _SIZE: Final = struct.Struct(">i")
 
 
 class FrameReader:
-    __slots__ = ("_big", "_big_filled", "_big_view", "_buf", "_end", "_max", "_start", "_view")
+    __slots__ = (
+        "_big",
+        "_big_filled",
+        "_big_size",
+        "_big_view",
+        "_buf",
+        "_end",
+        "_max",
+        "_start",
+        "_view",
+    )
 
     def __init__(self, max_size: int, chunk: int = DEFAULT_CHUNK) -> None:
         self._max = max_size
@@ -32,6 +49,23 @@ class FrameReader:
         self._big: bytearray | None = None
         self._big_view = memoryview(b"")
         self._big_filled = 0
+        self._big_size = 0  # the big frame's full size (its array may still be smaller)
+
+    @property
+    def max_size(self) -> int:
+        return self._max
+
+    def set_max_size(self, max_size: int) -> None:
+        """The limit for size prefixes read from now on."""
+        self._max = max_size
+
+    def release(self) -> None:
+        """Drop every buffer (the connection is gone); the reader is unusable afterwards."""
+        self._buf = bytearray()
+        self._view = memoryview(self._buf)
+        self._big = None
+        self._big_view = memoryview(b"")
+        self._start = self._end = self._big_filled = self._big_size = 0
 
     @property
     def buffered(self) -> int:
@@ -40,7 +74,9 @@ class FrameReader:
 
     def get_buffer(self, sizehint: int = -1) -> memoryview:
         big = self._big
-        if big is not None and self._big_filled < len(big):
+        if big is not None and self._big_filled < self._big_size:
+            if self._big_filled == len(big):
+                big = self._grow_big()
             return self._big_view[self._big_filled :]
         # A complete big frame not yet taken (reading is being paused): later bytes go to the
         # chunk, which is empty while a big frame is pending, so the order is kept.
@@ -50,7 +86,7 @@ class FrameReader:
 
     def buffer_updated(self, nbytes: int) -> None:
         big = self._big
-        if big is not None and self._big_filled < len(big):
+        if big is not None and self._big_filled < self._big_size:
             self._big_filled += nbytes
         else:
             self._end += nbytes
@@ -63,12 +99,12 @@ class FrameReader:
         """
         big = self._big
         if big is not None:
-            if self._big_filled < len(big):
+            if self._big_filled < self._big_size:
                 return None
             frame = self._big_view
             self._big = None
             self._big_view = memoryview(b"")
-            self._big_filled = 0
+            self._big_filled = self._big_size = 0
             return frame
         avail = self._end - self._start
         if avail < 4:
@@ -84,15 +120,27 @@ class FrameReader:
         if size > len(self._buf) // 2:
             # Give it its own array; what already arrived is the only copy made.
             have = avail - 4
-            big = bytearray(size)
+            big = bytearray(max(have, min(size, BIG_START)))
             big[:have] = self._view[body : self._end]
             self._big = big
             self._big_view = memoryview(big)
             self._big_filled = have
+            self._big_size = size
             self._start = self._end = 0
         elif self._start + 4 + size > len(self._buf):
             self._compact()
         return None
+
+    def _grow_big(self) -> bytearray:
+        """Double the big frame's array (capped at its size): memory follows the bytes that
+        actually arrived, not the size prefix."""
+        old = self._big
+        assert old is not None
+        grown = bytearray(min(self._big_size, 2 * len(old)))
+        grown[: self._big_filled] = self._big_view[: self._big_filled]
+        self._big = grown
+        self._big_view = memoryview(grown)
+        return grown
 
     def _compact(self) -> None:
         n = self._end - self._start

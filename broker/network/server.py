@@ -17,8 +17,10 @@ import logging
 import ssl
 import struct
 import time
+import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias, cast
 
@@ -50,6 +52,9 @@ class Listener:
     port: int  # 0 = ephemeral; see KafkaServer.bound_ports
     security_protocol: str = "PLAINTEXT"
     ssl_context: ssl.SSLContext | None = None
+    # Largest frame before the connection authenticates (SASL listeners:
+    # sasl.server.max.receive.size); None: the server's limit from the start.
+    pre_auth_max_bytes: int | None = None
 
 
 class ConnectionContext:
@@ -80,7 +85,8 @@ class ConnectionContext:
         self.state: dict[str, Any] = {}  # per-connection state owned by handlers (e.g. SASL)
         # TLS: the client's verified certificate (``SSLSocket.getpeercert()``), None without one
         self.peer_certificate: dict[str, Any] | None = None
-        self._protocol = protocol
+        # Weak: a context kept by a handler must not keep a closed connection's buffers alive.
+        self._protocol = weakref.ref(protocol)
 
     @property
     def peer_host(self) -> str:
@@ -88,30 +94,49 @@ class ConnectionContext:
 
     @property
     def closed(self) -> bool:
-        return self._protocol.closing
+        protocol = self._protocol()
+        return protocol is None or protocol.closing
 
-    def close(self) -> None:
+    def close(self, *, fatal: bool = False) -> None:
         """Take no more requests; close once the responses of those already taken (the caller's
-        own included) are written. For e.g. a failed SASL exchange: answer, then hang up."""
-        self._protocol.request_close()
+        own included) are written. For e.g. a failed SASL exchange: answer, then hang up.
+
+        ``fatal``: the calling request itself was unacceptable (unreadable header, a request
+        before authentication): requests the client pipelined after it are dropped unanswered,
+        as Kafka closes the channel at the bad request."""
+        protocol = self._protocol()
+        if protocol is not None:
+            protocol.request_close(fatal=fatal)
+
+    def authenticated(self) -> None:
+        """The client authenticated: frames up to the server's limit are accepted from now on."""
+        protocol = self._protocol()
+        if protocol is not None:
+            protocol.lift_pre_auth_limit()
 
     def __repr__(self) -> str:
         return f"ConnectionContext({self.connection_id!r}, listener={self.listener!r})"
 
 
 class _Slot:
-    __slots__ = ("done", "response")
+    __slots__ = ("done", "response", "size", "task")
 
-    def __init__(self) -> None:
+    def __init__(self, size: int) -> None:
         self.done = False
         self.response: Response | None = None
+        self.size = size  # request bytes held until the response is written
+        self.task: asyncio.Task[None] | None = None
+
+
+# The slot of the request a handler is serving (each request runs in its own task/context).
+_CURRENT_SLOT: ContextVar[_Slot | None] = ContextVar("kmirror_current_slot", default=None)
 
 
 class _Connection(asyncio.BufferedProtocol):
     def __init__(self, server: "KafkaServer", listener: Listener) -> None:
         self._server = server
         self._listener = listener
-        self._reader = FrameReader(server.max_request_bytes)
+        self._reader = FrameReader(listener.pre_auth_max_bytes or server.max_request_bytes)
         self._slots: deque[_Slot] = deque()
         self._tasks: set[asyncio.Task[None]] = set()
         self._transport: asyncio.Transport | None = None
@@ -149,7 +174,10 @@ class _Connection(asyncio.BufferedProtocol):
         self._transport = None
         for task in self._tasks:
             task.cancel()
+        for slot in self._slots:
+            self._server._release(slot)
         self._slots.clear()
+        self._reader.release()  # the read buffers go now, not at the next full GC
         self._resolve_drained()
         self._server._connection_closed(self)
 
@@ -190,6 +218,7 @@ class _Connection(asyncio.BufferedProtocol):
             and not self._close_requested
             and not self._write_paused
             and len(self._slots) < limit
+            and not self._server.memory_full
         ):
             try:
                 frame = reader.next_frame()
@@ -215,16 +244,19 @@ class _Connection(asyncio.BufferedProtocol):
             self.shutdown(abort=True)
 
     def _dispatch(self, frame: memoryview) -> None:
-        slot = _Slot()
+        slot = _Slot(len(frame))
         self._slots.append(slot)
+        self._server._hold(slot)
         self._server.requests += 1
         task = asyncio.get_running_loop().create_task(self._serve(slot, frame))
+        slot.task = task
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     async def _serve(self, slot: _Slot, frame: memoryview) -> None:
         ctx = self.ctx
         assert ctx is not None
+        _CURRENT_SLOT.set(slot)
         try:
             response = await self._server.handler(ctx, frame)
         except asyncio.CancelledError:
@@ -243,7 +275,9 @@ class _Connection(asyncio.BufferedProtocol):
         slots = self._slots
         freed = False
         while slots and slots[0].done:
-            response = slots.popleft().response
+            slot = slots.popleft()
+            self._server._release(slot)
+            response = slot.response
             freed = True
             if response and transport is not None:
                 size = 0
@@ -265,6 +299,7 @@ class _Connection(asyncio.BufferedProtocol):
             not self._eof
             and not self._write_paused
             and len(self._slots) < self._server.max_inflight
+            and not self._server.memory_full
         )
         if want != self._reading:
             self._reading = want
@@ -292,12 +327,29 @@ class _Connection(asyncio.BufferedProtocol):
             else:
                 transport.close()
 
-    def request_close(self) -> None:
-        if self.closing or self._close_requested:
+    def request_close(self, fatal: bool = False) -> None:
+        if self.closing:
+            return
+        if fatal:
+            self._drop_after(_CURRENT_SLOT.get())
+        if self._close_requested:
             return
         self._close_requested = True
         if not self._slots:
             self.shutdown(abort=False)
+
+    def _drop_after(self, current: _Slot | None) -> None:
+        """Forget the requests that came after ``current``: they will not be answered."""
+        if current is None or current not in self._slots:
+            return
+        while self._slots and self._slots[-1] is not current:
+            slot = self._slots.pop()
+            self._server._release(slot)
+            if slot.task is not None:
+                slot.task.cancel()
+
+    def lift_pre_auth_limit(self) -> None:
+        self._reader.set_max_size(self._server.max_request_bytes)
 
     def start_draining(self) -> "asyncio.Future[None]":
         """Stop taking requests; the future resolves once every pending response is written."""
@@ -308,6 +360,9 @@ class _Connection(asyncio.BufferedProtocol):
         if not self._slots or self.closing:
             self._resolve_drained()
         return fut
+
+    def resume_after_memory(self) -> None:
+        self._take_frames()
 
     def _resolve_drained(self) -> None:
         fut = self._drained
@@ -342,6 +397,7 @@ class KafkaServer:
         idle_ms: int = DEFAULT_IDLE_MS,
         write_high_water: int = DEFAULT_WRITE_HIGH_WATER,
         write_low_water: int = DEFAULT_WRITE_LOW_WATER,
+        queued_max_request_bytes: int = -1,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         if not listeners:
@@ -355,6 +411,12 @@ class KafkaServer:
         self.idle_ms = idle_ms
         self.write_high_water = write_high_water
         self.write_low_water = write_low_water
+        # queued.max.request.bytes: request bytes held by all connections until their responses
+        # are written; at the bound every connection stops reading (Kafka's MemoryPool). <= 0:
+        # no bound.
+        self.queued_max_request_bytes = queued_max_request_bytes
+        self.queued_request_bytes = 0
+        self.memory_full = False
         self.monotonic = monotonic
         self.closing = False
         self._servers: list[asyncio.Server] = []
@@ -439,6 +501,22 @@ class KafkaServer:
             await asyncio.sleep(0.01)
 
     # -- bookkeeping called by connections
+
+    def _hold(self, slot: _Slot) -> None:
+        self.queued_request_bytes += slot.size
+        bound = self.queued_max_request_bytes
+        if bound > 0 and self.queued_request_bytes >= bound and not self.memory_full:
+            self.memory_full = True
+            log.info("queued.max.request.bytes (%d) reached: reading paused", bound)
+
+    def _release(self, slot: _Slot) -> None:
+        self.queued_request_bytes -= slot.size
+        slot.size = 0
+        if self.memory_full and self.queued_request_bytes < self.queued_max_request_bytes:
+            self.memory_full = False
+            for conn in list(self._connections):
+                if not conn.closing:
+                    conn.resume_after_memory()
 
     def _next_index(self) -> int:
         index = self._index

@@ -1,0 +1,185 @@
+"""Memory a client can make the listener hold: size prefixes, frames before authentication,
+requests in flight, closed connections; and a fatal request ends its connection there."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import random
+import struct
+import weakref
+
+from broker.network.framer import BIG_START, FrameReader
+from broker.network.server import ConnectionContext, KafkaServer, Listener, Response
+
+from .network_support import RawConn, api_versions_request, run
+
+MiB = 1024 * 1024
+
+
+def test_a_size_prefix_alone_does_not_allocate_its_frame() -> None:
+    reader = FrameReader(max_size=200 * MiB)
+    buf = reader.get_buffer()
+    buf[:4] = struct.pack(">i", 100 * MiB)
+    reader.buffer_updated(4)
+    assert reader.next_frame() is None
+    # what the loop may write into next: bounded, not the announced 100 MiB
+    assert len(reader.get_buffer()) <= BIG_START
+
+
+def test_a_big_frame_grows_as_it_arrives_and_arrives_intact() -> None:
+    rng = random.Random(7)
+    reader = FrameReader(max_size=64 * MiB)
+    payload = rng.randbytes(5 * MiB + 123)
+    stream = struct.pack(">i", len(payload)) + payload + struct.pack(">i", 3) + b"abc"
+    pos, frames, largest_buffer = 0, [], 0
+    while pos < len(stream):
+        buf = reader.get_buffer()
+        largest_buffer = max(largest_buffer, len(buf))
+        n = min(len(buf), rng.randint(1, 300_000), len(stream) - pos)
+        buf[:n] = stream[pos : pos + n]
+        reader.buffer_updated(n)
+        pos += n
+        while (frame := reader.next_frame()) is not None:
+            frames.append(bytes(frame))
+    assert frames == [payload, b"abc"]
+    assert largest_buffer < len(payload)  # never handed the whole frame's size up front
+
+
+def test_the_limit_can_change_between_frames() -> None:
+    reader = FrameReader(max_size=1000)
+    assert reader.max_size == 1000
+    reader.set_max_size(5000)
+    buf = reader.get_buffer()
+    buf[:4] = struct.pack(">i", 4000)
+    reader.buffer_updated(4)
+    assert reader.next_frame() is None  # accepted, waiting for its bytes
+
+
+async def _echo_corr(conn: ConnectionContext, frame: memoryview) -> Response | None:
+    return [frame[4:8]]
+
+
+def test_frames_before_authentication_are_capped() -> None:
+    async def main() -> None:
+        listener = Listener("SASL", "127.0.0.1", 0, pre_auth_max_bytes=1000)
+        seen: list[int] = []
+
+        async def handle(conn: ConnectionContext, frame: memoryview) -> Response | None:
+            seen.append(len(frame))
+            if len(frame) == 10:
+                conn.authenticated()
+            return [frame[4:8]]
+
+        server = KafkaServer([listener], handle)
+        await server.start()
+        try:
+            big = random.Random(1).randbytes(5000)
+            conn = await RawConn.open(server)
+            conn.send_bytes(struct.pack(">i", len(big)) + big)
+            assert await conn.is_closed()
+            assert seen == []
+            conn.close()
+            # once authenticated, the server's own limit applies
+            conn = await RawConn.open(server)
+            conn.send_bytes(struct.pack(">i", 10) + bytes(10))
+            await conn.read_frame()
+            conn.send_bytes(struct.pack(">i", len(big)) + big)
+            assert len(await conn.read_frame()) == 4
+            assert seen == [10, 5000]
+            conn.close()
+        finally:
+            await server.close()
+
+    run(main())
+
+
+def test_a_fatal_request_drops_the_requests_pipelined_after_it() -> None:
+    async def main() -> None:
+        async def handle(conn: ConnectionContext, frame: memoryview) -> Response | None:
+            corr = struct.unpack_from(">i", frame, 4)[0]
+            if corr == 1:
+                await asyncio.sleep(0.05)  # the later requests are already being served
+                conn.close(fatal=True)
+                return None
+            return [struct.pack(">i", corr)]
+
+        server = KafkaServer([Listener("PLAINTEXT", "127.0.0.1", 0)], handle)
+        await server.start()
+        try:
+            conn = await RawConn.open(server)
+            for corr in range(4):
+                conn.send(api_versions_request(3), corr=corr)
+            assert struct.unpack(">i", await conn.read_frame())[0] == 0
+            assert await conn.is_closed()  # 2 and 3 never answered
+            conn.close()
+        finally:
+            await server.close()
+
+    run(main())
+
+
+def test_queued_request_bytes_are_bounded_across_connections() -> None:
+    async def main() -> None:
+        release = asyncio.Event()
+        served: list[int] = []
+
+        async def handle(conn: ConnectionContext, frame: memoryview) -> Response | None:
+            served.append(len(frame))
+            await release.wait()
+            return [frame[4:8]]
+
+        server = KafkaServer(
+            [Listener("PLAINTEXT", "127.0.0.1", 0)], handle, queued_max_request_bytes=3000
+        )
+        await server.start()
+        try:
+            conns = [await RawConn.open(server) for _ in range(3)]
+            for c in conns:
+                c.send_bytes(struct.pack(">i", 2000) + bytes(2000))
+
+            async def two_served() -> None:
+                while len(served) < 2:
+                    await asyncio.sleep(0.01)
+
+            await asyncio.wait_for(two_served(), 5)
+            await asyncio.sleep(0.2)  # time for a third to sneak in, if it could
+            assert len(served) == 2 and server.memory_full
+            release.set()
+            for c in conns:
+                await c.read_frame()
+            assert len(served) == 3 and server.queued_request_bytes == 0
+            for c in conns:
+                c.close()
+        finally:
+            await server.close()
+
+    run(main())
+
+
+def test_a_closed_connection_keeps_no_buffers_alive() -> None:
+    async def main() -> None:
+        server = KafkaServer([Listener("PLAINTEXT", "127.0.0.1", 0)], _echo_corr)
+        await server.start()
+        gc.collect()
+        gc.disable()  # what follows must be freed by reference counting, not by a full GC
+        try:
+            conn = await RawConn.open(server)
+            conn.send(api_versions_request(3), corr=5)
+            await conn.read_frame()
+            (proto,) = server._connections
+            ctx = proto.ctx
+            reader = weakref.ref(proto)
+            conn.close()
+            for _ in range(200):
+                if not server._connections:
+                    break
+                await asyncio.sleep(0.01)
+            del proto
+            assert reader() is None
+            assert ctx is not None and ctx.closed  # a context kept by a handler
+        finally:
+            gc.enable()
+            await server.close()
+
+    run(main())

@@ -1,0 +1,163 @@
+"""What a hostile or careless client can make a real node hold (issue 16): size prefixes that
+announce frames never sent, big frames before SASL authentication, connections opened and
+closed by the thousand, and requests pipelined after a fatal one."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from .clients import ck_read_all, create_topic, wait_for
+from .node import Node, free_port
+
+MiB = 1024 * 1024
+PLAIN_JAAS = (
+    'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";'
+)
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def api_versions_frame(corr: int, client_id: bytes = b"raw") -> bytes:
+    body = struct.pack(">hhih", 18, 0, corr, len(client_id)) + client_id
+    return struct.pack(">i", len(body)) + body
+
+
+def read_frame(sock: socket.socket) -> bytes:
+    def exactly(n: int) -> bytes:
+        out = b""
+        while len(out) < n:
+            chunk = sock.recv(n - len(out))
+            if not chunk:
+                raise ConnectionError("closed")
+            out += chunk
+        return out
+
+    (size,) = struct.unpack(">i", exactly(4))
+    return exactly(size)
+
+
+def until_closed(sock: socket.socket, timeout: float = 5.0) -> bytes:
+    """Everything the node still sends before it closes the connection (fails on a timeout)."""
+    sock.settimeout(timeout)
+    got = b""
+    try:
+        while chunk := sock.recv(65536):
+            got += chunk
+    except ConnectionError:
+        pass
+    return got
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[Node]:
+    sasl_port = free_port()
+    n = Node(
+        tmp_path / "node",
+        listeners="",  # set below, with the SASL listener
+        **{"sasl__enabled__mechanisms": "PLAIN"},
+    )
+    n.sasl_port = sasl_port  # type: ignore[attr-defined]
+    n.settings.update(
+        {
+            "listeners": f"PLAINTEXT://127.0.0.1:{n.port},SASL_PLAINTEXT://127.0.0.1:{sasl_port},"
+            f"CONTROLLER://127.0.0.1:{n.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{n.port},"
+            f"SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,"
+            "SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+            "sasl.server.max.receive.size": str(64 * 1024),
+        }
+    )
+    n.start()
+    yield n
+    n.kill()
+
+
+def test_size_prefixes_alone_do_not_take_memory(node: Node) -> None:
+    assert node.proc is not None
+    before = rss_mib(node.proc.pid)
+    socks = []
+    try:
+        for _ in range(20):
+            s = socket.create_connection(("127.0.0.1", node.port))
+            s.sendall(struct.pack(">i", 100 * MiB))  # under socket.request.max.bytes
+            socks.append(s)
+        time.sleep(0.5)  # let the node read every prefix (nothing to wait on: it must not react)
+        grown = rss_mib(node.proc.pid) - before
+        assert grown < 100, f"20 announced 100 MiB frames cost {grown:.0f} MiB"
+        # and the node still serves everyone else
+        create_topic(node.bootstrap, "alive", 1)
+    finally:
+        for s in socks:
+            s.close()
+
+
+def test_frames_before_sasl_authentication_are_capped(node: Node) -> None:
+    port = node.sasl_port  # type: ignore[attr-defined]
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(struct.pack(">i", 1 * MiB) + bytes(1024))  # above sasl.server.max.receive.size
+        assert until_closed(s) == b""
+    # an authenticated client may send big requests (the server's own limit applies then)
+    create_topic(node.bootstrap, "big", 1)
+    producer = Producer(
+        {
+            "bootstrap.servers": f"127.0.0.1:{port}",
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": "alice",
+            "sasl.password": "alice-secret",
+            "message.max.bytes": 2 * MiB,
+        }
+    )
+    value = bytes(range(256)) * 3000  # 768 KB, one frame well above the pre-auth cap
+    producer.produce("big", value)
+    assert producer.flush(15) == 0
+    (rec,) = ck_read_all(node.bootstrap, "big", 1, 1)
+    assert rec.value == value
+
+
+def test_closed_connections_do_not_accumulate(node: Node) -> None:
+    assert node.proc is not None
+    samples = []
+    for _ in range(5):
+        socks = [socket.create_connection(("127.0.0.1", node.port)) for _ in range(300)]
+        for i, s in enumerate(socks):
+            s.sendall(api_versions_frame(i))
+        for s in socks:
+            read_frame(s)
+            s.close()
+        wait_for(lambda: _open_connections(node) <= 1, 10, "the node to see the closes")
+        samples.append(rss_mib(node.proc.pid))
+    growth = samples[-1] - samples[0]
+    assert growth < 15, f"RSS after each round of 300 connections: {samples}"
+
+
+def _open_connections(node: Node) -> int:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{node.metrics_port}/metrics").read().decode()
+    for line in text.splitlines():
+        if line.startswith("kafka_server_socket_server_connection_count"):
+            return int(float(line.rsplit(" ", 1)[1]))
+    raise AssertionError("no connection count metric")
+
+
+def test_requests_pipelined_after_a_fatal_one_are_not_answered(node: Node) -> None:
+    with socket.create_connection(("127.0.0.1", node.port)) as s:
+        s.sendall(api_versions_frame(1))
+        assert struct.unpack(">i", read_frame(s)[:4])[0] == 1
+        bad = struct.pack(">hhih", 18, 0, 2, 500) + b"x"  # client id longer than the frame
+        s.sendall(struct.pack(">i", len(bad)) + bad + api_versions_frame(3))
+        assert until_closed(s) == b""  # no answer to 3, pipelined after the bad header
