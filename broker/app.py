@@ -662,6 +662,10 @@ class Node:
             max_inflight=max(1, min(cfg.queued_max_requests, 1000)),
             idle_ms=cfg.connections_max_idle_ms,
             queued_max_request_bytes=cfg.queued_max_request_bytes,
+            max_connections=cfg.max_connections,
+            max_connections_per_ip=cfg.max_connections_per_ip,
+            max_connections_per_ip_overrides=cfg.max_connections_per_ip_overrides,
+            unlimited_listeners=frozenset(cfg.controller_listener_names),
         )
         await self.server.start()
         endpoints = []
@@ -689,6 +693,7 @@ class Node:
                     lambda: StateSnapshot(
                         self._partition_stats(),
                         len(self.server.connections) if self.server else 0,
+                        dict(self.server.rejected) if self.server else {},
                     ),
                     "partition metrics",
                 )

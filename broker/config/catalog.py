@@ -99,6 +99,8 @@ _BROKER_VALIDATORS: dict[str, Validator] = {
     "socket.request.max.bytes": Range(1),
     "queued.max.requests": Range(1),
     "sasl.server.max.receive.size": Range(1),
+    "max.connections": Range(0),
+    "max.connections.per.ip": Range(0),
     "num.network.threads": Range(1),
     "num.io.threads": Range(1),
     "log.segment.bytes": Range(1024 * 1024),

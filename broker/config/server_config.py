@@ -80,6 +80,7 @@ IMPLEMENTED_KEYS: frozenset[str] = frozenset(
         "socket.request.max.bytes", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
         "queued.max.requests", "connections.max.idle.ms", "num.network.threads", "num.io.threads",
         "queued.max.request.bytes", "sasl.server.max.receive.size",
+        "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
         "request.timeout.ms", "fetch.max.bytes",
         "log.segment.bytes", "log.roll.ms", "log.roll.hours",
         "log.retention.ms", "log.retention.minutes", "log.retention.hours",
@@ -180,6 +181,9 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     socket_receive_buffer_bytes: int
     queued_max_requests: int
     queued_max_request_bytes: int = -1  # request bytes held by all connections; <= 0: no bound
+    max_connections: int = 2**31 - 1
+    max_connections_per_ip: int = 2**31 - 1
+    max_connections_per_ip_overrides: dict[str, int] = msgspec.field(default_factory=dict)
     sasl_server_max_receive_size: int = 524288  # largest frame before SASL authentication
     connections_max_idle_ms: int
     num_network_threads: int
@@ -477,6 +481,11 @@ def parse_server_config(props: Properties) -> tuple[ServerConfig, list[str]]:
                 "super.users", f"{principal!r} is not Type:name (e.g. User:admin; ';' between)"
             )
 
+    try:
+        ip_overrides = parse_ip_overrides(get("max.connections.per.ip.overrides") or "")
+    except ValueError as e:
+        raise fail("max.connections.per.ip.overrides", str(e)) from None
+
     # Log directories: log.dirs wins over log.dir.
     dirs_raw = get("log.dirs") if "log.dirs" in typed else get("log.dir")
     log_dirs = tuple(d for d in (x.strip() for x in dirs_raw.split(",")) if d)
@@ -512,6 +521,7 @@ def parse_server_config(props: Properties) -> tuple[ServerConfig, list[str]]:
         controller_quorum_bootstrap_servers=tuple(bootstrap),
         log_dirs=log_dirs,
         metadata_log_dir=metadata_dir,
+        max_connections_per_ip_overrides=ip_overrides,
         log_roll_ms=first(("log.roll.ms", 1), ("log.roll.hours", 3_600_000)),
         log_retention_ms=first(
             ("log.retention.ms", 1),
@@ -532,6 +542,19 @@ def parse_server_config(props: Properties) -> tuple[ServerConfig, list[str]]:
             + ", ".join(sorted(unimplemented))
         )
     return ServerConfig(**fields), warnings
+
+
+def parse_ip_overrides(raw: str) -> dict[str, int]:
+    """``max.connections.per.ip.overrides``: ``host:count`` pairs, comma-separated."""
+    out: dict[str, int] = {}
+    for entry in (e.strip() for e in raw.split(",")):
+        if not entry:
+            continue
+        host, sep, count = entry.rpartition(":")
+        if not sep or not host or not count.strip().isdigit():
+            raise ValueError(f"{entry!r} is not host:count (e.g. 127.0.0.1:200)")
+        out[host.strip()] = int(count)
+    return out
 
 
 def load_server_config(path: str | Path) -> tuple[ServerConfig, list[str]]:

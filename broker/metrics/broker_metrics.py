@@ -6,12 +6,12 @@ snapshot taken on the event loop, so the hot paths only bump counters.
 """
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from protocol.errors import MirrorErrorCode
@@ -71,6 +71,8 @@ class StateSnapshot:
 
     partitions: list[PartitionStats]
     connections: int
+    # connections closed at accept, per limit (max.connections, max.connections.per.ip)
+    connections_rejected: dict[str, int] = field(default_factory=dict)
 
 
 class _StateCollector(Collector):
@@ -111,7 +113,14 @@ class _StateCollector(Collector):
             "kafka_server_socket_server_connection_count", "Open client connections"
         )
         conns.add_metric([], snap.connections)
-        return [count, size, end, start, conns]
+        rejected = CounterMetricFamily(
+            "kafka_network_connections_rejected",
+            "New connections closed at once because a connection limit was reached",
+            labels=["limit"],
+        )
+        for limit, n in sorted(snap.connections_rejected.items()):
+            rejected.add_metric([limit], n)
+        return [count, size, end, start, conns, rejected]
 
 
 class BrokerMetrics:

@@ -19,7 +19,7 @@ import struct
 import time
 import weakref
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias, cast
@@ -41,6 +41,7 @@ DEFAULT_MAX_INFLIGHT: Final = 100
 DEFAULT_IDLE_MS: Final = 600_000  # connections.max.idle.ms
 DEFAULT_WRITE_HIGH_WATER: Final = 4 * 1024 * 1024
 DEFAULT_WRITE_LOW_WATER: Final = 1024 * 1024
+UNLIMITED: Final = 2**31 - 1  # Kafka's Int.MaxValue default for the connection limits
 
 _SIZE: Final = struct.Struct(">i")
 
@@ -372,6 +373,14 @@ class _Connection(asyncio.BufferedProtocol):
     def _name(self) -> str:
         return self.ctx.connection_id if self.ctx is not None else "connection"
 
+    @property
+    def peer_ip(self) -> str:
+        return self.ctx.peer[0] if self.ctx is not None else ""
+
+    @property
+    def listener_name(self) -> str:
+        return self._listener.name
+
 
 def _addr(info: Any) -> tuple[str, int]:
     if isinstance(info, tuple) and len(info) >= 2:
@@ -398,6 +407,10 @@ class KafkaServer:
         write_high_water: int = DEFAULT_WRITE_HIGH_WATER,
         write_low_water: int = DEFAULT_WRITE_LOW_WATER,
         queued_max_request_bytes: int = -1,
+        max_connections: int = UNLIMITED,
+        max_connections_per_ip: int = UNLIMITED,
+        max_connections_per_ip_overrides: Mapping[str, int] | None = None,
+        unlimited_listeners: frozenset[str] = frozenset(),
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         if not listeners:
@@ -417,6 +430,14 @@ class KafkaServer:
         self.queued_max_request_bytes = queued_max_request_bytes
         self.queued_request_bytes = 0
         self.memory_full = False
+        # max.connections / max.connections.per.ip(.overrides): a connection past a limit is
+        # closed at once (listeners in ``unlimited_listeners``, e.g. the controller's, exempt).
+        self.max_connections = max_connections
+        self.max_connections_per_ip = max_connections_per_ip
+        self.per_ip_overrides = dict(max_connections_per_ip_overrides or {})
+        self.unlimited_listeners = unlimited_listeners
+        self._per_ip: dict[str, int] = {}
+        self.rejected: dict[str, int] = {}  # limit's config key -> connections closed at accept
         self.monotonic = monotonic
         self.closing = False
         self._servers: list[asyncio.Server] = []
@@ -524,16 +545,47 @@ class KafkaServer:
         return index
 
     def _connection_opened(self, conn: _Connection) -> None:
+        if self.closing:
+            conn.shutdown(abort=True)
+            return
+        over = self._over_limit(conn)
+        if over is not None:
+            limit, why = over
+            n = self.rejected[limit] = self.rejected.get(limit, 0) + 1
+            if n in (1, 10, 100) or n % 1000 == 0:  # a flood must not flood the log
+                log.warning("closing new connection %s: %s (%d so far)", conn._name(), why, n)
+            conn.shutdown(abort=True)
+            return
+        ip = conn.peer_ip
+        self._per_ip[ip] = self._per_ip.get(ip, 0) + 1
         self._connections.add(conn)
         self.connections_open += 1
         self.connections_total += 1
-        if self.closing:
-            conn.shutdown(abort=True)
+
+    def _over_limit(self, conn: _Connection) -> tuple[str, str] | None:
+        """(the limit's config key, why) when ``conn`` is one too many; None otherwise."""
+        if conn.listener_name in self.unlimited_listeners:
+            return None
+        if self.connections_open >= self.max_connections:
+            key = "max.connections"
+            return key, f"{key} ({self.max_connections}) reached"
+        ip = conn.peer_ip
+        limit = self.per_ip_overrides.get(ip, self.max_connections_per_ip)
+        if self._per_ip.get(ip, 0) >= limit:
+            key = "max.connections.per.ip"
+            return key, f"{key} ({limit}) reached for {ip}"
+        return None
 
     def _connection_closed(self, conn: _Connection) -> None:
         if conn in self._connections:
             self._connections.discard(conn)
             self.connections_open -= 1
+            ip = conn.peer_ip
+            left = self._per_ip.get(ip, 1) - 1
+            if left > 0:
+                self._per_ip[ip] = left
+            else:
+                self._per_ip.pop(ip, None)
 
     async def _sweep_idle(self) -> None:
         # One timer for all connections instead of re-arming a timer on every read.

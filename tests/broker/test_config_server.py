@@ -227,3 +227,18 @@ def test_validate_topic_config() -> None:
     ]:
         with pytest.raises(ConfigError, match="Invalid value"):
             validate_topic_config(key, bad)
+
+
+def test_connection_limit_overrides_are_host_count_pairs() -> None:
+    from broker.config.server_config import parse_ip_overrides
+
+    assert parse_ip_overrides(" 127.0.0.1:200 , host-a:5,::1:7") == {
+        "127.0.0.1": 200,
+        "host-a": 5,
+        "::1": 7,
+    }
+    assert parse_ip_overrides("") == {}
+    with pytest.raises(ValueError, match="'host' is not host:count"):
+        parse_ip_overrides("host")
+    with pytest.raises(ValueError, match="not host:count"):
+        parse_ip_overrides("h:x")

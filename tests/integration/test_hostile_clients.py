@@ -161,3 +161,54 @@ def test_requests_pipelined_after_a_fatal_one_are_not_answered(node: Node) -> No
         bad = struct.pack(">hhih", 18, 0, 2, 500) + b"x"  # client id longer than the frame
         s.sendall(struct.pack(">i", len(bad)) + bad + api_versions_frame(3))
         assert until_closed(s) == b""  # no answer to 3, pipelined after the bad header
+
+
+def _metric(node: Node, name: str, **labels: str) -> float:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{node.metrics_port}/metrics").read().decode()
+    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    for line in text.splitlines():
+        if line.startswith(f"{name}{{{want}}}" if want else f"{name} "):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def _served(sock: socket.socket) -> bool:
+    """Does the node answer ApiVersions on this connection (or has it closed it)?"""
+    try:
+        sock.settimeout(5)
+        sock.sendall(api_versions_frame(7))
+        return struct.unpack(">i", read_frame(sock)[:4])[0] == 7
+    except (ConnectionError, OSError):
+        return False
+
+
+@pytest.mark.parametrize("overrides", ["", "127.0.0.1:5"])
+def test_connection_limits(tmp_path: Path, overrides: str) -> None:
+    node = Node(
+        tmp_path / "node",
+        max__connections__per__ip="3",
+        max__connections__per__ip__overrides=overrides,
+        max__connections="100",
+    )
+    node.start()
+    allowed = 5 if overrides else 3
+    socks: list[socket.socket] = []
+    try:
+        wait_for(lambda: _open_connections(node) == 0, 10, "the start-up probe to go")
+        socks = [socket.create_connection(("127.0.0.1", node.port)) for _ in range(allowed + 2)]
+        served = [_served(s) for s in socks]
+        assert served == [True] * allowed + [False, False]
+        assert (
+            _metric(
+                node, "kafka_network_connections_rejected_total", limit="max.connections.per.ip"
+            )
+            == 2
+        )
+        socks.pop(0).close()  # one leaves: a new one is let in
+        wait_for(lambda: _open_connections(node) == allowed - 1, 10, "the close to be seen")
+        with socket.create_connection(("127.0.0.1", node.port)) as s:
+            assert _served(s)
+    finally:
+        for s in socks:
+            s.close()
+        node.kill()
