@@ -4,7 +4,12 @@ The request is parsed by `protocol.encoders.produce.parse_produce_request` (reco
 the frame) and the response written by the hand encoder. acks=0 gets no response. Errors per
 partition follow Kafka: UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID from v13), NOT_LEADER_OR_FOLLOWER,
 CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, INVALID_REQUIRED_ACKS, NOT_ENOUGH_REPLICAS, and the producer-
-state errors (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH). With an authorizer, a topic
+state errors (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH). When records break a
+per-record rule (INVALID_RECORD: no key on a compacted topic; INVALID_TIMESTAMP: outside
+message.timestamp.before/after.max.ms) the batch is refused whole, as in Kafka, and v8+ lists
+each offending record's index in the batch in ``record_errors`` (KIP-467), with the partition's
+``error_message``; librdkafka then fails those records with INVALID_RECORD and the rest with
+_INVALID_DIFFERENT_RECORD. With an authorizer, a topic
 the principal may not WRITE gets TOPIC_AUTHORIZATION_FAILED (before any existence check, so
 existence is not disclosed), and every partition of a transactional request whose id it may not
 WRITE gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
@@ -145,6 +150,8 @@ class ProduceApi:
                         code = ErrorCode.unknown_server_error
                     row["error_code"] = error_code(int(code))
                     row["error_message"] = str(e)
+                    # KIP-467: the records that failed the batch (RecordValidationError)
+                    row["record_errors"] = getattr(e, "record_errors", ())
                     continue
                 hosted.log.high_watermark = hosted.log.log_end_offset
                 appended = True
@@ -242,7 +249,10 @@ def _topic(t: dict[str, Any]) -> dict[str, Any]:
                 "base_offset": p["base_offset"],
                 "log_append_time": _append_time(p["log_append_time"]),
                 "log_start_offset": p["log_start_offset"],
-                "record_errors": (),
+                "record_errors": [
+                    {"batch_index": index, "batch_index_error_message": message}
+                    for index, message in p.get("record_errors", ())
+                ],
                 "error_message": p.get("error_message"),
             }
             for p in t["partitions"]

@@ -27,6 +27,17 @@ class LogAppendError(LogError):
         self.message = message
 
 
+class RecordValidationError(LogAppendError):
+    """Records of a batch broke a per-record rule (KIP-467): the whole batch is refused, and
+    ``record_errors`` lists ``(index in the batch, message)`` for each offending record."""
+
+    def __init__(
+        self, error_code: int, message: str, record_errors: tuple[tuple[int, str], ...]
+    ) -> None:
+        super().__init__(error_code, message)
+        self.record_errors = record_errors
+
+
 class UnexpectedAppendOffsetError(LogAppendError):
     """A raw (replicated/mirrored) append starts below the log end offset."""
 

@@ -32,14 +32,13 @@ from protocol.records import (
     build_end_txn_marker,
     scan_batches,
     set_base_offset,
+    set_max_timestamp,
     set_partition_leader_epoch,
 )
 from protocol.records.batch import (
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,
     LOG_OVERHEAD,
-    MAX_TIMESTAMP_OFFSET,
-    TIMESTAMP_TYPE_MASK,
 )
 from protocol.txn_index import AbortedTxn
 
@@ -70,6 +69,7 @@ from .segment import (
     TXN_INDEX_SUFFIX,
     BatchMeta,
     LogSegment,
+    batch_max_timestamp,
 )
 from .segment_swap import (
     CLEANED_SUFFIX,
@@ -84,7 +84,6 @@ Buffer = bytes | bytearray | memoryview
 
 log = logging.getLogger(__name__)
 
-_I16 = struct.Struct(">h")
 _I64 = struct.Struct(">q")
 _U32 = struct.Struct(">I")
 _LEN = struct.Struct(">i")
@@ -437,13 +436,13 @@ class PartitionLog:
             set_partition_leader_epoch(out, pos, leader_epoch)
             batch_max_ts = cb.max_timestamp
             if append_time:
-                # Kafka stamps LogAppendTime in max_timestamp; both fields are CRC-covered.
-                attrs = _I16.unpack_from(out, pos + ATTRIBUTES_OFFSET)[0]
-                _I16.pack_into(out, pos + ATTRIBUTES_OFFSET, attrs | TIMESTAMP_TYPE_MASK)
-                _I64.pack_into(out, pos + MAX_TIMESTAMP_OFFSET, now_ms)
-                crc = crc32c(memoryview(out)[pos + ATTRIBUTES_OFFSET : pos + cb.size])
-                _U32.pack_into(out, pos + CRC_OFFSET, crc)
+                # Kafka stamps LogAppendTime in max_timestamp
+                set_max_timestamp(out, pos, now_ms, log_append_time=True)
                 batch_max_ts = now_ms
+            elif cb.header_stale:
+                # The producer's header disagrees with its records (librdkafka writes 0 when
+                # every record says -1): store the records' max, as Kafka's leader does.
+                set_max_timestamp(out, pos, batch_max_ts)
             next_offset += cb.offset_count
             metas.append(BatchMeta(pos, cb.size, next_offset - 1, batch_max_ts))
             record_count += cb.record_count
@@ -516,12 +515,11 @@ class PartitionLog:
                         f"{view.last_offset}] after offset {prev_last}",
                     )
                 prev_last = view.last_offset
-                metas.append(
-                    BatchMeta(view.position, view.size, view.last_offset, view.max_timestamp)
-                )
+                batch_max_ts = batch_max_timestamp(view)
+                metas.append(BatchMeta(view.position, view.size, view.last_offset, batch_max_ts))
                 views.append(view)
                 record_count += view.record_count
-                max_ts = max(max_ts, view.max_timestamp)
+                max_ts = max(max_ts, batch_max_ts)
         except ProtocolError as exc:
             raise LogAppendError(CORRUPT_MESSAGE, f"malformed record batch: {exc}") from None
         if not metas:

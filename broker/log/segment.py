@@ -17,7 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, NamedTuple
 
 from protocol.errors import ProtocolError
-from protocol.records import BatchView, iter_records, scan_batches
+from protocol.records import (
+    BatchView,
+    iter_records,
+    max_timestamp_suspect,
+    records_max_timestamp,
+    scan_batches,
+)
 from protocol.records.batch import LOG_OVERHEAD, MIN_BATCH_LENGTH
 
 from .index import NO_TIMESTAMP, OffsetIndex, TimeIndex, TimestampOffset
@@ -50,8 +56,10 @@ class BatchHeader(NamedTuple):
     base_offset: int
     size: int
     last_offset: int
-    max_timestamp: int
+    max_timestamp: int  # as the header says: see ``LogSegment.max_timestamp_of``
     partition_leader_epoch: int
+    base_timestamp: int
+    attributes: int
 
 
 class BatchMeta(NamedTuple):
@@ -61,6 +69,21 @@ class BatchMeta(NamedTuple):
     size: int
     last_offset: int
     max_timestamp: int
+
+
+def batch_max_timestamp(view: BatchView) -> int:
+    """The max timestamp retention, rolling and the time index use for a stored batch.
+
+    Mirrored batches are stored byte for byte, so a source's wrong header stays; when it looks
+    wrong (``max_timestamp_suspect``) the records' own maximum is used, so a header of 0 cannot
+    make time retention delete just-mirrored records or roll a segment at once.
+    """
+    if not max_timestamp_suspect(view.attributes, view.base_timestamp, view.max_timestamp):
+        return view.max_timestamp
+    try:
+        return records_max_timestamp(view)
+    except ProtocolError:  # undecodable records: the CRC held, so keep the batch and its claim
+        return view.max_timestamp
 
 
 def iter_headers(fd: int, start: int, end: int) -> Iterator[BatchHeader]:
@@ -78,11 +101,11 @@ def iter_headers(fd: int, start: int, end: int) -> Iterator[BatchHeader]:
             buf_start, off = pos, 0
             if len(buf) < _HEAD.size:
                 return
-        base, length, ple, _magic, _crc, _attrs, lod, _bts, max_ts = _HEAD.unpack_from(buf, off)
+        base, length, ple, _magic, _crc, attrs, lod, bts, max_ts = _HEAD.unpack_from(buf, off)
         size = LOG_OVERHEAD + length
         if length < MIN_BATCH_LENGTH or pos + size > end:
             return
-        yield BatchHeader(pos, base, size, base + lod, max_ts, ple)
+        yield BatchHeader(pos, base, size, base + lod, max_ts, ple, bts, attrs)
         last_size = size
         pos += size
 
@@ -153,10 +176,18 @@ class LogSegment:
         ts = self.max_timestamp_so_far.timestamp
         return ts if ts >= 0 else os.stat(self.log_path).st_mtime_ns // 1_000_000
 
+    def max_timestamp_of(self, header: BatchHeader) -> int:
+        """``batch_max_timestamp`` of a stored batch; reads it only when its header looks wrong."""
+        if not max_timestamp_suspect(
+            header.attributes, header.base_timestamp, header.max_timestamp
+        ):
+            return header.max_timestamp
+        return batch_max_timestamp(BatchView(self.read(header.position, header.size)))
+
     def _first_batch_timestamp(self) -> int | None:
         if self._rolling_ts is None and self.size:
             for header in self.headers():
-                self._rolling_ts = header.max_timestamp
+                self._rolling_ts = self.max_timestamp_of(header)
                 break
         return self._rolling_ts
 
@@ -234,7 +265,7 @@ class LogSegment:
         entry = self.time_index.lookup(timestamp)
         pos = self.index.lookup(max(entry.offset, starting_offset)).position
         for header in self.headers(pos):
-            if header.max_timestamp < timestamp or header.last_offset < starting_offset:
+            if header.last_offset < starting_offset or self.max_timestamp_of(header) < timestamp:
                 continue
             batch = BatchView(self.read(header.position, header.size))
             for rec in iter_records(batch):
@@ -249,7 +280,7 @@ class LogSegment:
             return None
         pos = self.index.lookup(target.offset).position
         for header in self.headers(pos):
-            if header.max_timestamp != target.timestamp:
+            if self.max_timestamp_of(header) != target.timestamp:
                 continue
             batch = BatchView(self.read(header.position, header.size))
             for rec in iter_records(batch):
@@ -281,8 +312,9 @@ class LogSegment:
                     if not self.index.can_append_offset(last):
                         why = f"offset {last} does not fit a segment based at {self.base_offset}"
                         break
-                    if view.max_timestamp > max_ts.timestamp:
-                        max_ts = TimestampOffset(view.max_timestamp, last)
+                    batch_ts = batch_max_timestamp(view)
+                    if batch_ts > max_ts.timestamp:
+                        max_ts = TimestampOffset(batch_ts, last)
                     if valid - last_index_pos > self.index_interval_bytes:
                         self.index.append(last, valid)
                         self.time_index.maybe_append(max_ts.timestamp, max_ts.offset)
@@ -342,8 +374,9 @@ class LogSegment:
         pos = self.index.lookup(last.offset).position
         best = last
         for header in self.headers(pos):
-            if header.max_timestamp > best.timestamp:
-                best = TimestampOffset(header.max_timestamp, header.last_offset)
+            batch_ts = self.max_timestamp_of(header)
+            if batch_ts > best.timestamp:
+                best = TimestampOffset(batch_ts, header.last_offset)
         return best
 
     # -- lifecycle -----------------------------------------------------------------------

@@ -1,10 +1,16 @@
-"""Header-level checks a leader applies to produced batches before assigning offsets.
+"""Checks a leader applies to produced batches before assigning offsets (Kafka's LogValidator).
 
-Kafka's LogValidator also walks records (per-record timestamps, keys on compacted topics);
-we stay at the batch header on purpose: timestamps are checked against the batch's base and
-max timestamps, which bound every record a well-formed producer writes. The one exception is a
-compacted topic: a record without a key could never be compacted away, so (as Kafka) its batches
-are walked, decompressed if need be, and a keyless record is INVALID_RECORD.
+Batch-level rules (framing, CRC, sizes, offsets, control bits, sequences) look at headers only.
+Per-record rules follow Kafka: every record's timestamp must lie within
+message.timestamp.before/after.max.ms, and a compacted topic refuses a record without a key
+(it could never be compacted away). A broken record refuses the whole batch and is named in
+``RecordValidationError.record_errors`` (KIP-467), which Produce returns as ``record_errors``.
+
+The header's max timestamp is the producer's claim, not a fact: librdkafka writes 0 when every
+record says -1, which would make the segment look like 1970 to retention and rolling. Like
+Kafka, the leader computes the records' real maximum for CreateTime batches (the one per-record
+loop on the hot path: see ``protocol.records.timestamps``) and the header is rewritten when it
+differs. Records are decoded in full only for compacted topics and to name offenders.
 """
 
 from __future__ import annotations
@@ -13,9 +19,17 @@ from enum import Enum
 from typing import NamedTuple
 
 from protocol.errors import ProtocolError
-from protocol.records import BatchView, iter_records, scan_batches
+from protocol.records import (
+    NO_TIMESTAMP,
+    BatchView,
+    iter_records,
+    max_timestamp_delta,
+    record_data,
+    scan_batches,
+    timestamp_delta_range,
+)
 
-from .config import LogConfig
+from .config import LONG_MAX, LogConfig
 from .errors import (
     CORRUPT_MESSAGE,
     INVALID_RECORD,
@@ -23,6 +37,7 @@ from .errors import (
     MESSAGE_TOO_LARGE,
     RECORD_LIST_TOO_LARGE,
     LogAppendError,
+    RecordValidationError,
 )
 
 Buffer = bytes | bytearray | memoryview
@@ -38,7 +53,10 @@ class CheckedBatch(NamedTuple):
     size: int
     offset_count: int  # last_offset_delta + 1: how many offsets the batch takes
     record_count: int
+    # The batch's max timestamp: the records' real one for a client's CreateTime batch.
     max_timestamp: int
+    # The header says otherwise: the leader must rewrite it (and the CRC).
+    header_stale: bool
 
 
 def check_leader_batches(
@@ -65,18 +83,19 @@ def check_leader_batches(
                     CORRUPT_MESSAGE,
                     f"record batch at byte {view.position} is corrupt (stored crc {view.crc})",
                 )
+            header_max = view.max_timestamp
+            max_ts = header_max
             if origin is AppendOrigin.CLIENT:
                 _check_client_batch(view, len(out))
-                _check_timestamps(view, config, now_ms)
-                if config.compact:
-                    _check_keys(view)
+                max_ts = _check_records(view, config, now_ms)
             out.append(
                 CheckedBatch(
                     view.position,
                     view.size,
                     view.last_offset_delta + 1,
                     view.record_count,
-                    view.max_timestamp,
+                    max_ts,
+                    max_ts != header_max,
                 )
             )
     except ProtocolError as exc:
@@ -106,30 +125,64 @@ def _check_client_batch(view: BatchView, index: int) -> None:
         )
 
 
-def _check_keys(view: BatchView) -> None:
-    for i, record in enumerate(iter_records(view)):
-        if record.key is None:
-            raise LogAppendError(
-                INVALID_RECORD,
-                f"Compacted topic cannot accept message without key (record {i} of the batch)",
-            )
-
-
-def _check_timestamps(view: BatchView, config: LogConfig, now_ms: int) -> None:
-    if view.timestamp_type == 1:
-        raise LogAppendError(
-            INVALID_TIMESTAMP, "producers may not set the timestamp type to LogAppendTime"
-        )
+def _check_records(view: BatchView, config: LogConfig, now_ms: int) -> int:
+    """Per-record checks; returns the records' max timestamp (the header's with LogAppendTime,
+    which the leader then overwrites). Raises ``RecordValidationError``."""
+    if config.compact or view.timestamp_type == 1:
+        return _decode_and_check(view, config, now_ms)
     if config.log_append_time:
-        return
+        return view.max_timestamp  # Kafka ignores record timestamps then
+    count = view.record_count
+    data = record_data(view)
+    base = view.base_timestamp
+    if config.message_timestamp_before_max_ms < LONG_MAX:
+        low, high = timestamp_delta_range(data, count)
+        if base + low < now_ms - config.message_timestamp_before_max_ms:
+            return _decode_and_check(view, config, now_ms)  # names them (a -1 is no offender)
+    else:
+        # With the default (Long.MAX_VALUE) no timestamp is too old: the cheaper max-only walk.
+        high = max_timestamp_delta(data, count, view.max_timestamp - base)
+    max_ts = base + high
+    if max_ts > now_ms + config.message_timestamp_after_max_ms:
+        return _decode_and_check(view, config, now_ms)
+    return max(NO_TIMESTAMP, max_ts)
+
+
+def _decode_and_check(view: BatchView, config: LogConfig, now_ms: int) -> int:
+    """Decode every record, collect each one's first broken rule (the key before the timestamp,
+    as Kafka), raise if any; else return the records' max timestamp."""
+    check_keys = config.compact
+    check_time = not config.log_append_time
+    producer_append_time = view.timestamp_type == 1
     lo = now_ms - config.message_timestamp_before_max_ms
     hi = now_ms + config.message_timestamp_after_max_ms
-    max_ts = view.max_timestamp
-    # With the delete-horizon bit the base timestamp is the horizon, not a record's time.
-    first_ts = max_ts if view.has_delete_horizon else view.base_timestamp
-    for ts in (first_ts, max_ts):
-        if ts != -1 and not lo <= ts <= hi:
-            raise LogAppendError(
-                INVALID_TIMESTAMP,
-                f"timestamp {ts} is out of range: it should be within [{lo}, {hi}]",
+    base = view.base_timestamp
+    errors: list[tuple[int, str]] = []
+    bad_time = False
+    max_ts = NO_TIMESTAMP
+    for index, record in enumerate(iter_records(view)):
+        ts = base + record.timestamp_delta
+        if ts > max_ts:
+            max_ts = ts
+        if check_keys and record.key is None:
+            errors.append((index, "a compacted topic cannot accept a record without a key"))
+        elif producer_append_time:
+            bad_time = True
+            errors.append((index, "producers may not set the timestamp type to LogAppendTime"))
+        elif check_time and ts != NO_TIMESTAMP and not lo <= ts <= hi:
+            bad_time = True
+            errors.append(
+                (index, f"timestamp {ts} is out of range: it should be within [{lo}, {hi}]")
             )
+    if errors:
+        raise _rejected(errors, bad_time)
+    return max_ts
+
+
+def _rejected(errors: list[tuple[int, str]], bad_time: bool) -> RecordValidationError:
+    # As Kafka: one bad timestamp makes the batch's error INVALID_TIMESTAMP.
+    code = INVALID_TIMESTAMP if bad_time else INVALID_RECORD
+    shown = "; ".join(f"record {i}: {m}" for i, m in errors[:3])
+    more = f" (first 3 of {len(errors)})" if len(errors) > 3 else ""
+    message = f"{len(errors)} record(s) of the batch were rejected{more}: {shown}"
+    return RecordValidationError(code, message, tuple(errors))

@@ -9,6 +9,7 @@ from .batch import (
     LOG_OVERHEAD,
     BatchView,
     set_base_offset,
+    set_max_timestamp,
     set_partition_leader_epoch,
 )
 from .builder import Record, build_batch, encode_records
@@ -27,11 +28,21 @@ from .control import (
 )
 from .iterate import DecodedRecord, iter_records
 from .scan import Summary, TruncatedBatchError, scan_batches, summarize, valid_prefix
+from .timestamps import (
+    NO_TIMESTAMP,
+    header_max_timestamp_suspect,
+    max_timestamp_delta,
+    max_timestamp_suspect,
+    record_data,
+    records_max_timestamp,
+    timestamp_delta_range,
+)
 
 __all__ = [
     "DEFAULT_MAX_DECOMPRESSED",
     "HEADER_SIZE",
     "LOG_OVERHEAD",
+    "NO_TIMESTAMP",
     "UNKNOWN_COORDINATOR_EPOCH",
     "BatchView",
     "Compression",
@@ -49,13 +60,20 @@ __all__ = [
     "decompress",
     "encode_records",
     "end_txn_marker_value",
+    "header_max_timestamp_suspect",
     "iter_records",
+    "max_timestamp_delta",
+    "max_timestamp_suspect",
     "mirror_pid_reset_value",
     "parse_control_record",
     "read_control_batch",
+    "record_data",
+    "records_max_timestamp",
     "scan_batches",
     "set_base_offset",
+    "set_max_timestamp",
     "set_partition_leader_epoch",
     "summarize",
+    "timestamp_delta_range",
     "valid_prefix",
 ]

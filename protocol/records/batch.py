@@ -205,3 +205,16 @@ def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> 
 def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
     """Rewrite the partition leader epoch of the batch at ``pos``; the CRC does not cover it."""
     _I32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, epoch)
+
+
+def set_max_timestamp(
+    buf: bytearray | memoryview, pos: int, max_timestamp: int, *, log_append_time: bool = False
+) -> None:
+    """Rewrite the max timestamp of the batch at ``pos`` (and, with ``log_append_time``, set the
+    LogAppendTime bit), then its CRC: both fields are CRC-covered, so this costs a CRC pass."""
+    if log_append_time:
+        attrs = int(_I16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)[0])
+        _I16.pack_into(buf, pos + ATTRIBUTES_OFFSET, attrs | TIMESTAMP_TYPE_MASK)
+    _I64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, max_timestamp)
+    end = pos + LOG_OVERHEAD + int(_I32.unpack_from(buf, pos + BATCH_LENGTH_OFFSET)[0])
+    _U32.pack_into(buf, pos + CRC_OFFSET, crc32c(memoryview(buf)[pos + CRC_START : end]))

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
 from protocol.encoders import primitives as p
@@ -208,3 +209,39 @@ def test_response_log_append_time_and_throttle() -> None:
     enc = encode_produce_response(resp, 11)
     assert p.I64.pack(round(when.timestamp() * 1000)) in enc
     assert enc.endswith(p.I32.pack(250) + p.EMPTY_TAGS)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_response_with_record_errors_matches_kio(version: int) -> None:
+    """KIP-467: a batch refused for some of its records lists them (v8+) with the partition's
+    error message; older versions carry the error code alone."""
+    mod = importlib.import_module(f"kio.schema.produce.v{version}.response")
+    cls = mod.ProduceResponse
+    fields: dict[str, Any] = {
+        "index": 3,
+        "error_code": ErrorCode.invalid_record,
+        "base_offset": -1,
+        "log_append_time": None,
+    }
+    if version >= 5:
+        fields["log_start_offset"] = -1
+    if version >= 8:
+        fields["record_errors"] = tuple(
+            mod.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+            for i, m in ((0, "no key"), (90, None), (2**31 - 1, "é"))
+        )
+        fields["error_message"] = "3 record(s) of the batch were rejected"
+    part = mod.PartitionProduceResponse(**fields)
+    key = {"topic_id": uuid.UUID(int=9)} if version >= 13 else {"name": "orders"}
+    resp = cls(
+        responses=(mod.TopicProduceResponse(**key, partition_responses=(part,)),),
+        throttle_time=datetime.timedelta(0),
+    )
+    raw = encode_produce_response(resp, version)
+    assert raw == kio_bytes(cls, resp)
+    back, _ = entity_reader(cls)(memoryview(raw), 0)
+    got = back.responses[0].partition_responses[0]
+    if version >= 8:
+        assert [e.batch_index for e in got.record_errors] == [0, 90, 2**31 - 1]
+        assert [e.batch_index_error_message for e in got.record_errors] == ["no key", None, "é"]
+        assert got.error_message == "3 record(s) of the batch were rejected"
