@@ -1,0 +1,105 @@
+"""KRaft quorum RPCs: Vote (52) v0-2, BeginQuorumEpoch (53) v0-1, EndQuorumEpoch (54) v0-1,
+FetchSnapshot (59) v0-1, and Fetch (1) on ``__cluster_metadata-0`` from voters and observers.
+
+Each request is turned into the Raft core's message (``broker.quorum.wire``), served by the
+node's ``QuorumDriver`` (a Fetch may wait there up to its MaxWaitMs for new entries) and the
+core's answer is built at the request's version. A request about another partition than
+``__cluster_metadata-0`` is INVALID_REQUEST, as Kafka answers it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from protocol.build import build
+from protocol.registry import REGISTRY
+
+from ..quorum import wire
+from ..quorum.driver import QuorumDriver
+from ..raft import messages as m
+from .context import RequestContext
+from .dispatcher import Api
+
+
+class QuorumApi:
+    def __init__(
+        self, driver: Callable[[], QuorumDriver | None], now_ms: Callable[[], int]
+    ) -> None:
+        self._driver = driver
+        self._now_ms = now_ms
+
+    def apis(self) -> list[Api]:
+        return [
+            Api(wire.VOTE, self.vote, max_version=2),
+            Api(wire.BEGIN_QUORUM_EPOCH, self.begin_quorum_epoch, max_version=1),
+            Api(wire.END_QUORUM_EPOCH, self.end_quorum_epoch, max_version=1),
+            Api(wire.FETCH_SNAPSHOT, self.fetch_snapshot, max_version=1),
+        ]
+
+    @staticmethod
+    def _respond(key: int, ctx: RequestContext, body: dict[str, Any]) -> Any:
+        cls = REGISTRY.spec(key).response_type(ctx.api_version)
+        return build(cls, {"throttle_time": 0, **body})
+
+    def _refuse(self, key: int, ctx: RequestContext, code: ErrorCode) -> Any:
+        return self._respond(key, ctx, {"error_code": code, "topics": [], "responses": []})
+
+    async def _serve(self, sender: int, request: m.RaftRequest) -> m.RaftResponse | None:
+        driver = self._driver()
+        if driver is None:
+            return None
+        return await driver.serve(sender, request)
+
+    async def vote(self, ctx: RequestContext, body: Any) -> Any:
+        try:
+            req = wire.parse_vote_request(body)
+        except wire.NotMetadataPartition:
+            return self._refuse(wire.VOTE, ctx, ErrorCode.invalid_request)
+        resp = await self._serve(req.replica_id, req)
+        if not isinstance(resp, m.VoteResponse):
+            return self._refuse(wire.VOTE, ctx, ErrorCode.broker_not_available)
+        return self._respond(wire.VOTE, ctx, wire.vote_response_body(resp))
+
+    async def begin_quorum_epoch(self, ctx: RequestContext, body: Any) -> Any:
+        try:
+            req = wire.parse_begin_request(body)
+        except wire.NotMetadataPartition:
+            return self._refuse(wire.BEGIN_QUORUM_EPOCH, ctx, ErrorCode.invalid_request)
+        resp = await self._serve(req.leader_id, req)
+        if not isinstance(resp, m.BeginQuorumEpochResponse):
+            return self._refuse(wire.BEGIN_QUORUM_EPOCH, ctx, ErrorCode.broker_not_available)
+        return self._respond(wire.BEGIN_QUORUM_EPOCH, ctx, wire.epoch_response_body(resp))
+
+    async def end_quorum_epoch(self, ctx: RequestContext, body: Any) -> Any:
+        try:
+            req = wire.parse_end_request(body)
+        except wire.NotMetadataPartition:
+            return self._refuse(wire.END_QUORUM_EPOCH, ctx, ErrorCode.invalid_request)
+        resp = await self._serve(req.leader_id, req)
+        if not isinstance(resp, m.EndQuorumEpochResponse):
+            return self._refuse(wire.END_QUORUM_EPOCH, ctx, ErrorCode.broker_not_available)
+        return self._respond(wire.END_QUORUM_EPOCH, ctx, wire.epoch_response_body(resp))
+
+    async def fetch_snapshot(self, ctx: RequestContext, body: Any) -> Any:
+        try:
+            req = wire.parse_fetch_snapshot_request(body)
+        except wire.NotMetadataPartition:
+            return self._refuse(wire.FETCH_SNAPSHOT, ctx, ErrorCode.invalid_request)
+        resp = await self._serve(req.replica_id, req)
+        if not isinstance(resp, m.FetchSnapshotResponse):
+            return self._refuse(wire.FETCH_SNAPSHOT, ctx, ErrorCode.broker_not_available)
+        return self._respond(wire.FETCH_SNAPSHOT, ctx, wire.fetch_snapshot_response_body(resp))
+
+    async def fetch(self, ctx: RequestContext, body: Any) -> Any:
+        """A Fetch of ``__cluster_metadata-0`` (the caller checked ``wire.is_metadata_fetch``)."""
+        try:
+            req = wire.parse_fetch_request(body)
+        except wire.NotMetadataPartition:
+            return self._refuse(wire.FETCH, ctx, ErrorCode.invalid_request)
+        resp = await self._serve(req.replica_id, req)
+        if not isinstance(resp, m.FetchResponse):
+            return self._refuse(wire.FETCH, ctx, ErrorCode.broker_not_available)
+        return self._respond(wire.FETCH, ctx, wire.fetch_response_body(resp, self._now_ms()))

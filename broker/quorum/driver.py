@@ -1,0 +1,246 @@
+"""Drives a ``RaftCore`` on the event loop: its timers, its messages over the network, commits.
+
+The core is sans-IO: every call returns outputs. This shell is the only place where they meet
+the world:
+
+- ``Send`` of a request: sent to that voter's controller endpoint on one connection per peer
+  (``ReconnectingClient``: versions negotiated, Kafka's reconnect backoff); the response comes
+  back into the core with the same correlation id, a failure as ``request_failed``.
+- ``Send`` of a response: completes the inbound request it answers (``serve``), which may have
+  waited (a Fetch the leader parks until data or its MaxWaitMs).
+- ``Committed`` / ``LeaderChange`` / ``SnapshotLoaded``: handed to the ``QuorumListener``, as
+  Kafka's ``RaftClient.Listener`` (handle_commit, handle_leader_change, handle_load_snapshot).
+- ``SnapshotWanted``: the listener provides the state up to an offset it has applied.
+
+One task runs the core's timers (``tick`` no later than ``next_wakeup_ms``); inbound requests and
+responses call into the core directly (everything is on the loop: no locks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from protocol.build import build
+
+from ..network.client import ReconnectingClient
+from ..raft import messages as m
+from ..raft.core import (
+    Committed,
+    LeaderChange,
+    NotLeader,
+    Output,
+    RaftCore,
+    Send,
+    SnapshotLoaded,
+    SnapshotWanted,
+)
+from . import wire
+
+log = logging.getLogger(__name__)
+
+ClientFactory = Callable[[int, str, int], ReconnectingClient]
+
+
+class QuorumListener(Protocol):
+    def handle_commit(self, high_watermark: int) -> None: ...
+    def handle_leader_change(self, leader_id: int, epoch: int) -> None: ...
+    def handle_load_snapshot(self, snapshot_id: m.SnapshotId) -> None: ...
+    def snapshot_state(self, up_to: int) -> tuple[int, bytes] | None:
+        """(end offset <= ``up_to`` it has applied, the state there) or None: not now."""
+        ...
+
+
+class NotLeaderError(Exception):
+    def __init__(self, leader_id: int, epoch: int) -> None:
+        super().__init__(f"not the quorum leader (leader {leader_id}, epoch {epoch})")
+        self.leader_id = leader_id
+        self.epoch = epoch
+
+
+_ENCODE: dict[type, tuple[int, Callable[[Any], dict[str, Any]]]] = {
+    m.VoteRequest: (wire.VOTE, wire.vote_request_body),
+    m.BeginQuorumEpochRequest: (wire.BEGIN_QUORUM_EPOCH, wire.begin_request_body),
+    m.EndQuorumEpochRequest: (wire.END_QUORUM_EPOCH, wire.end_request_body),
+    m.FetchRequest: (wire.FETCH, wire.fetch_request_body),
+    m.FetchSnapshotRequest: (wire.FETCH_SNAPSHOT, wire.fetch_snapshot_request_body),
+}
+_DECODE: dict[int, Callable[[Any], m.RaftResponse]] = {
+    wire.VOTE: wire.parse_vote_response,
+    wire.BEGIN_QUORUM_EPOCH: wire.parse_begin_response,
+    wire.END_QUORUM_EPOCH: wire.parse_end_response,
+    wire.FETCH: wire.parse_fetch_response,
+    wire.FETCH_SNAPSHOT: wire.parse_fetch_snapshot_response,
+}
+
+
+class QuorumDriver:
+    def __init__(
+        self,
+        core: RaftCore,
+        voter_endpoints: Mapping[int, tuple[str, int]],
+        listener: QuorumListener,
+        now_ms: Callable[[], int],
+        client_factory: ClientFactory,
+    ) -> None:
+        self.core = core
+        self._endpoints = dict(voter_endpoints)
+        self._listener = listener
+        self._now_ms = now_ms
+        self._client_factory = client_factory
+        self._clients: dict[int, ReconnectingClient] = {}
+        self._inbound: dict[tuple[int, int], asyncio.Future[m.RaftResponse]] = {}
+        self._inbound_ids = itertools.count(1 << 30)  # never clashes with the core's own ids
+        self._commit_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._wake = asyncio.Event()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._timer: asyncio.Task[None] | None = None
+        self._closed = False
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._process(self.core.start(self._now_ms()))
+        self._timer = asyncio.get_running_loop().create_task(self._run_timers())
+
+    async def close(self, resign: bool = True) -> None:
+        if self._closed:
+            return
+        if resign and self.core.is_leader:
+            self._process(self.core.resign(self._now_ms()))
+            await asyncio.sleep(0)  # let the EndQuorumEpoch requests leave
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for pending in self._inbound.values():
+            if not pending.done():
+                pending.cancel()
+        for _, waiter in self._commit_waiters:
+            if not waiter.done():
+                waiter.set_exception(NotLeaderError(self.core.leader_id, self.core.epoch))
+        for client in self._clients.values():
+            client.close()
+        for client in self._clients.values():
+            with contextlib.suppress(Exception):
+                await client.wait_closed()
+
+    async def _run_timers(self) -> None:
+        while not self._closed:
+            delay = max(0, self.core.next_wakeup_ms() - self._now_ms()) / 1000
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), min(delay, 1.0))
+            if self._closed:
+                return
+            try:
+                self._process(self.core.tick(self._now_ms()))
+            except Exception:
+                log.exception("quorum: tick failed")
+
+    # --- writes -------------------------------------------------------------------------------
+
+    async def append(self, payloads: Sequence[bytes]) -> int:
+        """Append as leader and wait until committed; the last entry's offset."""
+        result, outputs = self.core.append(self._now_ms(), payloads)
+        self._process(outputs)
+        if isinstance(result, NotLeader):
+            raise NotLeaderError(result.leader_id, result.epoch)
+        if result < self.core.high_watermark:
+            return result
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._commit_waiters.append((result, fut))
+        await fut
+        return result
+
+    # --- inbound ------------------------------------------------------------------------------
+
+    async def serve(self, sender: int, request: m.RaftRequest) -> m.RaftResponse:
+        """Hand a received KRaft request to the core; its response (maybe after a long poll)."""
+        key = (sender, next(self._inbound_ids))
+        fut: asyncio.Future[m.RaftResponse] = asyncio.get_running_loop().create_future()
+        self._inbound[key] = fut
+        try:
+            self._process(self.core.handle(self._now_ms(), sender, key[1], request))
+            return await fut
+        finally:
+            self._inbound.pop(key, None)
+
+    # --- outputs ------------------------------------------------------------------------------
+
+    def _process(self, outputs: list[Output]) -> None:
+        for out in outputs:
+            if isinstance(out, Send):
+                if isinstance(out.message, m.REQUEST_TYPES):
+                    self._spawn(self._send_request(out))
+                else:
+                    fut = self._inbound.get((out.dest, out.correlation_id))
+                    if fut is not None and not fut.done():
+                        fut.set_result(out.message)  # type: ignore[arg-type]
+            elif isinstance(out, Committed):
+                self._committed(out.high_watermark)
+            elif isinstance(out, LeaderChange):
+                self._listener.handle_leader_change(out.leader_id, out.epoch)
+            elif isinstance(out, SnapshotLoaded):
+                self._listener.handle_load_snapshot(out.snapshot_id)
+            elif isinstance(out, SnapshotWanted):
+                state = self._listener.snapshot_state(out.end_offset)
+                if state is not None:
+                    self._process(self.core.snapshot(self._now_ms(), *state))
+        self._wake.set()  # the core's next deadline may have moved
+
+    def _committed(self, hw: int) -> None:
+        self._listener.handle_commit(hw)
+        if self._commit_waiters:
+            still = []
+            for offset, fut in self._commit_waiters:
+                if offset < hw:
+                    if not fut.done():
+                        fut.set_result(None)
+                else:
+                    still.append((offset, fut))
+            self._commit_waiters = still
+
+    def _client(self, dest: int) -> ReconnectingClient:
+        client = self._clients.get(dest)
+        if client is None:
+            host, port = self._endpoints[dest]
+            client = self._clients[dest] = self._client_factory(dest, host, port)
+        return client
+
+    async def _send_request(self, out: Send) -> None:
+        key, encode = _ENCODE[type(out.message)]
+        try:
+            client = self._client(out.dest)
+            version = await client.version_for(key)
+            cls = client_request_type(key, version)
+            body = await client.send(build(cls, encode(out.message)), version)
+            response = _DECODE[key](body)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            log.debug("quorum: request to %d failed: %s", out.dest, e)
+            if not self._closed:
+                self._process(
+                    self.core.request_failed(self._now_ms(), out.dest, out.correlation_id)
+                )
+            return
+        if not self._closed:
+            self._process(self.core.handle(self._now_ms(), out.dest, out.correlation_id, response))
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+def client_request_type(key: int, version: int) -> type:
+    from protocol.registry import REGISTRY
+
+    return REGISTRY.spec(key).request_type(version)

@@ -1,0 +1,124 @@
+"""What a leader tracks in its epoch (Kafka's LeaderState): replica progress, the high
+watermark, check-quorum and the fetches it holds back (long polling).
+
+High watermark: sort the voters' end offsets (the leader's own counts only once flushed; a
+follower's is the offset of its last valid Fetch, which it flushed before sending) in
+descending order and take the element at index n // 2: the largest offset a majority holds.
+It only counts once it is above ``epoch_start_offset``, the offset of the LeaderChange entry
+this leader wrote first: until an entry of its own epoch is on a majority, the leader cannot
+know that older entries it holds are committed (Raft's "Figure 8"). It never goes down.
+
+Check-quorum: a leader that has not heard a Fetch or FetchSnapshot from a majority (itself
+included) within 1.5 x fetch timeout resigns, so a partitioned leader stops serving. Kafka keeps
+a set of voters that fetched since the last reset, so a voter that fetched just before a
+partition can keep a cut-off leader in office for up to two windows; we keep each voter's last
+fetch time instead, which bounds that at one window. A fetch counts when it arrives (not when a
+long-polled one is answered).
+"""
+
+from dataclasses import dataclass
+
+from broker.raft.messages import FetchRequest
+
+CHECK_QUORUM_FACTOR = 1.5
+
+
+@dataclass(slots=True)
+class ParkedFetch:
+    sender: int
+    correlation_id: int
+    request: FetchRequest
+    deadline: int
+
+
+class LeaderState:
+    __slots__ = (
+        "begin_epoch_deadline",
+        "check_quorum_timeout_ms",
+        "end_offsets",
+        "epoch",
+        "epoch_start_offset",
+        "high_watermark",
+        "last_fetch",
+        "node_id",
+        "observer_offsets",
+        "parked",
+        "voters",
+    )
+
+    name = "Leader"
+
+    def __init__(
+        self,
+        node_id: int,
+        epoch: int,
+        epoch_start_offset: int,
+        voters: frozenset[int],
+        now_ms: int,
+        fetch_timeout_ms: int,
+    ) -> None:
+        self.node_id = node_id
+        self.epoch = epoch
+        self.epoch_start_offset = epoch_start_offset
+        self.voters = voters
+        self.end_offsets: dict[int, int] = dict.fromkeys(voters, -1)
+        self.observer_offsets: dict[int, int] = {}
+        self.high_watermark = -1  # unknown until a majority holds an entry of this epoch
+        self.check_quorum_timeout_ms = int(fetch_timeout_ms * CHECK_QUORUM_FACTOR)
+        # each other voter's last Fetch arrival; a new leader gets one full window
+        self.last_fetch: dict[int, int] = {v: now_ms for v in voters if v != node_id}
+        self.begin_epoch_deadline = now_ms  # send BeginQuorumEpoch at once
+        self.parked: list[ParkedFetch] = []
+
+    @property
+    def leader_id(self) -> int:
+        return self.node_id
+
+    def can_grant_vote(self, candidate: int, up_to_date: bool, pre_vote: bool) -> bool:
+        return False
+
+    def update_local(self, end_offset: int) -> bool:
+        """The leader's own flushed end offset; True if the high watermark moved."""
+        self.end_offsets[self.node_id] = end_offset
+        return self._maybe_update_high_watermark()
+
+    def update_replica(self, replica_id: int, fetch_offset: int, now_ms: int | None) -> bool:
+        """A valid Fetch at ``fetch_offset`` (arrived at ``now_ms``; None when answering one
+        that was held back); True if the high watermark moved."""
+        if replica_id in self.end_offsets:
+            self.end_offsets[replica_id] = fetch_offset
+            if now_ms is not None:
+                self.note_voter_fetch(replica_id, now_ms)
+            return self._maybe_update_high_watermark()
+        if replica_id >= 0:
+            self.observer_offsets[replica_id] = fetch_offset
+        return False
+
+    def note_voter_fetch(self, replica_id: int, now_ms: int) -> None:
+        if replica_id in self.last_fetch:
+            self.last_fetch[replica_id] = now_ms
+
+    @property
+    def check_quorum_deadline(self) -> int:
+        """When the leader must resign unless more voters fetch: a majority needs n // 2 others."""
+        needed = len(self.voters) // 2
+        if needed == 0 or not self.last_fetch:
+            return 1 << 62
+        recent = sorted(self.last_fetch.values(), reverse=True)
+        return recent[needed - 1] + self.check_quorum_timeout_ms
+
+    def check_quorum_expired(self, now_ms: int) -> bool:
+        return now_ms >= self.check_quorum_deadline
+
+    def _maybe_update_high_watermark(self) -> bool:
+        offsets = sorted(self.end_offsets.values(), reverse=True)
+        candidate = offsets[len(offsets) // 2]
+        if candidate > self.epoch_start_offset and candidate > self.high_watermark:
+            self.high_watermark = candidate
+            return True
+        return False
+
+    def successors(self) -> tuple[int, ...]:
+        """Other voters, most caught up first (the preferred successors on resignation)."""
+        others = [v for v in self.end_offsets if v != self.node_id]
+        return tuple(sorted(others, key=lambda v: (-self.end_offsets[v], v)))

@@ -1,0 +1,671 @@
+"""A seeded, deterministic simulation of the KRaft core (broker/raft/core.py).
+
+One ``random.Random(seed)`` drives everything: the cluster shape (1, 3 or 5 voters plus 0-2
+observers), the Raft config (fetch sizes, snapshot chunks and frequency), a fake clock and an
+event queue, and the faults:
+
+- the router delays (random latency, hence reorders), drops and duplicates messages;
+- partitions split the nodes at random (half the time cutting the leader off) and heal later;
+- crashes: ``MemoryLog.crash`` loses unflushed entries, the quorum state survives (an fsynced
+  file). Half the random crashes hit the leader, and "targeted" crashes hit a node right after
+  it grants a vote, becomes candidate or leader, commits, or appends. A crash breaks the node's
+  connections: messages sent to it are lost (a request's sender sees the connection fail, as
+  with TCP), messages it sent before dying still arrive;
+- clients append unique payloads to whoever leads (the highest epoch).
+
+The "state machine" is the list of committed entries; its snapshot is that list serialized.
+After the fault phase the network heals, crashed nodes restart, faults and message loss stop,
+and the run settles. Checked after every event:
+
+- at most one leader per epoch, ever;
+- each node's high watermark never decreases while it runs. The high watermark is volatile
+  (not persisted, as in Kafka): after a crash a node restarts from its log start offset, so
+  across restarts the check is on committed data instead, below;
+- committed data never changes: every entry any node applies (its log below its high
+  watermark, or a snapshot it loads) must equal the global committed prefix at that offset;
+- the newest committed entry, and one committed entry sampled at random, are durable (flushed
+  in the log, or inside a snapshot) on a majority of voters;
+- no payload is committed twice; observers never leave Unattached / Follower;
+- a leader resigns within 1.5 x fetch timeout once no majority can have fetched from it
+  (check-quorum), and no node busy-loops.
+
+At the end: a leader is elected (and commits in its epoch) within ``ELECTION_BOUND_MS`` of the
+heal, every node catches up to the leader's high watermark, and every log and state machine
+equals the committed prefix. Any exception from the core fails the run with its seed.
+
+Entry points:
+    RAFT_SEED=1234 python -m pytest tests/broker/test_raft_sim.py -k replay    (one seed, traced)
+    python -m tests.broker.raft_sim --seeds 100000 --max-seconds 3600           (long run)
+    python -m tests.broker.raft_sim --seed 1234 --trace                         (one seed, traced)
+"""
+
+import argparse
+import heapq
+import random
+import struct
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from broker.raft import messages as m
+from broker.raft.core import (
+    Committed,
+    LeaderChange,
+    Output,
+    RaftConfig,
+    RaftCore,
+    Send,
+    SnapshotLoaded,
+    SnapshotWanted,
+)
+from broker.raft.leader_state import LeaderState
+from broker.raft.quorum_state import MemoryQuorumStateStore
+from broker.raft.replicated_log import MemoryLog
+
+# After the heal, a leader must be elected and commit in its epoch within this much simulated
+# time. Worst case by construction: a fetch timeout (2 s) to notice, then a few rounds of
+# prospective / candidate elections (1-2 s timeouts plus up to 1 s of backoff each); measured
+# over 100,000 seeds the largest was well under it (see /tmp/helpers/raft.md).
+ELECTION_BOUND_MS = 20_000
+SETTLE_MS = 30_000
+
+_ENTRY = struct.Struct(">i?H")
+
+
+class SimulationFailure(AssertionError):
+    def __init__(self, seed: int, message: str, trace: list[str]) -> None:
+        self.seed = seed
+        self.trace = trace
+        super().__init__(
+            f"raft simulation seed {seed}: {message}\n"
+            f"replay: RAFT_SEED={seed} python -m pytest tests/broker/test_raft_sim.py -k replay\n"
+            + "\n".join(trace[-60:])
+        )
+
+
+@dataclass
+class Params:
+    voters: int
+    observers: int
+    drop: float
+    dup: float
+    max_latency: int
+    crash_every: int  # mean ms between crashes; 0: none
+    partition_every: int  # mean ms between partitions; 0: none
+    client_every: int
+    snapshot_bytes: int
+    targeted: float  # chance to crash a node at a delicate moment (vote granted, elected...)
+    fault_ms: int
+
+    @staticmethod
+    def from_seed(seed: int, fault_ms: int) -> "Params":
+        r = random.Random(seed ^ 0x5EED)
+        return Params(
+            voters=r.choice([1, 3, 3, 5, 5]),
+            observers=r.choice([0, 0, 1, 2]),
+            drop=r.choice([0.0, 0.01, 0.05, 0.1]),
+            dup=r.choice([0.0, 0.02, 0.1]),
+            max_latency=r.choice([5, 20, 50, 300]),
+            crash_every=r.choice([0, 3000, 1500, 700]),
+            partition_every=r.choice([0, 3000, 1500]),
+            client_every=r.choice([100, 250, 600]),
+            snapshot_bytes=r.choice([1 << 40, 100, 300, 1000]),
+            targeted=r.choice([0.0, 0.05, 0.2]),
+            fault_ms=fault_ms,
+        )
+
+
+def encode_state(entries: list[m.LogEntry]) -> bytes:
+    parts = []
+    for e in entries:
+        parts.append(_ENTRY.pack(e.epoch, e.control, len(e.payload)))
+        parts.append(e.payload)
+    return b"".join(parts)
+
+
+def decode_state(data: bytes) -> list[m.LogEntry]:
+    out: list[m.LogEntry] = []
+    pos = 0
+    while pos < len(data):
+        epoch, control, size = _ENTRY.unpack_from(data, pos)
+        pos += _ENTRY.size
+        out.append(m.LogEntry(len(out), epoch, data[pos : pos + size], control))
+        pos += size
+    return out
+
+
+@dataclass
+class Node:
+    node_id: int
+    voter: bool
+    log: MemoryLog
+    store: MemoryQuorumStateStore
+    core: RaftCore
+    up: bool = True
+    incarnation: int = 0
+    applied: list[m.LogEntry] = field(default_factory=list)
+    last_hw: int = 0
+    next_tick: int = -1
+    same_time_ticks: int = 0
+    leader_since: int = -1  # while it leads: when it started
+    reach: dict[int, int] = field(default_factory=dict)  # voter -> last time it was reachable
+
+
+class Simulation:
+    def __init__(
+        self,
+        seed: int,
+        fault_ms: int = 8000,
+        params: Params | None = None,
+        config: RaftConfig | None = None,
+        trace: bool = False,
+    ) -> None:
+        self.seed = seed
+        self.p = params or Params.from_seed(seed, fault_ms)
+        self.rng = random.Random(seed)
+        self.config = config or RaftConfig(
+            # one entry per fetch only where round trips are short, or catching up takes minutes
+            fetch_max_entries=self.rng.choice([1, 4, 64] if self.p.max_latency <= 50 else [4, 64]),
+            snapshot_chunk_bytes=self.rng.choice([100, 4096]),
+            max_bytes_between_snapshots=self.p.snapshot_bytes,
+        )
+        self.print_trace = trace
+        self.now = 0
+        self.events: list[tuple[int, int, int, object]] = []
+        self.seq = 0
+        self.trace: deque[str] = deque(maxlen=400)
+        self.voter_ids = frozenset(range(1, self.p.voters + 1))
+        ids = sorted(self.voter_ids) + [100 + i for i in range(1, self.p.observers + 1)]
+        self.nodes: dict[int, Node] = {}
+        for nid in ids:
+            log, store = MemoryLog(), MemoryQuorumStateStore()
+            self.nodes[nid] = Node(
+                nid, nid in self.voter_ids, log, store, self._new_core(nid, log, store)
+            )
+        self.group: dict[int, int] = dict.fromkeys(ids, 0)
+        self.committed: list[m.LogEntry] = []
+        self.committed_payloads: set[bytes] = set()
+        self.leaders: dict[int, int] = {}
+        self.payload_counter = 0
+        self.faults = True
+        self.heal_at = -1
+        self.elected_after_heal = -1
+        self.stats = {
+            "events": 0,
+            "appends": 0,
+            "crashes": 0,
+            "partitions": 0,
+            "snapshots": 0,
+            "installs": 0,
+        }
+
+    # --- plumbing ---------------------------------------------------------------------------
+
+    def _new_core(self, nid: int, log: MemoryLog, store: MemoryQuorumStateStore) -> RaftCore:
+        rng = random.Random(self.rng.getrandbits(64))
+        return RaftCore(nid, self.voter_ids, log, store, rng, self.config)
+
+    def fail(self, message: str) -> None:
+        raise SimulationFailure(self.seed, f"t={self.now} {message}", list(self.trace))
+
+    def log(self, line: str) -> None:
+        text = f"{self.now:>7} {line}"
+        self.trace.append(text)
+        if self.print_trace:
+            print(text)
+
+    def push(self, at: int, kind: int, payload: object) -> None:
+        self.seq += 1
+        heapq.heappush(self.events, (at, self.seq, kind, payload))
+
+    # event kinds
+    DELIVER, TICK, CRASH, RESTART, PARTITION, HEAL, CLIENT, END_FAULTS, FAILED = range(9)
+
+    # --- running ----------------------------------------------------------------------------
+
+    def run(self) -> dict[str, int]:
+        p = self.p
+        for node in self.nodes.values():
+            self.apply_outputs(node, node.core.start(0))
+        self.push(self.rng.randrange(p.client_every), self.CLIENT, None)
+        if p.crash_every:
+            self.push(self.rng.randrange(2 * p.crash_every), self.CRASH, None)
+        if p.partition_every:
+            self.push(self.rng.randrange(2 * p.partition_every), self.PARTITION, None)
+        self.push(p.fault_ms, self.END_FAULTS, None)
+        end = p.fault_ms + SETTLE_MS
+        while self.events:
+            at, _, kind, payload = heapq.heappop(self.events)
+            if at > end:
+                break
+            self.now = at
+            self.stats["events"] += 1
+            self.note_reach()
+            try:
+                self.dispatch(kind, payload)
+            except SimulationFailure:
+                raise
+            except Exception as e:  # a core invariant or a log refusal: report it with the seed
+                self.fail(f"{type(e).__name__}: {e}")
+            self.check_step()
+            if self.settled():
+                break
+        self.final_check()
+        return self.stats
+
+    def dispatch(self, kind: int, payload: object) -> None:
+        if kind == self.DELIVER:
+            self.deliver(payload)  # type: ignore[arg-type]
+        elif kind == self.TICK:
+            nid, inc, at = payload  # type: ignore[misc]
+            node = self.nodes[nid]
+            if node.up and node.incarnation == inc and node.next_tick == at:
+                node.next_tick = -1
+                self.apply_outputs(node, node.core.tick(self.now))
+        elif kind == self.CLIENT:
+            self.client()
+        elif kind == self.CRASH:
+            self.crash()
+        elif kind == self.RESTART:
+            self.restart(payload)  # type: ignore[arg-type]
+        elif kind == self.PARTITION:
+            self.partition()
+        elif kind == self.HEAL:
+            if self.faults:
+                self.group = dict.fromkeys(self.nodes, 0)
+                self.log("heal")
+        elif kind == self.END_FAULTS:
+            self.end_faults()
+        elif kind == self.FAILED:
+            nid, inc, dest, cid = payload  # type: ignore[misc]
+            node = self.nodes[nid]
+            if node.up and node.incarnation == inc:
+                self.apply_outputs(node, node.core.request_failed(self.now, dest, cid))
+
+    def schedule_tick(self, node: Node) -> None:
+        at = node.core.next_wakeup_ms()
+        if at <= self.now:
+            node.same_time_ticks += 1
+            if node.same_time_ticks > 100:
+                self.fail(f"n{node.node_id} busy loop: wants a tick at {at} again and again")
+            at = self.now
+        else:
+            node.same_time_ticks = 0
+        if node.next_tick < self.now or at < node.next_tick:
+            node.next_tick = at
+            self.push(at, self.TICK, (node.node_id, node.incarnation, at))
+
+    def apply_outputs(self, node: Node, outputs: list[Output]) -> None:
+        for out in outputs:
+            if not node.up:
+                return  # crashed while acting on an earlier output
+            delicate = False
+            if isinstance(out, Send):
+                self.route(node, out)
+                msg = out.message
+                delicate = isinstance(msg, m.VoteResponse) and msg.vote_granted
+            elif isinstance(out, Committed):
+                self.on_committed(node, out.high_watermark)
+                delicate = node.core.is_leader  # just committed: the followers may not know
+            elif isinstance(out, LeaderChange):
+                self.log(
+                    f"n{node.node_id} {node.core.state_name} leader={out.leader_id} epoch={out.epoch}"
+                )
+                if out.leader_id == node.node_id:
+                    self.note_leader(node, out.epoch)
+                # just elected, or just a candidate (its own vote is in flight)
+                delicate = out.leader_id == node.node_id or node.core.state_name == "Candidate"
+            elif isinstance(out, SnapshotWanted):
+                self.take_snapshot(node)
+            elif isinstance(out, SnapshotLoaded):
+                self.load_snapshot(node, out.snapshot_id)
+            if delicate and self.faults and self.rng.random() < self.p.targeted:
+                # a crash between two effects of one step: the later ones never happen
+                self.crash_node(node, 10 + self.rng.randrange(1000))
+                return
+        if node.up:
+            self.schedule_tick(node)
+
+    # --- network ----------------------------------------------------------------------------
+
+    def route(self, src: Node, send: Send) -> None:
+        p, r = self.p, self.rng
+        dst = self.nodes.get(send.dest)
+        if dst is None:
+            self.fail(f"n{src.node_id} sent to unknown node {send.dest}")
+            return
+        copies = 1 + (r.random() < p.dup if self.faults else 0)
+        for _ in range(copies):
+            if self.faults and r.random() < p.drop:
+                continue
+            at = self.now + 1 + r.randrange(p.max_latency)
+            self.push(
+                at, self.DELIVER, (src.node_id, src.incarnation, dst.node_id, dst.incarnation, send)
+            )
+
+    def deliver(self, item: tuple[int, int, int, int, Send]) -> None:
+        src_id, src_inc, dst_id, dst_inc, send = item
+        dst = self.nodes[dst_id]
+        # a restart breaks the receiver's connections: what was sent to the old incarnation is
+        # lost (a request's sender sees the connection fail); what a node sent before it
+        # crashed is on the wire and still arrives
+        if not dst.up or dst.incarnation != dst_inc:
+            if isinstance(send.message, m.REQUEST_TYPES):
+                at = self.now + 1 + self.rng.randrange(self.p.max_latency)
+                self.push(at, self.FAILED, (src_id, src_inc, dst_id, send.correlation_id))
+            return
+        if self.group[src_id] != self.group[dst_id]:
+            return
+        self.apply_outputs(
+            dst, dst.core.handle(self.now, src_id, send.correlation_id, send.message)
+        )
+
+    # --- faults -----------------------------------------------------------------------------
+
+    def crash(self) -> None:
+        if not self.faults:
+            return
+        up = [n for n in self.nodes.values() if n.up]
+        leader = self.current_leader()
+        if up:
+            # half the time the leader: elections and truncations are where bugs hide
+            node = leader if leader is not None and self.rng.random() < 0.5 else self.rng.choice(up)
+            self.crash_node(node, 200 + self.rng.randrange(3000))
+        self.push(self.now + 1 + self.rng.randrange(2 * self.p.crash_every), self.CRASH, None)
+
+    def crash_node(self, node: Node, down_ms: int) -> None:
+        node.up = False
+        node.incarnation += 1
+        node.log.crash()
+        self.stats["crashes"] += 1
+        self.log(f"crash n{node.node_id} for {down_ms} ms")
+        self.push(self.now + down_ms, self.RESTART, node.node_id)
+
+    def restart(self, nid: int) -> None:
+        node = self.nodes[nid]
+        if node.up:
+            return
+        node.up = True
+        node.incarnation += 1
+        node.core = self._new_core(nid, node.log, node.store)
+        snap = node.log.latest_snapshot_id
+        node.applied = []
+        node.last_hw = 0
+        node.next_tick = -1
+        node.same_time_ticks = 0
+        node.leader_since = -1
+        self.log(f"restart n{nid}")
+        if snap is not None:
+            self.load_snapshot(node, snap)
+        self.apply_outputs(node, node.core.start(self.now))
+
+    def partition(self) -> None:
+        if not self.faults:
+            return
+        ids = list(self.nodes)
+        leader = self.current_leader()
+        if leader is not None and self.rng.random() < 0.5:
+            # cut the leader off, alone or with a few others
+            self.group = {nid: int(nid == leader.node_id or self.rng.random() < 0.2) for nid in ids}
+        else:
+            self.group = {nid: self.rng.randrange(2) for nid in ids}
+        self.stats["partitions"] += 1
+        self.log(
+            f"partition {sorted(n for n in ids if self.group[n])} | {sorted(n for n in ids if not self.group[n])}"
+        )
+        self.push(self.now + 300 + self.rng.randrange(4000), self.HEAL, None)
+        self.push(
+            self.now + 1 + self.rng.randrange(2 * self.p.partition_every), self.PARTITION, None
+        )
+
+    def end_faults(self) -> None:
+        self.faults = False
+        self.group = dict.fromkeys(self.nodes, 0)
+        self.heal_at = self.now
+        self.log("end of faults: healed, restarting everyone")
+        for node in self.nodes.values():
+            if not node.up:
+                self.restart(node.node_id)
+
+    # --- clients and the state machine -------------------------------------------------------
+
+    def client(self) -> None:
+        leaders = [n for n in self.nodes.values() if n.up and n.core.is_leader]
+        if leaders and self.faults:
+            node = max(leaders, key=lambda n: n.core.epoch)
+            payloads = []
+            for _ in range(1 + self.rng.randrange(3)):
+                self.payload_counter += 1
+                payloads.append(b"payload-%08d" % self.payload_counter)
+            _, outputs = node.core.append(self.now, payloads)
+            self.stats["appends"] += len(payloads)
+            self.apply_outputs(node, outputs)
+            if node.up and self.rng.random() < self.p.targeted / 4:
+                self.crash_node(node, 10 + self.rng.randrange(1000))
+        if self.faults:
+            self.push(self.now + 1 + self.rng.randrange(2 * self.p.client_every), self.CLIENT, None)
+
+    def on_committed(self, node: Node, hw: int) -> None:
+        if hw < node.last_hw:
+            self.fail(f"n{node.node_id} high watermark went down {node.last_hw} -> {hw}")
+        node.last_hw = hw
+        start = len(node.applied)
+        if start < node.log.start_offset:
+            self.fail(
+                f"n{node.node_id} applied {start} below its log start {node.log.start_offset}"
+            )
+        if hw > start:
+            entries = node.log.read(start, hw - start)
+            if len(entries) != hw - start:
+                self.fail(
+                    f"n{node.node_id} committed {hw} but its log ends at {node.log.end_offset}"
+                )
+            self.check_entries(node, start, entries)
+            node.applied.extend(entries)
+
+    def check_entries(self, node: Node, start: int, entries: list[m.LogEntry]) -> None:
+        committed = self.committed
+        for i, e in enumerate(entries, start):
+            key = (e.epoch, e.payload, e.control)
+            if i < len(committed):
+                c = committed[i]
+                if (c.epoch, c.payload, c.control) != key:
+                    self.fail(f"n{node.node_id} committed {e} at {i} but {c} was committed there")
+            elif i == len(committed):
+                if not e.control:
+                    if e.payload in self.committed_payloads:
+                        self.fail(f"payload {e.payload!r} committed twice (again at {i})")
+                    self.committed_payloads.add(e.payload)
+                committed.append(m.LogEntry(i, e.epoch, e.payload, e.control))
+            else:
+                self.fail(f"n{node.node_id} committed {i} with a gap after {len(committed)}")
+
+    def take_snapshot(self, node: Node) -> None:
+        end = len(node.applied)
+        if end <= node.log.start_offset:
+            return
+        self.stats["snapshots"] += 1
+        self.apply_outputs(node, node.core.snapshot(self.now, end, encode_state(node.applied)))
+
+    def load_snapshot(self, node: Node, sid: m.SnapshotId) -> None:
+        data = node.log.read_snapshot(sid)
+        if data is None:
+            self.fail(f"n{node.node_id} lost snapshot {sid}")
+            return
+        entries = decode_state(data)
+        if len(entries) != sid.end_offset:
+            self.fail(f"n{node.node_id} snapshot {sid} holds {len(entries)} entries")
+        if entries and entries[-1].epoch != sid.epoch:
+            self.fail(f"n{node.node_id} snapshot {sid} ends in epoch {entries[-1].epoch}")
+        self.check_entries(node, 0, entries)
+        self.stats["installs"] += 1
+        node.applied = entries
+
+    # --- checks -----------------------------------------------------------------------------
+
+    def check_step(self) -> None:
+        for node in self.nodes.values():
+            core = node.core
+            if not node.up:
+                continue
+            if not node.voter and core.state_name not in ("Unattached", "Follower"):
+                self.fail(f"observer n{node.node_id} is {core.state_name}")
+            if core.is_leader:
+                self.note_leader(node, core.epoch)
+                self.check_quorum(node)
+            else:
+                node.leader_since = -1
+            if core.high_watermark < node.last_hw:
+                self.fail(f"n{node.node_id} high watermark went down to {core.high_watermark}")
+        n = len(self.committed)
+        if n:
+            self.check_durable(n - 1)
+            self.check_durable(self.rng.randrange(n))
+
+    def note_leader(self, node: Node, epoch: int) -> None:
+        prev = self.leaders.setdefault(epoch, node.node_id)
+        if prev != node.node_id:
+            self.fail(f"two leaders in epoch {epoch}: n{prev} and n{node.node_id}")
+
+    def note_reach(self) -> None:
+        """Links only change at events: before one, whatever was connected still is."""
+        for node in self.nodes.values():
+            if node.up and node.leader_since >= 0:
+                g = self.group[node.node_id]
+                for v in self.voter_ids:
+                    if self.nodes[v].up and self.group[v] == g:
+                        node.reach[v] = self.now
+
+    def check_quorum(self, node: Node) -> None:
+        """A leader must resign once it cannot have heard from a majority (itself included) for
+        1.5 x fetch timeout: no voter outside its partition (or down) can have fetched."""
+        if node.leader_since < 0:
+            node.leader_since = self.now
+            node.reach = {}
+        self.note_reach()
+        needed = len(self.voter_ids) // 2
+        if needed == 0:
+            return
+        me = node.node_id
+        times = sorted(
+            (max(node.reach.get(v, -1), node.leader_since) for v in self.voter_ids if v != me),
+            reverse=True,
+        )
+        # a fetch sent just before its sender crashed still arrives: one latency of slack
+        deadline = (
+            times[needed - 1] + int(self.config.fetch_timeout_ms * 1.5) + self.p.max_latency + 1
+        )
+        if self.now > deadline:
+            self.fail(
+                f"n{me} still leads {self.now - times[needed - 1]} ms after losing its majority"
+            )
+
+    def check_durable(self, offset: int) -> None:
+        want = self.committed[offset]
+        holders = 0
+        for node in self.nodes.values():
+            if not node.voter:
+                continue
+            log = node.log
+            if offset < log.start_offset:
+                holders += 1  # inside the snapshot, whose content was checked when it was made
+            elif offset < log.flushed_offset:
+                e = log.read(offset, 1)[0]
+                if (e.epoch, e.payload, e.control) == (want.epoch, want.payload, want.control):
+                    holders += 1
+        if holders < len(self.voter_ids) // 2 + 1:
+            self.fail(f"committed entry {offset} ({want}) durable on only {holders} voters")
+
+    def current_leader(self) -> Node | None:
+        leaders = [n for n in self.nodes.values() if n.up and n.core.is_leader]
+        return max(leaders, key=lambda n: n.core.epoch) if leaders else None
+
+    def settled(self) -> bool:
+        if self.faults:
+            return False
+        leader = self.current_leader()
+        if leader is None:
+            return False
+        st = leader.core.state
+        assert isinstance(st, LeaderState)
+        if self.elected_after_heal < 0 and st.high_watermark > st.epoch_start_offset:
+            self.elected_after_heal = self.now - self.heal_at
+        hw = leader.core.high_watermark
+        if hw != leader.log.end_offset:
+            return False
+        return all(
+            n.core.high_watermark == hw and n.core.epoch == st.epoch and n.log.end_offset == hw
+            for n in self.nodes.values()
+        )
+
+    def final_check(self) -> None:
+        if self.elected_after_heal < 0:
+            self.fail(f"no leader committed in its epoch within {SETTLE_MS} ms of the heal")
+        if self.elected_after_heal > ELECTION_BOUND_MS:
+            self.fail(
+                f"leader elected {self.elected_after_heal} ms after the heal (bound {ELECTION_BOUND_MS})"
+            )
+        if not self.settled():
+            states = {
+                n.node_id: (n.core.state_name, n.core.epoch, n.core.high_watermark)
+                for n in self.nodes.values()
+            }
+            self.fail(f"did not converge after the heal: {states}")
+        leader = self.current_leader()
+        assert leader is not None
+        hw = leader.core.high_watermark
+        if len(self.committed) > hw:
+            self.fail(f"{len(self.committed)} entries were committed but the final leader has {hw}")
+        for node in self.nodes.values():
+            log = node.log
+            entries = log.read(log.start_offset, hw)
+            self.check_entries(node, log.start_offset, entries)
+            if len(node.applied) != hw:
+                self.fail(f"n{node.node_id} applied {len(node.applied)} of {hw}")
+        self.stats["committed"] = len(self.committed)
+        self.stats["election_ms"] = self.elected_after_heal
+
+
+def run_seed(seed: int, fault_ms: int = 8000, trace: bool = False) -> dict[str, int]:
+    return Simulation(seed, fault_ms=fault_ms, trace=trace).run()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--seeds", type=int, default=1000, help="how many seeds to run")
+    ap.add_argument("--start", type=int, default=0, help="first seed")
+    ap.add_argument("--seed", type=int, help="run only this seed")
+    ap.add_argument(
+        "--fault-ms", type=int, default=8000, help="simulated time with faults, per seed"
+    )
+    ap.add_argument("--max-seconds", type=float, default=600.0, help="stop after this wall time")
+    ap.add_argument("--trace", action="store_true", help="print every state change and fault")
+    args = ap.parse_args(argv)
+    seeds = [args.seed] if args.seed is not None else range(args.start, args.start + args.seeds)
+    t0 = time.monotonic()
+    done = failed = 0
+    worst_election = 0
+    for seed in seeds:
+        if time.monotonic() - t0 > args.max_seconds:
+            print(f"stopping: --max-seconds {args.max_seconds} reached")
+            break
+        try:
+            stats = run_seed(seed, args.fault_ms, args.trace)
+            worst_election = max(worst_election, stats["election_ms"])
+        except SimulationFailure as e:
+            failed += 1
+            print(e, file=sys.stderr)
+            print(f"FAILED seed {seed}", file=sys.stderr)
+        done += 1
+    elapsed = time.monotonic() - t0
+    print(
+        f"{done} seeds, {failed} failed, {elapsed:.1f}s, worst election after heal {worst_election} ms"
+    )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,237 @@
+"""The seeded KRaft simulation (``tests/broker/raft_sim.py``) run as tests.
+
+- ``test_seeds``: RAFT_SIM_SEEDS seeds (default 2000, about 15 s on one core) from
+  RAFT_SIM_START (default 0). A failure names each failing seed and how to replay it.
+- ``test_replay``: one seed, traced: ``RAFT_SEED=1234 python -m pytest tests/broker/test_raft_sim.py -k replay``
+  (skipped without RAFT_SEED).
+- ``test_planted_*``: the checker must catch known bugs planted in the core, within a bounded
+  number of seeds, so a weakened checker fails here instead of passing everything. The bounds
+  are several times the seed that catches each bug today (they stop at the first catch).
+
+Long runs: ``python -m tests.broker.raft_sim --seeds 100000 --max-seconds 3600``.
+"""
+
+import dataclasses
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from broker.raft import base, core, leader_state, replication, states
+from broker.raft import messages as m
+from broker.raft.core import RaftConfig
+from broker.raft.replicated_log import MemoryLog
+from tests.broker.raft_sim import Params, Simulation, SimulationFailure, run_seed
+
+
+def test_seeds() -> None:
+    start = int(os.environ.get("RAFT_SIM_START", "0"))
+    count = int(os.environ.get("RAFT_SIM_SEEDS", "2000"))
+    failures: list[str] = []
+    t0 = time.monotonic()
+    for seed in range(start, start + count):
+        try:
+            run_seed(seed)
+        except SimulationFailure as e:
+            failures.append(str(e))
+    elapsed = time.monotonic() - t0
+    if failures:
+        seeds = [f.split(":")[0].removeprefix("raft simulation seed ") for f in failures]
+        pytest.fail(
+            f"{len(failures)} of {count} seeds failed ({elapsed:.0f}s): {', '.join(seeds)}\n\n"
+            + failures[0]
+        )
+
+
+def test_replay() -> None:
+    """RAFT_SEED=N replays seed N with a trace (seed 0 when unset, so the path stays tested)."""
+    stats = Simulation(int(os.environ.get("RAFT_SEED", "0")), trace=True).run()
+    print(stats)
+
+
+# --- the checker catches planted bugs ---------------------------------------------------------
+
+
+def first_failing_seed(
+    max_seeds: int, profile: Callable[[int], Simulation] | None = None
+) -> SimulationFailure | None:
+    for seed in range(max_seeds):
+        try:
+            if profile is None:
+                run_seed(seed)
+            else:
+                profile(seed).run()
+        except SimulationFailure as e:
+            return e
+    return None
+
+
+def figure8_profile(seed: int) -> Simulation:
+    """Three voters, one entry per fetch, many targeted crashes: where a new leader's old-epoch
+    entries can sit on a majority while its own LeaderChange entry does not."""
+    p = Params.from_seed(seed, 8000)
+    p = dataclasses.replace(p, voters=3, targeted=0.4, max_latency=min(p.max_latency, 50))
+    config = RaftConfig(fetch_max_entries=1, max_bytes_between_snapshots=p.snapshot_bytes)
+    return Simulation(seed, params=p, config=config)
+
+
+def test_figure8_profile_passes() -> None:
+    for seed in range(300):
+        figure8_profile(seed).run()
+
+
+@contextmanager
+def planted(patch: Callable[[pytest.MonkeyPatch], None]) -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as mp:
+        patch(mp)
+        yield
+
+
+def test_planted_vote_without_log_check() -> None:
+    """Granting votes to candidates whose log is behind loses committed entries."""
+    orig = states.unattached_can_grant
+
+    def patch(mp: pytest.MonkeyPatch) -> None:
+        mp.setattr(
+            states,
+            "unattached_can_grant",
+            lambda voted, leader, cand, up, pre: orig(voted, leader, cand, True, pre),
+        )
+
+    with planted(patch):
+        caught = first_failing_seed(200)
+    assert caught is not None
+
+
+def test_planted_follower_skips_flush() -> None:
+    """Followers reporting unflushed offsets: committed entries are not durable on a majority."""
+
+    def without_flush(fn: Callable[..., object]) -> Callable[..., object]:
+        def wrapper(self: core.RaftCore, *args: object) -> object:
+            self.log.skip_flush = True  # type: ignore[attr-defined]
+            try:
+                return fn(self, *args)
+            finally:
+                self.log.skip_flush = False  # type: ignore[attr-defined]
+
+        return wrapper
+
+    def patch(mp: pytest.MonkeyPatch) -> None:
+        flush = MemoryLog.flush
+        mp.setattr(
+            MemoryLog,
+            "flush",
+            lambda log: None if getattr(log, "skip_flush", False) else flush(log),
+        )
+        for name in ("_send_fetch", "_on_fetch_response"):
+            mp.setattr(
+                replication.ReplicationHandlers,
+                name,
+                without_flush(getattr(replication.ReplicationHandlers, name)),
+            )
+
+    with planted(patch):
+        caught = first_failing_seed(50)
+    assert caught is not None
+    assert "durable on only" in str(caught)
+
+
+def test_planted_follower_high_watermark_past_its_log() -> None:
+    """A follower taking the leader's high watermark without min(own end offset)."""
+    orig = replication.ReplicationHandlers._on_fetch_response
+
+    def on_fetch_response(
+        self: core.RaftCore, now: int, sender: int, resp: m.FetchResponse
+    ) -> bool:
+        ok = orig(self, now, sender, resp)
+        plain = resp.diverging_epoch is None and resp.snapshot_id is None
+        if ok and resp.error_code == m.NONE and plain and isinstance(self.state, states.Follower):
+            self._set_hw(resp.high_watermark)
+        return ok
+
+    with planted(
+        lambda mp: mp.setattr(
+            replication.ReplicationHandlers, "_on_fetch_response", on_fetch_response
+        )
+    ):
+        caught = first_failing_seed(50)
+    assert caught is not None
+
+
+def test_planted_fetch_without_epoch_validation() -> None:
+    """A leader serving entries without checking the follower's last fetched epoch."""
+    orig = replication.ReplicationHandlers._try_complete_fetch
+
+    def try_complete(
+        self: core.RaftCore, now: int, sender: int, req: m.FetchRequest, arrived: bool = True
+    ) -> m.FetchResponse:
+        st, log = self.state, self.log
+        if (
+            not isinstance(st, leader_state.LeaderState)
+            or req.current_leader_epoch != st.epoch
+            or not log.start_offset <= req.fetch_offset <= log.end_offset
+        ):
+            return orig(self, now, sender, req, arrived)
+        entries = log.read(req.fetch_offset, min(req.max_entries, self.config.fetch_max_entries))
+        if st.update_replica(sender, req.fetch_offset, now if arrived else None):
+            self._set_hw(st.high_watermark)
+        leader = m.LeaderIdAndEpoch(self.node_id, st.epoch)
+        return m.FetchResponse(m.NONE, leader, st.high_watermark, log.start_offset, tuple(entries))
+
+    with planted(
+        lambda mp: mp.setattr(replication.ReplicationHandlers, "_try_complete_fetch", try_complete)
+    ):
+        caught = first_failing_seed(100)
+    assert caught is not None
+
+
+def test_planted_no_check_quorum() -> None:
+    """A leader cut off from its majority that never resigns."""
+
+    def patch(mp: pytest.MonkeyPatch) -> None:
+        mp.setattr(leader_state.LeaderState, "check_quorum_expired", lambda self, now: False)
+        mp.setattr(
+            leader_state.LeaderState, "check_quorum_deadline", property(lambda self: 1 << 62)
+        )
+
+    with planted(patch):
+        caught = first_failing_seed(1000)
+    assert caught is not None
+    assert "after losing its majority" in str(caught)
+
+
+def test_planted_vote_not_persisted() -> None:
+    """A vote kept only in memory: after a crash the voter votes again in the same epoch."""
+    orig = base.CoreBase._switch
+
+    def switch(self: core.RaftCore, now: int, new: states.EpochState, durable: bool) -> None:
+        if isinstance(new, states.Unattached) and new.voted_id >= 0:
+            durable = False
+        orig(self, now, new, durable)
+
+    with planted(lambda mp: mp.setattr(base.CoreBase, "_switch", switch)):
+        # rare (a voter must crash between two candidates' requests): about one seed in 800
+        caught = first_failing_seed(6000)
+    assert caught is not None
+    assert "two leaders" in str(caught)
+
+
+def test_planted_high_watermark_without_the_epoch_start_rule() -> None:
+    """Raft's Figure 8: counting old-epoch entries as committed before the new leader's own
+    entry is on a majority. A later leader with a higher-epoch entry overwrites them."""
+
+    def update(self: leader_state.LeaderState) -> bool:
+        offsets = sorted(self.end_offsets.values(), reverse=True)
+        candidate = offsets[len(offsets) // 2]
+        if candidate > self.high_watermark:
+            self.high_watermark = candidate
+            return True
+        return False
+
+    with planted(
+        lambda mp: mp.setattr(leader_state.LeaderState, "_maybe_update_high_watermark", update)
+    ):
+        caught = first_failing_seed(3000, figure8_profile)  # about one seed in 300
+    assert caught is not None
