@@ -82,7 +82,7 @@ from .mirror.metadata_sync import MirrorMetadataSync
 from .mirror.metrics_snapshot import build_snapshot
 from .mirror.source import SourceClient
 from .network.server import KafkaServer, Listener
-from .raft.local_quorum import LocalQuorum
+from .quorum.local import SingleVoterQuorum
 from .replication.replica_manager import ReplicaManager
 from .security.authorizer import build_authorizer
 from .security.errors import SecurityConfigError
@@ -157,7 +157,9 @@ class Node:
             METADATA_TOPIC_ID,
             LogConfig(segment_bytes=64 * 1024 * 1024, retention_ms=-1, retention_bytes=-1),
         )
-        self.quorum = LocalQuorum(metadata_log, epoch=1, now_ms=self.clock.now_ms)
+        self.quorum = SingleVoterQuorum(
+            config.node_id, metadata_log, cluster_id, now_ms=self.clock.now_ms
+        )
         self.replicas = ReplicaManager(config.node_id, self.logs, self._log_config_for, self.clock)
         self.controller = Controller(
             PublishingQuorum(self),
@@ -638,6 +640,7 @@ class Node:
 
     async def start(self) -> None:
         self.load_metadata()
+        self.quorum.start()
         self._apply_mirror_throttle()
         cfg = self.config
         listeners = [
@@ -747,6 +750,7 @@ class Node:
         await self.mirror_coordinator.close()
         self.replicas.snapshot_all()
         await self.cleaner.close()
+        await self.quorum.close()
         self.logs.close()
         if self.meta_logs is not self.logs:
             self.meta_logs.close()
