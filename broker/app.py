@@ -23,12 +23,14 @@ from .api.acls import AclsApi
 from .api.api_versions import FEATURES
 from .api.api_versions import make_handler as api_versions_handler
 from .api.cluster import OFFSETS_TOPIC, ClusterApi
+from .api.config_resources import ConfigResourcesApi
 from .api.configs import ConfigsApi
 from .api.context import RequestContext
 from .api.dispatcher import Api, Dispatcher
 from .api.fetch import FetchApi
 from .api.group import GroupApi
 from .api.log_admin import LogAdminApi
+from .api.log_dirs import LogDirsApi
 from .api.metadata import MetadataApi
 from .api.mirror import MirrorApi
 from .api.mirror_state import MirrorStateApi
@@ -38,6 +40,7 @@ from .api.producers import ProducersApi
 from .api.sasl import SaslApi
 from .api.scram_credentials import ScramCredentialsApi
 from .api.services import Services
+from .api.topic_partitions import TopicPartitionsApi
 from .api.topics import TopicsApi
 from .api.txn import TxnApi
 from .config.meta_properties import MetaPropertiesError, read_meta_properties
@@ -522,6 +525,7 @@ class Node:
         )
         self.mirror_api = mirrors = MirrorApi(s, self.mirror_controller)
         acls = AclsApi(s, self.acl_controller)
+        log_dirs = LogDirsApi(s)
         self.sasl_api = sasl = SaslApi(self.listener_security, self._scram_credential)
         scram = ScramCredentialsApi(s, ScramController(self.controller))
         holder: dict[str, Dispatcher] = {}
@@ -558,7 +562,10 @@ class Node:
             Api(33, configs.alter_configs, max_version=2),
             Api(44, configs.incremental_alter_configs, max_version=2),
             Api(21, admin.delete_records, max_version=2),
-            Api(35, admin.describe_log_dirs, min_version=1, max_version=4),
+            Api(35, log_dirs.describe_log_dirs, min_version=1, max_version=4),
+            Api(34, log_dirs.alter_replica_log_dirs, min_version=1, max_version=2),
+            Api(75, TopicPartitionsApi(s).describe_topic_partitions, max_version=0),
+            Api(74, ConfigResourcesApi(s).list_config_resources, max_version=1),
             Api(11, groups.handle_join_group, max_version=9),
             Api(14, groups.handle_sync_group, max_version=5),
             Api(12, groups.handle_heartbeat, max_version=4),

@@ -1,10 +1,8 @@
-"""DeleteRecords v0-v2 and DescribeLogDirs v1-v4.
+"""DeleteRecords v0-v2 (DescribeLogDirs and AlterReplicaLogDirs: ``log_dirs``).
 
-With an authorizer: DeleteRecords needs DELETE on the topic (TOPIC_AUTHORIZATION_FAILED);
-DescribeLogDirs DESCRIBE on the cluster (otherwise no directories, CLUSTER_AUTHORIZATION_FAILED).
+With an authorizer: DeleteRecords needs DELETE on the topic (TOPIC_AUTHORIZATION_FAILED).
 """
 
-import shutil
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -14,11 +12,11 @@ from protocol.errors import MirrorErrorCode
 from protocol.registry import REGISTRY
 
 from ..security.acls import AclOperation, ResourceType
-from .authz import allowed, allowed_on_cluster
+from .authz import allowed
 from .context import RequestContext
 from .services import Services
 
-DELETE_RECORDS, DESCRIBE_LOG_DIRS = 21, 35
+DELETE_RECORDS = 21
 
 
 class LogAdminApi:
@@ -62,51 +60,3 @@ class LogAdminApi:
             topics.append({"name": t.name, "partitions": parts})
         cls = REGISTRY.spec(DELETE_RECORDS).response_type(ctx.api_version)
         return build(cls, {"throttle_time": 0, "topics": topics})
-
-    async def describe_log_dirs(self, ctx: RequestContext, req: Any) -> Any:
-        if not allowed_on_cluster(self.s.authorizer, ctx, AclOperation.DESCRIBE):
-            cls = REGISTRY.spec(DESCRIBE_LOG_DIRS).response_type(ctx.api_version)
-            return build(
-                cls,
-                {
-                    "throttle_time": 0,
-                    "error_code": ErrorCode.cluster_authorization_failed,
-                    "results": [],
-                },
-            )
-        wanted: dict[str, set[int]] | None = None
-        if req.topics is not None:
-            wanted = {t.topic: set(t.partitions) for t in req.topics}
-        by_dir: dict[str, dict[str, list[dict[str, Any]]]] = {
-            str(d): {} for d in self.s.log_manager.log_dirs
-        }
-        for (topic, partition), hosted in self.s.replicas.partitions().items():
-            if wanted is not None and partition not in wanted.get(topic, ()):
-                continue
-            d = str(hosted.log.dir.parent)
-            by_dir.setdefault(d, {}).setdefault(topic, []).append(
-                {
-                    "partition_index": partition,
-                    "partition_size": hosted.log.size_bytes,
-                    "offset_lag": 0,
-                    "is_future_key": False,
-                }
-            )
-        results = []
-        for d, topics in by_dir.items():
-            try:
-                usage = shutil.disk_usage(d)
-                total, free = usage.total, usage.free
-            except OSError:
-                total = free = -1
-            results.append(
-                {
-                    "error_code": ErrorCode.none,
-                    "log_dir": d,
-                    "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()],
-                    "total_bytes": total,
-                    "usable_bytes": free,
-                }
-            )
-        cls = REGISTRY.spec(DESCRIBE_LOG_DIRS).response_type(ctx.api_version)
-        return build(cls, {"throttle_time": 0, "error_code": ErrorCode.none, "results": results})

@@ -4,10 +4,16 @@ On start it opens each ``<topic>-<partition>`` directory it finds (the topic id 
 ``partition.metadata``), recovering from the recovery point in
 ``recovery-point-offset-checkpoint`` unless the dir holds Kafka's ``.kafka_cleanshutdown``
 marker. The app calls ``periodic`` for retention, time-based flushes and checkpoints.
+
+With several log dirs (JBOD) a new partition goes to the dir holding the fewest, unless
+AlterReplicaLogDirs named one for it; ``moves`` moves a partition to another dir while it serves
+(see ``replica_move``). At start-up a ``-future`` dir is a move the stop interrupted (started
+again by ``periodic``), and of two dirs of one partition the copy marked complete wins.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import re
@@ -29,10 +35,14 @@ from .clock import Clock
 from .config import LogConfig
 from .dir_lock import DirLock
 from .partition_log import PartitionLog, partition_dir_name
+from .replica_move import FUTURE_DIR_SUFFIX, MOVE_MARKER, ReplicaMover
 
 CLEAN_SHUTDOWN_FILE: Final = ".kafka_cleanshutdown"
 DELETE_DIR_SUFFIX: Final = "-delete"
 _PARTITION_DIR: Final = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+_FUTURE_DIR: Final = re.compile(
+    r"^(?P<topic>.+)-(?P<partition>\d+)\.[0-9a-f]+" + re.escape(FUTURE_DIR_SUFFIX) + "$"
+)
 
 log = logging.getLogger(__name__)
 
@@ -50,12 +60,23 @@ class LogManager:
         self._dir_of: dict[TopicPartition, Path] = {}
         self._closed = False
         self._locks: list[DirLock] = []
+        # AlterReplicaLogDirs for a partition not here yet: where it goes once created
+        self._preferred_dir: dict[TopicPartition, Path] = {}
+        # moves a stop interrupted (a -future dir was found): target dir, resumed by `periodic`
+        self._interrupted_moves: dict[TopicPartition, Path] = {}
+        self.moves = ReplicaMover(self)
         try:
             for log_dir in self.log_dirs:  # all locked before any is touched
                 log_dir.mkdir(parents=True, exist_ok=True)
                 self._locks.append(DirLock.acquire(log_dir))
             for log_dir in self.log_dirs:
                 self._load_dir(log_dir)
+            for tp, plog in self._logs.items():
+                (plog.dir / MOVE_MARKER).unlink(missing_ok=True)
+                if self._interrupted_moves.get(tp) == self._dir_of[tp]:
+                    del self._interrupted_moves[tp]
+            for tp in [tp for tp in self._interrupted_moves if tp not in self._logs]:
+                del self._interrupted_moves[tp]
         except BaseException:
             self._release_locks()
             raise
@@ -72,14 +93,18 @@ class LogManager:
             if child.name.endswith(DELETE_DIR_SUFFIX):
                 shutil.rmtree(child, ignore_errors=True)  # a deletion interrupted by a crash
                 continue
+            future = _FUTURE_DIR.match(child.name)
+            if future is not None:
+                # A move the stop interrupted: its copy is redone from scratch.
+                self._interrupted_moves[(future["topic"], int(future["partition"]))] = log_dir
+                shutil.rmtree(child, ignore_errors=True)
+                continue
             match = _PARTITION_DIR.match(child.name)
             if match is None:
-                continue  # -future, -stray, __cluster_metadata snapshots dirs, ...
+                continue  # -stray, __cluster_metadata snapshots dirs, ...
             tp = (match["topic"], int(match["partition"]))
-            if tp in self._logs:
-                raise ValueError(
-                    f"duplicate log directories for {child.name}: {self._dir_of[tp]} and {log_dir}"
-                )
+            if tp in self._logs and not self._keep_moved_copy(tp, child):
+                continue
             plog = PartitionLog.open(
                 log_dir,
                 tp[0],
@@ -95,6 +120,27 @@ class LogManager:
             self._dir_of[tp] = log_dir
         # Kafka removes the marker once loaded: a crash from here on is unclean.
         marker.unlink(missing_ok=True)
+
+    def _keep_moved_copy(self, tp: TopicPartition, child: Path) -> bool:
+        """Two dirs of one partition: a move stopped between its two renames. The copy marked
+        complete wins (both hold the same records); True: load ``child`` instead of the other.
+        Unmarked duplicates are an error, as in Kafka."""
+        other = self._logs[tp]
+        child_marked = (child / MOVE_MARKER).exists()
+        if child_marked == (other.dir / MOVE_MARKER).exists():
+            raise ValueError(
+                f"duplicate log directories for {child.name}: {self._dir_of[tp]} and {child.parent}"
+            )
+        loser = other.dir if child_marked else child
+        if child_marked:
+            other.close_handles()
+            del self._logs[tp]
+            del self._dir_of[tp]
+        log.warning("%s: removing %s, a copy was moved to another log dir", child.name, loser)
+        doomed = loser.with_name(f"{loser.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        os.replace(loser, doomed)
+        shutil.rmtree(doomed, ignore_errors=True)
+        return child_marked
 
     @staticmethod
     def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:
@@ -129,7 +175,7 @@ class LogManager:
             if config is not None:
                 existing.update_config(config)
             return existing
-        log_dir = self._pick_dir()
+        log_dir = self._preferred_dir.pop(tp, None) or self._pick_dir()
         plog = PartitionLog.open(
             log_dir,
             topic,
@@ -152,9 +198,22 @@ class LogManager:
     def log_dir_of(self, topic: str, partition: int) -> Path | None:
         return self._dir_of.get((topic, partition))
 
+    def prefer_dir(self, topic: str, partition: int, log_dir: Path) -> None:
+        """Create the partition in ``log_dir`` when it comes (AlterReplicaLogDirs before it)."""
+        self._preferred_dir[(topic, partition)] = log_dir
+
+    def relocated(self, topic: str, partition: int, log_dir: Path) -> None:
+        """A move switched the partition's log to ``log_dir``: record it in both checkpoints."""
+        tp = (topic, partition)
+        old = self._dir_of[tp]
+        self._dir_of[tp] = log_dir
+        self._checkpoint_dir(old)
+        self._checkpoint_dir(log_dir)
+
     def delete(self, topic: str, partition: int) -> bool:
         """Rename the partition dir to ``<tp>.<uuid>-delete`` then remove it (as Kafka does)."""
         tp = (topic, partition)
+        self.moves.cancel(topic, partition)
         plog = self._logs.pop(tp, None)
         log_dir = self._dir_of.pop(tp, None)
         if plog is None or log_dir is None:
@@ -198,6 +257,19 @@ class LogManager:
             except OSError:
                 log.exception("%s: background log work failed", plog.name)
         self.checkpoint()
+        self._resume_moves()
+
+    def _resume_moves(self) -> None:
+        if not self._interrupted_moves:
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return  # moves run on the node's loop
+        for (topic, partition), target in self._interrupted_moves.items():
+            log.info("%s: resuming its move to %s", partition_dir_name(topic, partition), target)
+            self.moves.start(topic, partition, target)
+        self._interrupted_moves.clear()
 
     def flush_all(self) -> None:
         for plog in self._logs.values():
@@ -207,6 +279,7 @@ class LogManager:
         """Clean shutdown: flush and close every log, checkpoint, leave the clean marker."""
         if self._closed:
             return
+        self.moves.close()
         for plog in self._logs.values():
             plog.close()
         self.checkpoint()

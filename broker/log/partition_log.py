@@ -1037,6 +1037,44 @@ class PartitionLog:
             seg.close_handles()
         self._closed = True
 
+    def move_to(self, copy: Path) -> None:
+        """Go on in ``copy``, a complete and durable copy of this partition's directory in
+        another log dir (AlterReplicaLogDirs): segments and the epoch checkpoint are reopened
+        there; offsets, high watermark and producer state carry over, and this object stays the
+        one every holder uses. In one go on the loop, so no append or read sees it half-moved.
+        Raises (changing nothing) when ``copy`` does not hold this log; the old directory is
+        the caller's to remove."""
+        fresh = PartitionLog.open(
+            copy,
+            self.topic,
+            self.partition,
+            self._topic_id,
+            self._config,
+            self._clock,
+            clean_shutdown=True,
+            log_start_offset=self._log_start,
+            high_watermark=self._hw,
+        )
+        same = (
+            fresh._bases == self._bases
+            and fresh._leo == self._leo
+            and fresh.epoch_cache.entries() == self.epoch_cache.entries()
+        )
+        if self._closed or not same:
+            fresh.close_handles()
+            raise ValueError(f"{copy} is not a copy of {self!r} ({fresh!r})")
+        for seg in self._segments:
+            seg.close_handles()
+        self.dir = fresh.dir
+        self._segments = fresh._segments
+        self.epoch_cache = fresh.epoch_cache
+        self._pending_deletes = []  # files in the old directory, which goes as a whole
+        self._recovery_point = self._leo  # the copy was fsynced
+        self._unflushed = 0
+        self._roll_flush_offset = None
+        if self.producer_state is not None:
+            self.producer_state.partition_dir = self.dir
+
 
 def _whole_batches(data: bytes, seg: LogSegment, start: int) -> tuple[Buffer, int] | None:
     """Cut a read at the last whole batch; walks headers only from the nearest index entry.
