@@ -141,12 +141,16 @@ class Node:
         self.default_log_config = topic_configs.log_config(config, {})
         log_dirs = [Path(d) for d in config.log_dirs]
         self.logs = LogManager(log_dirs, self.default_log_config, self.clock)
-        # KIP-1279: a read-only mirror partition stays byte-identical to its source.
+        # KIP-1279: a read-only mirror partition stays byte-identical to its source; and, as
+        # Kafka pauses it, the cleaner leaves a partition alone while it moves to another dir.
         self.cleaner = LogCleaner(
             self.logs,
             CleanerConfig(config.log_cleaner_enable, config.log_cleaner_backoff_ms),
             self.clock,
-            may_clean=lambda topic, partition: self.services.writable(topic, partition),
+            may_clean=lambda topic, partition: (
+                self.services.writable(topic, partition)
+                and self.logs.moves.get(topic, partition) is None
+            ),
         )
         meta_dir = Path(config.metadata_log_dir)
         self.meta_logs = (
