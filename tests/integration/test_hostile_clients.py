@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 import struct
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -146,8 +147,21 @@ def test_closed_connections_do_not_accumulate(node: Node) -> None:
     assert growth < 15, f"RSS after each round of 300 connections: {samples}"
 
 
+def _scrape(node: Node) -> str:
+    """The node's /metrics (its endpoint starts a moment after the Kafka listener)."""
+    url = f"http://127.0.0.1:{node.metrics_port}/metrics"
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            return str(urllib.request.urlopen(url, timeout=5).read().decode())
+        except urllib.error.URLError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def _open_connections(node: Node) -> int:
-    text = urllib.request.urlopen(f"http://127.0.0.1:{node.metrics_port}/metrics").read().decode()
+    text = _scrape(node)
     for line in text.splitlines():
         if line.startswith("kafka_server_socket_server_connection_count"):
             return int(float(line.rsplit(" ", 1)[1]))
@@ -164,7 +178,7 @@ def test_requests_pipelined_after_a_fatal_one_are_not_answered(node: Node) -> No
 
 
 def _metric(node: Node, name: str, **labels: str) -> float:
-    text = urllib.request.urlopen(f"http://127.0.0.1:{node.metrics_port}/metrics").read().decode()
+    text = _scrape(node)
     want = ",".join(f'{k}="{v}"' for k, v in labels.items())
     for line in text.splitlines():
         if line.startswith(f"{name}{{{want}}}" if want else f"{name} "):
