@@ -245,7 +245,7 @@ class ReplicaMover:
             finally:
                 _close_all(files)
         for name in _copy_side_files(plog, move.future):
-            _fsync_file(move.future / name)
+            fsync_dir(move.future / name)
         (move.future / MOVE_MARKER).touch()
         fsync_dir(move.future)
         final = move.target / plog.name
@@ -391,14 +391,6 @@ def _copy_side_files(plog: PartitionLog, into: Path) -> list[str]:
             continue
         names.append(path.name)
     return names
-
-
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _tail(seg: LogSegment, size: int) -> bytes:

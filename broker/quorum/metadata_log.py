@@ -29,6 +29,7 @@ from typing import Final
 from protocol.records import ControlType, Record, build_batch, iter_records, scan_batches
 from protocol.records.control import control_key
 
+from ..log.checkpoint import fsync_dir
 from ..log.partition_log import PartitionLog
 from ..raft.messages import LogEntry, OffsetAndEpoch, SnapshotId
 from ..raft.replicated_log import LogError
@@ -256,7 +257,7 @@ class MetadataLog:
         finally:
             os.close(fd)
         os.replace(part, final)
-        _fsync_dir(self._dir)
+        fsync_dir(self._dir)
         if snapshot_id not in self._snapshots:
             self._snapshots.append(snapshot_id)
             self._snapshots.sort(key=lambda s: s.end_offset)
@@ -284,11 +285,3 @@ def _control_batch(offset: int, epoch: int, kind: ControlType, value: bytes, now
         is_control=True,
         base_timestamp=now,
     )
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
