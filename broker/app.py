@@ -679,6 +679,7 @@ class Node:
             max_connections=cfg.max_connections,
             max_connections_per_ip=cfg.max_connections_per_ip,
             max_connections_per_ip_overrides=cfg.max_connections_per_ip_overrides,
+            max_connection_creation_rate=cfg.max_connection_creation_rate,
             unlimited_listeners=frozenset(cfg.controller_listener_names),
         )
         await self.server.start()
@@ -708,6 +709,11 @@ class Node:
                         self._partition_stats(),
                         len(self.server.connections) if self.server else 0,
                         dict(self.server.rejected) if self.server else {},
+                        (
+                            (self.server.accept_throttled, self.server.accept_throttle_seconds)
+                            if self.server
+                            else (0, 0.0)
+                        ),
                     ),
                     "partition metrics",
                 )

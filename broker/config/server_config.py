@@ -81,6 +81,7 @@ IMPLEMENTED_KEYS: frozenset[str] = frozenset(
         "queued.max.requests", "connections.max.idle.ms", "num.network.threads", "num.io.threads",
         "queued.max.request.bytes", "sasl.server.max.receive.size",
         "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
+        "max.connection.creation.rate",
         "request.timeout.ms", "fetch.max.bytes",
         "log.segment.bytes", "log.roll.ms", "log.roll.hours",
         "log.retention.ms", "log.retention.minutes", "log.retention.hours",
@@ -184,6 +185,7 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     max_connections: int = 2**31 - 1
     max_connections_per_ip: int = 2**31 - 1
     max_connections_per_ip_overrides: dict[str, int] = msgspec.field(default_factory=dict)
+    max_connection_creation_rate: int = 2**31 - 1  # new connections per second (KIP-612)
     sasl_server_max_receive_size: int = 524288  # largest frame before SASL authentication
     connections_max_idle_ms: int
     num_network_threads: int

@@ -73,6 +73,8 @@ class StateSnapshot:
     connections: int
     # connections closed at accept, per limit (max.connections, max.connections.per.ip)
     connections_rejected: dict[str, int] = field(default_factory=dict)
+    # (connections throttled by max.connection.creation.rate, seconds they waited in all)
+    accept_throttle: tuple[int, float] = (0, 0.0)
 
 
 class _StateCollector(Collector):
@@ -120,7 +122,17 @@ class _StateCollector(Collector):
         )
         for limit, n in sorted(snap.connections_rejected.items()):
             rejected.add_metric([limit], n)
-        return [count, size, end, start, conns, rejected]
+        throttled = CounterMetricFamily(
+            "kafka_network_acceptor_throttled_connections",
+            "New connections held back by max.connection.creation.rate",
+        )
+        throttled.add_metric([], snap.accept_throttle[0])
+        waited = CounterMetricFamily(
+            "kafka_network_acceptor_throttle_seconds",
+            "Seconds new connections waited for max.connection.creation.rate, in all",
+        )
+        waited.add_metric([], snap.accept_throttle[1])
+        return [count, size, end, start, conns, rejected, throttled, waited]
 
 
 class BrokerMetrics:

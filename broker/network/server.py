@@ -147,6 +147,7 @@ class _Connection(asyncio.BufferedProtocol):
         self._eof = False  # the client half-closed: answer what arrived, then close
         self._close_requested = False  # a handler asked to close after its response
         self._drained: asyncio.Future[None] | None = None
+        self._throttled = False  # max.connection.creation.rate: not served until its turn
         self.closing = False
         self.last_active = server.monotonic()
         self.ctx: ConnectionContext | None = None
@@ -218,6 +219,7 @@ class _Connection(asyncio.BufferedProtocol):
             and not self._draining
             and not self._close_requested
             and not self._write_paused
+            and not self._throttled
             and len(self._slots) < limit
             and not self._server.memory_full
         ):
@@ -299,6 +301,7 @@ class _Connection(asyncio.BufferedProtocol):
         want = (
             not self._eof
             and not self._write_paused
+            and not self._throttled
             and len(self._slots) < self._server.max_inflight
             and not self._server.memory_full
         )
@@ -365,6 +368,17 @@ class _Connection(asyncio.BufferedProtocol):
     def resume_after_memory(self) -> None:
         self._take_frames()
 
+    def throttle_for(self, seconds: float) -> None:
+        """Serve nothing on this new connection for ``seconds`` (the accept throttle)."""
+        self._throttled = True
+        self._update_reading()
+        asyncio.get_running_loop().call_later(seconds, self._end_throttle)
+
+    def _end_throttle(self) -> None:
+        self._throttled = False
+        if not self.closing:
+            self._take_frames()
+
     def _resolve_drained(self) -> None:
         fut = self._drained
         if fut is not None and not fut.done():
@@ -410,6 +424,7 @@ class KafkaServer:
         max_connections: int = UNLIMITED,
         max_connections_per_ip: int = UNLIMITED,
         max_connections_per_ip_overrides: Mapping[str, int] | None = None,
+        max_connection_creation_rate: float = UNLIMITED,
         unlimited_listeners: frozenset[str] = frozenset(),
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -438,6 +453,14 @@ class KafkaServer:
         self.unlimited_listeners = unlimited_listeners
         self._per_ip: dict[str, int] = {}
         self.rejected: dict[str, int] = {}  # limit's config key -> connections closed at accept
+        # max.connection.creation.rate (KIP-612): a token bucket of one second's worth; a
+        # connection beyond it is accepted but served only when its turn comes, as Kafka's
+        # acceptor throttles rather than refuses.
+        self.creation_rate = max_connection_creation_rate
+        self._tokens = float(max_connection_creation_rate)
+        self._tokens_at = monotonic()
+        self.accept_throttled = 0
+        self.accept_throttle_seconds = 0.0
         self.monotonic = monotonic
         self.closing = False
         self._servers: list[asyncio.Server] = []
@@ -561,6 +584,22 @@ class KafkaServer:
         self._connections.add(conn)
         self.connections_open += 1
         self.connections_total += 1
+        delay = self._creation_delay(conn)
+        if delay > 0:
+            self.accept_throttled += 1
+            self.accept_throttle_seconds += delay
+            conn.throttle_for(delay)
+
+    def _creation_delay(self, conn: _Connection) -> float:
+        """Seconds this new connection waits to stay within max.connection.creation.rate."""
+        rate = self.creation_rate
+        if rate >= UNLIMITED or conn.listener_name in self.unlimited_listeners:
+            return 0.0
+        now = self.monotonic()
+        self._tokens = min(rate, self._tokens + (now - self._tokens_at) * rate)
+        self._tokens_at = now
+        self._tokens -= 1
+        return 0.0 if self._tokens >= 0 else -self._tokens / rate
 
     def _over_limit(self, conn: _Connection) -> tuple[str, str] | None:
         """(the limit's config key, why) when ``conn`` is one too many; None otherwise."""

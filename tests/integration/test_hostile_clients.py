@@ -226,3 +226,29 @@ def test_connection_limits(tmp_path: Path, overrides: str) -> None:
         for s in socks:
             s.close()
         node.kill()
+
+
+def test_connection_creation_rate_throttles_new_connections(tmp_path: Path) -> None:
+    node = Node(tmp_path / "node", max__connection__creation__rate="5")
+    node.start()
+    socks: list[socket.socket] = []
+    try:
+        time.sleep(1.2)  # let the bucket refill after the start-up probe
+        started = time.monotonic()
+        socks = [socket.create_connection(("127.0.0.1", node.port)) for _ in range(15)]
+        answered_after = []
+        for s in socks:
+            assert _served(s)
+            answered_after.append(time.monotonic() - started)
+        # 5 at once (one second's worth), then 5 per second: the last one ~2 s later
+        assert answered_after[4] < 1.0, answered_after
+        assert answered_after[-1] >= 1.6, answered_after
+        assert _metric(node, "kafka_network_acceptor_throttled_connections_total") >= 9
+        # throttled, not refused: nothing was closed
+        assert (
+            _metric(node, "kafka_network_connections_rejected_total", limit="max.connections") == 0
+        )
+    finally:
+        for s in socks:
+            s.close()
+        node.kill()
