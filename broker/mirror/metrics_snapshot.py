@@ -57,6 +57,7 @@ def build_snapshot(
                 known.state if known is not None else None,
                 st.lag if st.source_high_watermark >= 0 else None,
                 st.failed or st.error is not None or (known is not None and known.fetch_failing),
+                _committed_lag(fetchers, topic, partition, st.source_last_stable_offset),
             )
     return MirrorSnapshot(
         mirrors=tuple(mirror_names(image)),
@@ -84,3 +85,12 @@ def build_snapshot(
         last_refresh_ms=dict(sync.last_refresh_ms),
         throttle_rate=fetchers.throttle.rate or 0.0,
     )
+
+
+def _committed_lag(
+    fetchers: MirrorFetcherManager, topic: str, partition: int, source_lso: int
+) -> int | None:
+    plog = fetchers.get_log(topic, partition)
+    if source_lso < 0 or plog is None:
+        return None
+    return max(0, source_lso - int(plog.last_stable_offset))

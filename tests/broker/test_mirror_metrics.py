@@ -93,6 +93,25 @@ def test_partition_states_are_counted_per_mirror_and_zero_filled() -> None:
     assert not any(dict(lbl).get("mirror") == "gone" for _, lbl in s)
 
 
+def test_committed_lag_shows_a_stuck_last_stable_offset() -> None:
+    snap = MirrorSnapshot(
+        mirrors=("a",),
+        states=STATES,
+        partitions=(
+            PartitionRow("a", "t", 0, "MIRRORING", 0, committed_lag=40),
+            PartitionRow("a", "t", 1, "MIRRORING", 0),  # unknown: no series
+        ),
+    )
+    got = scrape(lambda: snap)
+    assert (
+        value(got, "kafka_server_mirror_committed_lag", mirror="a", topic="t", partition="0") == 40
+    )
+    assert (
+        "kafka_server_mirror_committed_lag",
+        (("mirror", "a"), ("partition", "1"), ("topic", "t")),
+    ) not in got
+
+
 def test_lag_per_partition_and_max_lag_per_mirror() -> None:
     s = scrape(lambda: SNAP)
     lag = "kafka_server_mirror_consumer_lag"
@@ -178,6 +197,17 @@ class FakeFetchers:
     def fetcher_stats(self) -> list[tuple[str, int, int, bool | None, FetcherCounters]]:
         return self.stats
 
+    def get_log(self, topic: str, partition: int) -> Any:
+        lso = self.local_lso.get((topic, partition))
+        return None if lso is None else FakeLog(lso)
+
+    local_lso: dict[tuple[str, int], int] = field(default_factory=dict)
+
+
+@dataclass
+class FakeLog:
+    last_stable_offset: int
+
 
 @dataclass
 class FakeSync:
@@ -205,12 +235,13 @@ def test_build_snapshot_joins_states_with_fetch_status() -> None:
         [("m", 1, 0, True, FetcherCounters(requests=3, appended_bytes=100))],
     )
     fetchers.throttle.rate = 500.0
+    fetchers.local_lso = {("t", 0): 3, ("t", 1): 0}  # t-0: a transaction held open here
     sync = FakeSync(errors={("m", "groups"): 1}, last_refresh_ms={"m": 5})
     snap = build_snapshot(image, manager, fetchers, sync)  # type: ignore[arg-type]
     assert snap.mirrors == ("m",)
     assert "UNKNOWN" not in snap.states and "MIRRORING" in snap.states
     rows = {(r.topic, r.partition): r for r in snap.partitions}
-    assert rows[("t", 0)] == PartitionRow("m", "t", 0, "MIRRORING", 6, False)
+    assert rows[("t", 0)] == PartitionRow("m", "t", 0, "MIRRORING", 6, False, committed_lag=7)
     assert rows[("t", 1)] == PartitionRow("m", "t", 1, "MIRRORING", None, True)
     assert rows[("t", 2)] == PartitionRow("m", "t", 2, "PAUSED", None, False)
     assert snap.fetchers == (FetcherRow("m", 1, 0, True, 3, 0, 0, 100, 0, 0.0),)
