@@ -80,7 +80,7 @@ from .metadata.mirror_states import MIRROR_STATE_TOPIC
 from .metrics.broker_metrics import BrokerMetrics, StateSnapshot
 from .metrics.on_loop import read_on_loop
 from .mirror.fetcher import MirrorFetcherManager
-from .mirror.manager import MirrorManager
+from .mirror.manager import MirrorManager, SourceRefused
 from .mirror.metadata_sync import MirrorMetadataSync
 from .mirror.metrics_snapshot import build_snapshot
 from .mirror.source import SourceClient
@@ -412,6 +412,12 @@ class Node:
         config = dict(self.image.config(MIRROR_RESOURCE, mirror))
         client = SourceClient(config, f"kmirror-{self.config.node_id}-mirror-{mirror}")
         try:
+            # the cluster-id guard on this very connection: the config may have changed since
+            # the manager checked, and truncating by a wrong source's epochs loses data
+            cid = await asyncio.wait_for(client.cluster_id(), 30)
+            problem = self.mirror_api.identity_problem(mirror, cid)
+            if problem:
+                raise SourceRefused(problem)
             epochs = await asyncio.wait_for(client.last_mirrored_epochs(mirror), 30)
         finally:
             await client.close()

@@ -42,6 +42,11 @@ log = logging.getLogger(__name__)
 Key = tuple[str, int]  # (topic, partition)
 
 
+class SourceRefused(Exception):
+    """The cluster that answered as a mirror's source must not be mirrored (this cluster, or
+    not the one the mirror recorded): the partition fails rather than truncate or fetch."""
+
+
 class StateStore(Protocol):
     async def read_state(
         self, mirror: str, topic_id: uuid.UUID, partition: int
@@ -309,7 +314,11 @@ class MirrorManager:
             if not await self._source_ok(key, info):
                 return
             if self._align is not None:
-                note = await self._align(info.mirror, topic, partition, hosted.log)
+                try:
+                    note = await self._align(info.mirror, topic, partition, hosted.log)
+                except SourceRefused as e:  # who answered the align itself is not the source
+                    await self._mark_failed(key, info, str(e))
+                    return
                 info.note = note or info.note
         await self._states.write_state(info.mirror, info.topic_id, partition, new)
         log.info(
@@ -392,6 +401,9 @@ class MirrorManager:
             return
         if not await self._source_ok(key, info):
             return
+        now = mirror_config.client_settings(self._image().config(MIRROR_RESOURCE, info.mirror))
+        if now != source:
+            return  # the settings changed during the check: the change restarts this fetcher
         await self._fetchers.add(info.mirror, source, {key: info.topic_id})
         self._fetching.add(key)
 
@@ -412,11 +424,14 @@ class MirrorManager:
                     self._verified[mirror] = settings
         if problem is None:
             return True
-        log.error("mirror %s: %s-%d not mirrored: %s", mirror, *key, problem)
-        await self._states.write_state(mirror, info.topic_id, key[1], MirrorState.FAILED)
+        await self._mark_failed(key, info, problem)
+        return False
+
+    async def _mark_failed(self, key: Key, info: PartitionInfo, problem: str) -> None:
+        log.error("mirror %s: %s-%d not mirrored: %s", info.mirror, *key, problem)
+        await self._states.write_state(info.mirror, info.topic_id, key[1], MirrorState.FAILED)
         info.state = MirrorState.FAILED
         info.error = problem
-        return False
 
     async def _stop_fetcher(self, key: Key, mirror: str) -> None:
         if key in self._fetching:

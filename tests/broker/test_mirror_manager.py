@@ -18,7 +18,7 @@ from broker.metadata.image import (
     apply_records,
 )
 from broker.metadata.mirror_states import MirrorState, can_transition
-from broker.mirror.manager import MirrorManager, next_state, wanted_from_config
+from broker.mirror.manager import MirrorManager, SourceRefused, next_state, wanted_from_config
 from protocol.metadata_records import latest_type
 from protocol.records import (
     ControlType,
@@ -286,3 +286,43 @@ def test_truncation_point_cuts_at_first_unconfirmed_epoch() -> None:
     assert MirrorManager.truncation_point(epochs, 0, 1) == 100
     assert MirrorManager.truncation_point(epochs, 40, None) == 40  # nothing known: everything
     assert MirrorManager.truncation_point(epochs, 120, 1) == 120  # never below the log start
+
+
+def test_a_source_refused_at_prepare_fails_the_partition_without_truncating(world: Any) -> None:
+    """The align connection itself finds the wrong cluster (its config changed since the
+    identity check): FAILED with the reason, nothing truncated, no fetcher."""
+
+    async def align(mirror: str, topic: str, partition: int, plog: Any) -> str | None:
+        raise SourceRefused("The source of mirror m is this cluster")
+
+    async def run() -> None:
+        m: MirrorManager = world["manager"]
+        m._align = align
+        key = ("m", world["tid"], 0)
+        m.reconcile_all()
+        await _settle(m)
+        assert world["states"].states[key] == MirrorState.FAILED
+        assert not world["fetchers"].active
+        assert m.reason("t", 0) == "The source of mirror m is this cluster"
+
+    asyncio.run(run())
+
+
+def test_the_identity_check_fails_the_partition_before_it_is_fetched(world: Any) -> None:
+    checked: list[str] = []
+
+    async def verify(mirror: str) -> tuple[bool, str | None]:
+        checked.append(mirror)
+        return True, "The source of mirror m is cluster B, but the mirror was created against A"
+
+    async def run() -> None:
+        m: MirrorManager = world["manager"]
+        m._verify = verify
+        key = ("m", world["tid"], 0)
+        m.reconcile_all()
+        await _settle(m)
+        assert world["states"].states[key] == MirrorState.FAILED
+        assert not world["fetchers"].active and checked == ["m"]
+        assert "created against A" in (m.reason("t", 0) or "")
+
+    asyncio.run(run())
