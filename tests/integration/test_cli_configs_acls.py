@@ -629,3 +629,18 @@ def test_acls_bad_input(cluster: Cluster, args: tuple[str, ...], message: str) -
     before = cluster.acls(ResourceType.ANY)
     cluster.fails(ACLS, *args, message=message)
     assert cluster.acls(ResourceType.ANY) == before
+
+
+def test_the_shipped_broker_dynamic_file_applies(cluster: Cluster) -> None:
+    """docs/operations.md's command, with the file the repository ships."""
+    shipped = ROOT / "config" / "broker-dynamic.properties"
+    cluster.ok(
+        CONFIGS, "--entity-type", "brokers", "--entity-name", "1",
+        "--alter", "--add-config-file", str(shipped),
+    )  # fmt: skip
+    seen = cluster.configs(ResourceType.BROKER, "1")
+    assert seen["mirror.replication.throttled.rate"].value == "52428800"
+    cluster.ok(
+        CONFIGS, "--entity-type", "brokers", "--entity-name", "1",
+        "--alter", "--delete-config", "mirror.replication.throttled.rate",
+    )  # fmt: skip
