@@ -9,16 +9,23 @@ Usage: ``kafka-dump-log.sh --files a.log[,b.index,...] [--print-data-log] [--dee
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
+import dataclasses
+import datetime
+import json
 import mmap
 import os
+import re
 import struct
 import sys
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn, TextIO
+from typing import Any, NoReturn, TextIO
 
 from protocol.errors import ProtocolError
+from protocol.metadata_records import decode_metadata_record
 from protocol.records import BatchView, ControlType, iter_records, parse_control_record
 from protocol.records.batch import LOG_OVERHEAD, MAGIC_OFFSET, MIN_BATCH_LENGTH
 from protocol.txn_index import decode_entries
@@ -58,6 +65,12 @@ def _parser() -> _Parser:
         "--skip-record-metadata",
         action="store_true",
         help="Skip printing metadata for each record.",
+    )
+    p.add_argument(
+        "--cluster-metadata-decoder",
+        action="store_true",
+        help="Decode the records as KRaft metadata records (__cluster_metadata segments and "
+        ".checkpoint snapshots); implies --print-data-log.",
     )
     p.add_argument(
         "--verify-index-only",
@@ -125,7 +138,39 @@ def _control_text(key: bytes | None, value: bytes | None) -> str:
     return f" controlType: UNKNOWN({rec.type})"
 
 
-def record_lines(view: BatchView, print_data: bool, skip_metadata: bool) -> list[str]:
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(w.capitalize() for w in rest)
+
+
+def _json_value(v: Any) -> Any:
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        return {_camel(f.name): _json_value(getattr(v, f.name)) for f in dataclasses.fields(v)}
+    if isinstance(v, uuid.UUID):  # Kafka's Uuid.toString: URL-safe base64, no padding
+        return base64.urlsafe_b64encode(v.bytes).rstrip(b"=").decode()
+    if isinstance(v, bytes | bytearray | memoryview):
+        return base64.b64encode(bytes(v)).decode()
+    if isinstance(v, datetime.timedelta):
+        return int(v.total_seconds() * 1000)
+    if isinstance(v, tuple | list):
+        return [_json_value(x) for x in v]
+    return v
+
+
+def metadata_payload(value: bytes) -> str:
+    """A metadata record as Kafka's --cluster-metadata-decoder prints it."""
+    try:
+        record = decode_metadata_record(value)
+    except (ProtocolError, ValueError, KeyError) as exc:
+        return f"(not a metadata record: {exc})"
+    kind = re.sub(r"(?<!^)(?=[A-Z])", "_", type(record).__name__).upper()
+    body = {"type": kind, "version": int(type(record).__version__), "data": _json_value(record)}
+    return json.dumps(body, separators=(",", ":"), default=str)
+
+
+def record_lines(
+    view: BatchView, print_data: bool, skip_metadata: bool, metadata: bool = False
+) -> list[str]:
     lines = []
     ts_type = _timestamp_type(view)
     base_seq = view.base_sequence
@@ -151,7 +196,8 @@ def record_lines(view: BatchView, print_data: bool, skip_metadata: bool) -> list
             if rec.key is not None:
                 parts.append(f"{prefix}key: {_text(rec.key)}")
             if rec.value is not None:
-                parts.append(f" payload: {_text(rec.value)}")
+                shown = metadata_payload(bytes(rec.value)) if metadata else _text(rec.value)
+                parts.append(f" payload: {shown}")
         lines.append("".join(parts))
     return lines
 
@@ -163,6 +209,7 @@ def dump_log(
     deep: bool,
     skip_metadata: bool = False,
     max_bytes: int = _INT_MAX,
+    metadata: bool = False,
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> None:
@@ -192,7 +239,7 @@ def dump_log(
             print(batch_line(view, pos), file=out)
             if deep:
                 try:
-                    lines = record_lines(view, print_data, skip_metadata)
+                    lines = record_lines(view, print_data, skip_metadata, metadata)
                 except ProtocolError as exc:
                     print(f"cannot decode records of the batch at {pos}: {exc}", file=err)
                     lines = []
@@ -285,7 +332,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     files = [f for f in args.files.split(",") if f]
     if not files:
         _parser().error("--files names no file")
-    print_data = bool(args.print_data_log)
+    metadata = bool(args.cluster_metadata_decoder)
+    print_data = bool(args.print_data_log) or metadata
     deep = bool(args.deep_iteration) or print_data
     status = 0
     for name in files:
@@ -293,13 +341,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"Dumping {name}")
         suffix = path.suffix
         try:
-            if suffix == ".log":
+            if suffix in (".log", ".checkpoint"):  # a KRaft snapshot is batches too
                 dump_log(
                     path,
                     print_data=print_data,
                     deep=deep,
                     skip_metadata=args.skip_record_metadata,
                     max_bytes=args.max_bytes,
+                    metadata=metadata,
                 )
             elif suffix == ".index":
                 dump_index(path, verify_only=args.verify_index_only, out=sys.stdout, err=sys.stderr)

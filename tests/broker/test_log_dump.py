@@ -162,3 +162,39 @@ def test_bad_arguments_exit_1(tmp_path: Path) -> None:
         cwd=ROOT,
     )
     assert res.returncode == 1 and "--bogus" in res.stderr
+
+
+def test_cluster_metadata_decoder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Metadata segments and KRaft snapshots print their records as Kafka's decoder does."""
+    import json
+
+    from broker.quorum.metadata_log import MetadataLog, snapshot_name
+    from broker.raft.messages import SnapshotId
+    from protocol.metadata_records import encode_metadata_record, latest_type
+
+    topic_id = uuid.UUID(int=7)
+    plog = PartitionLog.open(
+        tmp_path, "__cluster_metadata", 0, None, LogConfig(), ManualClock(0), clean_shutdown=True
+    )
+    log = MetadataLog(plog, lambda: 0)
+    log.append_as_leader([b"\x00\x00"], 3, control=True)
+    topic = latest_type("TopicRecord")(name="orders", topic_id=topic_id)
+    log.append_as_leader([encode_metadata_record(topic), b"not a record"], 3)
+    log.update_high_watermark(3)
+    log.create_snapshot(SnapshotId(3, 3), encode_metadata_record(topic))
+    plog.close()
+    pdir = tmp_path / "__cluster_metadata-0"
+    files = [str(pdir / "00000000000000000000.log"), str(pdir / snapshot_name(SnapshotId(3, 3)))]
+    assert dump_log.main(["--cluster-metadata-decoder", "--files", ",".join(files)]) == 0
+    out = capsys.readouterr().out
+    payloads = [line.split(" payload: ", 1)[1] for line in out.splitlines() if " payload: " in line]
+    want = {
+        "type": "TOPIC_RECORD",
+        "version": 0,
+        "data": {"name": "orders", "topicId": "AAAAAAAAAAAAAAAAAAAABw"},
+    }
+    assert json.loads(payloads[0]) == want
+    assert payloads[1].startswith("(not a metadata record")
+    assert json.loads(payloads[2]) == want  # the snapshot's record
+    assert "controlType: LEADER_CHANGE(2)" in out
+    assert "controlType: SNAPSHOT_HEADER(3)" in out and "controlType: SNAPSHOT_FOOTER(4)" in out
