@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The main job: set up, start a local kmirror node on free loopback ports, create a topic, produce
-# 100k records with a stock idempotent lz4 producer (confluent-kafka), consume them with a consumer
-# group, show the node's Prometheus counters, stop the node. Options: --records N, --keep.
+# The main job: set up, start a source and a destination kmirror node on free loopback ports,
+# produce 100k records to the source (stock idempotent lz4 producer), mirror the topic to the
+# destination (kafka-mirrors.sh --create/--add), show --describe and that topic ids and bytes are
+# equal, read the mirror with a stock consumer, fail over (--remove) and write to the destination.
+# Options: --records N, --keep (leave the nodes running; Ctrl-C or SIGTERM stops them).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"

@@ -217,6 +217,15 @@ def mirror_demo(workdir: Path, source: str, destination: str, records: int) -> N
     took = time.perf_counter() - started
     print(f"mirrored {want} records in {took:.2f}s")
     print(_mirrors("--bootstrap-server", destination, "--describe", "--mirror", "dr").rstrip())
+    ids = {side: _topic_id(side_bootstrap, "quickstart") for side, side_bootstrap in
+           (("source", source), ("destination", destination))}  # fmt: skip
+    same = "same" if ids["source"] == ids["destination"] else "DIFFERENT"
+    print(f"topic id: source {ids['source']}, destination {ids['destination']} ({same})")
+    for p in range(3):
+        src = _partition_bytes(workdir / "source", "quickstart", p)
+        dst = _partition_bytes(workdir / "destination", "quickstart", p)
+        verdict = "identical" if src == dst else "DIFFERENT"
+        print(f"partition {p}: {len(src):,} bytes of record batches on each side, {verdict}")
 
     consumer = Consumer(
         {
@@ -252,6 +261,43 @@ def mirror_demo(workdir: Path, source: str, destination: str, records: int) -> N
             raise SystemExit(f"the destination did not become writable: {failed[0]}")
         time.sleep(0.5)
     print("failed over: the topic is writable on the destination, a producer wrote to it")
+    after = _end_offsets(destination, "quickstart", 3)
+    print(
+        f"destination end offsets now sum to {after} = {want} mirrored + 3 failover markers "
+        "(MIRROR_PID_RESET, one control batch per partition, takes an offset) + 1 new record"
+    )
+
+
+def _topic_id(bootstrap: str, topic: str) -> str:
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    desc = admin.describe_topics(TopicCollection([topic]))[topic].result(10)
+    return str(desc.topic_id)
+
+
+def _partition_bytes(node_dir: Path, topic: str, partition: int) -> bytes:
+    """The partition's record batches as stored (segment files, oldest first)."""
+    pdir = node_dir / "logs" / f"{topic}-{partition}"
+    return b"".join(p.read_bytes() for p in sorted(pdir.glob("*.log")))
+
+
+def _request_counts(metrics_url: str) -> list[tuple[str, int]]:
+    """Requests served per API (summed over versions), from the Prometheus text."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(metrics_url, timeout=5) as resp:
+        text = resp.read().decode()
+    counts: dict[str, int] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name != "kafka_network_request_requests":
+            continue
+        for sample in family.samples:
+            if sample.name.endswith("_total"):
+                api = sample.labels["request"]
+                counts[api] = counts.get(api, 0) + int(sample.value)
+    return sorted(counts.items(), key=lambda kv: -kv[1])
 
 
 def main() -> int:
@@ -273,26 +319,24 @@ def main() -> int:
     )
     workdir.mkdir(parents=True, exist_ok=True)
     procs: list[subprocess.Popen[bytes]] = []
+
+    def on_sigterm(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt  # unwinds into the finally below: the nodes are stopped
+
+    signal.signal(signal.SIGTERM, on_sigterm)
     try:
         src, sport, _smport, _ = _start_node(workdir, "source")
         procs.append(src)
         dst, dport, dmport, _ = _start_node(workdir, "destination")
         procs.append(dst)
         mirror_demo(workdir, f"127.0.0.1:{sport}", f"127.0.0.1:{dport}", args.records)
-        with urllib.request.urlopen(f"http://127.0.0.1:{dmport}/metrics", timeout=5) as resp:
-            lines = [
-                ln
-                for ln in resp.read().decode().splitlines()
-                if ln.startswith("kafka_network_request_requests_total")
-            ]
-        print(
-            "destination requests served (Prometheus):",
-            ", ".join(
-                ln.split("{request=")[1].replace('"}', "=").replace('"', "") for ln in lines[:10]
-            ),
-        )
+        counts = _request_counts(f"http://127.0.0.1:{dmport}/metrics")
+        print("requests the destination served (kafka_network_request_requests_total):")
+        for api, n in counts[:10]:
+            print(f"  {api:<22} {n:>6}")
         if args.keep:
-            print("nodes left running; Ctrl-C stops them")
+            pids = " ".join(str(p.pid) for p in procs)
+            print(f"nodes left running (pids {pids}); Ctrl-C or SIGTERM here stops them")
             procs[-1].wait()
     except KeyboardInterrupt:
         pass
