@@ -83,7 +83,10 @@ def _primitive(kind: str, flexible: bool, nullable: bool, what: str) -> Reader:
 
         def read(buf: r.Buffer, pos: int) -> tuple[Any, int]:
             ms, pos = r.read_fixed(s, buf, pos, what)
-            return datetime.timedelta(milliseconds=ms), pos
+            try:
+                return datetime.timedelta(milliseconds=ms), pos
+            except OverflowError:  # beyond ~2.7 million years: not a duration a client means
+                raise DecodeError(f"{what}: {ms} ms is out of range") from None
 
         return read
     elif kind == "datetime_i64":
@@ -92,7 +95,10 @@ def _primitive(kind: str, flexible: bool, nullable: bool, what: str) -> Reader:
             ms, pos = r.read_fixed(r.FIXED["int64"], buf, pos, what)
             if ms == -1 and nullable:
                 return None, pos
-            return _EPOCH + datetime.timedelta(milliseconds=ms), pos
+            try:
+                return _EPOCH + datetime.timedelta(milliseconds=ms), pos
+            except OverflowError:
+                raise DecodeError(f"{what}: timestamp {ms} is out of range") from None
 
         return read
     else:

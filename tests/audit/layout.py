@@ -104,9 +104,9 @@ def flip_byte(path: Path, position: int) -> None:
     path.write_bytes(bytes(data))
 
 
-def kip_sample_lines() -> list[str]:
-    """The kafka-dump-log lines printed in KIP-1279 (the spec under /work/shared/spec)."""
-    spec = Path("/work/shared/spec/000_338b6a3feaa0f594.txt")
+def kip_sample_lines(spec: Path) -> list[str]:
+    """The kafka-dump-log lines in a KIP-style text: the first ``Dumping`` block, up to the
+    first line that is not dump output."""
     lines = spec.read_text(encoding="utf-8").splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("Dumping "))
     out = []
@@ -116,8 +116,6 @@ def kip_sample_lines() -> list[str]:
         out.append(line)
     return out
 
-
-SPEC = Path("/work/shared/spec/000_338b6a3feaa0f594.txt")
 
 # Partitions of the standard scenario and the verdict each must get.
 EXPECTED = {

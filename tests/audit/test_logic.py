@@ -19,7 +19,6 @@ from .layout import (
     EXPECTED,
     FLIPPED_BATCH,
     LAG_BATCHES,
-    SPEC,
     T0,
     Spec,
     build_log,
@@ -214,12 +213,26 @@ def test_kip_sample_lines_parse() -> None:
     assert all(b.epoch == 0 and b.crc_ok and b.producer_id == -1 for b in batches)
 
 
-@pytest.mark.skipif(not SPEC.exists(), reason="KIP text not present")
-def test_kip_text_itself_parses() -> None:
-    lines = kip_sample_lines()
-    assert sum(line.startswith("baseOffset") for line in lines) == 2
+def test_a_dump_quoted_in_prose_is_cut_out_and_parses(tmp_path: Path) -> None:
+    """A dump as KIP-1279's "Command-Line" section quotes it: between prose, a record line
+    (``| offset: ...``, with JSON key and payload) under each batch line."""
+    records = [
+        f"| offset: {i} CreateTime: {ts} keySize: 13 valueSize: 17 sequence: -1 headerKeys: [] "
+        'key: {"type":"2","data":{"mirrorName":"my-mirror"}} '
+        f'payload: {{"version":"0","data":{{"topicName":"my-topic","partition":0,"state":{i}}}}}'
+        for i, ts in enumerate((1771239071191, 1771239071219))
+    ]
+    block = [*KIP_LINES[:3], records[0], KIP_LINES[3], records[1]]
+    text = tmp_path / "kip.txt"
+    prose_before = ["Command-Line", "A new dump flag decodes mirror metadata:", "$ bin/dump ..."]
+    prose_after = ["A new command-line tool manages mirrors:"]
+    text.write_text("\n".join([*prose_before, *block, *prose_after]) + "\n", encoding="utf-8")
+    lines = kip_sample_lines(text)
+    assert lines == block
     (section,) = parse_dump(lines)
     assert len(section.records) == 2 * RECORD_SIZE
+    (without_record_lines,) = parse_dump(KIP_LINES)
+    assert bytes(section.records) == bytes(without_record_lines.records)
 
 
 def test_dump_lines_without_a_partition_path_are_refused() -> None:

@@ -28,6 +28,7 @@ from broker.mirror.metadata_sync import (
     config_ops,
 )
 from broker.mirror.sync_source import SourceGroup, SourceOffset
+from tests.waits import wait_for_async
 
 from .group_support import config as group_config
 from .group_support import join_params, make_env
@@ -448,14 +449,16 @@ def test_tasks_follow_the_mirrors_in_the_image() -> None:
         sync = await w.setup()
         sync.on_metadata(w.q.image)
         assert sync.running() == {"m"}
-        await asyncio.sleep(0.15)
-        assert src.calls.count("cluster_id") >= 3  # refreshed every interval
+        await wait_for_async(
+            lambda: src.calls.count("cluster_id") >= 3, 5, "3 refreshes (one every interval)"
+        )
         await w.mc.delete_mirror("m")
         sync.on_metadata(w.q.image)
-        await asyncio.sleep(0.05)
-        assert sync.running() == set() and src.closed
+        await wait_for_async(
+            lambda: sync.running() == set() and src.closed, 5, "the task stopped, its client closed"
+        )
         calls = len(src.calls)
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.1)  # five intervals: a task left behind would call again
         assert len(src.calls) == calls
         await sync.close()
 

@@ -15,6 +15,7 @@ from broker.network.errors import (
 )
 from broker.network.server import ConnectionContext
 from protocol.registry import REGISTRY, body_bytes, decode_body
+from tests.waits import wait_for_async
 
 from .network_support import (
     API_VERSIONS,
@@ -148,13 +149,16 @@ def test_request_timeout_closes_the_connection() -> None:
     async def main() -> None:
         async def hook(conn: ConnectionContext, key: int, corr: int) -> None:
             if key == METADATA:
-                await asyncio.sleep(10)
+                await asyncio.sleep(10)  # never answers: the client's timeout fires first
 
-        server = await start_server(ToyBroker(hook=hook))
+        broker = ToyBroker(hook=hook)
+        server = await start_server(broker)
         client = ClientConnection(*server.address(), "slow", request_timeout_ms=100)
         await client.connect()
         first = asyncio.ensure_future(client.send(metadata_request(12)))
-        await asyncio.sleep(0.05)
+        await wait_for_async(
+            lambda: any(key == METADATA for key, _, _ in broker.seen), 5, "the first request"
+        )
         second = asyncio.ensure_future(client.send(metadata_request(12)))
         started = time.monotonic()
         with pytest.raises(RequestTimeoutError):

@@ -11,6 +11,7 @@ import weakref
 
 from broker.network.framer import BIG_START, FrameReader
 from broker.network.server import ConnectionContext, KafkaServer, Listener, Response
+from tests.waits import wait_for_async
 
 from .network_support import RawConn, api_versions_request, run
 
@@ -137,12 +138,7 @@ def test_queued_request_bytes_are_bounded_across_connections() -> None:
             conns = [await RawConn.open(server) for _ in range(3)]
             for c in conns:
                 c.send_bytes(struct.pack(">i", 2000) + bytes(2000))
-
-            async def two_served() -> None:
-                while len(served) < 2:
-                    await asyncio.sleep(0.01)
-
-            await asyncio.wait_for(two_served(), 5)
+            await wait_for_async(lambda: len(served) >= 2, 5, "two requests served")
             await asyncio.sleep(0.2)  # time for a third to sneak in, if it could
             assert len(served) == 2 and server.memory_full
             release.set()
@@ -171,10 +167,7 @@ def test_a_closed_connection_keeps_no_buffers_alive() -> None:
             ctx = proto.ctx
             reader = weakref.ref(proto)
             conn.close()
-            for _ in range(200):
-                if not server._connections:
-                    break
-                await asyncio.sleep(0.01)
+            await wait_for_async(lambda: server.connections_open == 0, 2, "the close seen")
             del proto
             assert reader() is None
             assert ctx is not None and ctx.closed  # a context kept by a handler

@@ -8,6 +8,7 @@ import struct
 import pytest
 
 from broker.network.server import ConnectionContext, KafkaServer, Listener, Response
+from tests.waits import wait_for_async
 
 from .network_support import (
     API_VERSIONS,
@@ -117,7 +118,9 @@ def test_max_inflight_pauses_reading() -> None:
         for i in range(30):
             conn.send(metadata_request(9, ("x",)), corr=i)
         await conn.writer.drain()
-        await asyncio.sleep(0.1)
+        await wait_for_async(lambda: started >= 4, 5, "4 requests in the handler")
+        # Without the limit all 30 would have started by the first poll (they arrive in one
+        # read); `peak` below checks that no fifth one started before the release.
         assert started == 4  # the other 26 wait in the buffer / the socket
         release.set()
         for i in range(30):
@@ -159,6 +162,7 @@ def test_write_backpressure_pauses_reading() -> None:
             conn.send(metadata_request(9), corr=i)
             await writer.drain()
             await asyncio.sleep(0.003)
+        # Time for the server to read the rest if it would (nothing to wait on: it must not).
         await asyncio.sleep(0.1)
         assert calls < n  # nobody reads the responses: the server stopped reading requests
         for i in range(n):
@@ -260,8 +264,7 @@ def test_random_bytes_never_hurt_the_server() -> None:
         checker.send(api_versions_request(3), corr=3)
         assert (await checker.read_response(API_VERSIONS, 3))[0] == 3
         checker.close()
-        await asyncio.sleep(0.05)
-        assert server.connections_open == 0
+        await wait_for_async(lambda: server.connections_open == 0, 5, "every connection closed")
         await server.close()
 
     run(main())
@@ -270,10 +273,12 @@ def test_random_bytes_never_hurt_the_server() -> None:
 
 def test_close_waits_for_inflight_responses() -> None:
     async def main() -> None:
-        server = await start_server(ToyBroker(delay=lambda corr: 0.1))
+        broker = ToyBroker(delay=lambda corr: 0.1)
+        server = await start_server(broker)
         conn = await RawConn.open(server)
         conn.send(api_versions_request(3), corr=1)
-        await asyncio.sleep(0.02)  # the request is in the handler
+        # `seen` is written as the handler starts, before its 0.1 s delay
+        await wait_for_async(lambda: bool(broker.seen), 5, "the request in the handler")
         closing = asyncio.create_task(server.close(timeout=2.0))
         corr, _ = await conn.read_response(API_VERSIONS, 3)
         assert corr == 1
@@ -312,10 +317,13 @@ def test_large_request_frames_arrive_intact() -> None:
 
 def test_handler_can_answer_then_close() -> None:
     async def main() -> None:
+        closed = asyncio.Event()
+
         async def handle(conn: ConnectionContext, frame: memoryview) -> Response | None:
             corr = struct.unpack_from(">i", frame, 4)[0]
             if corr == 2:
                 conn.close()  # e.g. authentication failed: this response, then hang up
+                closed.set()
             await asyncio.sleep(0.01 * (3 - corr))  # earlier requests finish later
             return [struct.pack(">i", corr)]
 
@@ -324,7 +332,7 @@ def test_handler_can_answer_then_close() -> None:
         conn = await RawConn.open(server)
         for i in range(3):
             conn.send(api_versions_request(3), corr=i)
-        await asyncio.sleep(0.005)
+        await asyncio.wait_for(closed.wait(), 5)
         conn.send(api_versions_request(3), corr=3)  # after close(): never served
         got = [struct.unpack(">i", await conn.read_frame())[0] for _ in range(3)]
         assert got == [0, 1, 2]

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from broker.quorum.wire import FETCH
 from broker.raft.core import RaftConfig, RaftCore
 from broker.raft.messages import SnapshotId
 from broker.raft.quorum_state import FileQuorumStateStore
+from tests.waits import wait_for_async
 
 from .network_support import run
 
@@ -129,14 +129,6 @@ class Voter:
         return [e.payload for e in entries if e.offset < self.applied.hw and not e.control]
 
 
-async def wait_until(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
-
-
 def leader_of(voters: list[Voter]) -> Voter | None:
     live = [v for v in voters if v.driver is not None]
     leaders = [v for v in live if v.driver is not None and v.driver.core.is_leader]
@@ -167,12 +159,12 @@ def test_three_voters_elect_commit_fail_over_and_catch_up(tmp_path: Path) -> Non
         try:
             for v in voters:
                 v.start(endpoints, seed=v.node_id)
-            await wait_until(lambda: leader_of(voters) is not None, 15, "a leader")
+            await wait_for_async(lambda: leader_of(voters) is not None, 15, "a leader")
             first = leader_of(voters)
             assert first is not None and first.driver is not None
             epoch1 = first.driver.core.epoch
             await append_all(first, [b"a%d" % i for i in range(30)])
-            await wait_until(
+            await wait_for_async(
                 lambda: all(len(v.committed_payloads()) == 30 for v in voters), 10, "replication"
             )
             assert all(v.committed_payloads() == voters[0].committed_payloads() for v in voters)
@@ -180,7 +172,7 @@ def test_three_voters_elect_commit_fail_over_and_catch_up(tmp_path: Path) -> Non
             # the leader crashes: the other two elect a new one and go on
             await first.crash()
             rest = [v for v in voters if v is not first]
-            await wait_until(lambda: leader_of(rest) is not None, 15, "a new leader")
+            await wait_for_async(lambda: leader_of(rest) is not None, 15, "a new leader")
             second = leader_of(rest)
             assert second is not None and second.driver is not None
             assert second.driver.core.epoch > epoch1
@@ -193,7 +185,7 @@ def test_three_voters_elect_commit_fail_over_and_catch_up(tmp_path: Path) -> Non
             # the old leader restarts from its files and catches up
             await first.listen(endpoints[first.node_id][1])
             first.start(endpoints, seed=99)
-            await wait_until(
+            await wait_for_async(
                 lambda: all(len(v.committed_payloads()) == 50 for v in voters), 15, "catch-up"
             )
             logs = [v.committed_payloads() for v in voters]
@@ -221,7 +213,7 @@ def test_a_follower_refuses_appends(tmp_path: Path) -> None:
         try:
             for v in voters:
                 v.start(endpoints, seed=10 + v.node_id)
-            await wait_until(lambda: leader_of(voters) is not None, 15, "a leader")
+            await wait_for_async(lambda: leader_of(voters) is not None, 15, "a leader")
             leader = leader_of(voters)
             follower = next(v for v in voters if v is not leader)
             assert follower.driver is not None and leader is not None

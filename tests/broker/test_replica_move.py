@@ -17,6 +17,7 @@ from broker.log import LogConfig, LogManager, ManualClock, PartitionLog, replica
 from broker.log.producer_state_loader import attach_producer_state
 from broker.log.replica_move import MOVE_MARKER, future_dir_name
 from protocol.records import scan_batches
+from tests.waits import wait_for_async
 
 from .log_helpers import T0, TOPIC_ID, batch, small_config
 
@@ -91,7 +92,8 @@ def test_move_under_appends_keeps_every_record_and_the_same_log(
 
     async def run() -> int:
         turns = await move_with_appends(env, env.b)
-        await asyncio.sleep(0.2)  # the old dir is removed in the background
+        # the old dir (renamed *-delete) is removed in the background
+        await wait_for_async(lambda: partition_dirs(env.a) == [], 10, "the old dir removed")
         return turns
 
     with caplog.at_level(logging.INFO, logger="broker.log"):
@@ -159,7 +161,7 @@ def test_cancel_removes_the_future_replica(tmp_path: Path) -> None:
         assert move is not None and move.task is not None
         env.mgr.moves.cancel("topic", 0)
         await asyncio.wait_for(move.task, 10)
-        await asyncio.sleep(0.2)
+        await wait_for_async(lambda: partition_dirs(env.b) == [], 10, "the future dir removed")
 
     asyncio.run(run())
     assert env.mgr.log_dir_of("topic", 0) == env.a

@@ -3,7 +3,7 @@ writer: InitProducerId, AddPartitions/AddOffsets, EndTxn with markers, fencing, 
 reload of decided transactions, expiration, Describe/List."""
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -163,12 +163,18 @@ async def test_init_with_expected_producer_kip360() -> None:
 async def test_init_rotates_producer_id_when_epochs_run_out() -> None:
     env = await make_env()
     first = await env.coord.init_producer_id("tx", TIMEOUT)
-    shard_meta = env.coord.runtime._slots[env.coord.partition_for("tx")].state
-    assert shard_meta is not None
-    shard_meta.txns["tx"].producer_epoch = MAX_EPOCH - 1
+    # 32k InitProducerIds later: the log holds the id at its last usable epoch (written as the
+    # coordinator writes it), and a restart loads it from there.
+    exhausted = rec.decode_value(env.log_for("tx").records[-1][1] or b"")
+    assert exhausted.producer_id == first.producer_id
+    await env.log_for("tx").append(
+        [(rec.txn_key("tx"), rec.txn_value(replace(exhausted, producer_epoch=MAX_EPOCH - 1)))]
+    )
+    env = await env.reload()
     rotated = await env.coord.init_producer_id("tx", TIMEOUT)
     assert rotated.error == E.none
     assert rotated.producer_id != first.producer_id and rotated.producer_epoch == 0
+    assert env.states("tx")[-1] == TxnState.EMPTY
 
 
 @async_test

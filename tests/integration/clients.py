@@ -27,6 +27,10 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 from kafka import KafkaConsumer, KafkaProducer  # type: ignore[import-untyped]
 from kafka import TopicPartition as KpTP
 
+# The polling helpers of every integration test, re-exported (defined in tests/waits.py).
+from tests.waits import wait_for as wait_for
+from tests.waits import wait_for_async as wait_for_async
+
 Headers = tuple[tuple[str, bytes | None], ...]
 
 
@@ -43,15 +47,6 @@ class Rec:
 
     def body(self) -> tuple[int, bytes | None, bytes | None, Headers]:
         return (self.partition, self.key, self.value, self.headers)
-
-
-def wait_for(cond: Callable[[], bool], timeout: float, what: str, step: float = 0.05) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(step)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def make_records(

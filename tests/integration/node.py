@@ -85,6 +85,7 @@ class Node:
         if not self._formatted:
             self.format()
         out = self.output.open("ab")
+        seen = self.output.stat().st_size  # earlier runs' lines are in the same file
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "broker", str(self.config_path)],
             cwd=ROOT,
@@ -92,17 +93,30 @@ class Node:
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
+        # Started means this process says so: a port that merely accepts connections may
+        # belong to someone who took it after free_port() let it go.
+        started = f"kmirror node {self.node_id} started".encode()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"node exited with {self.proc.returncode}:\n{self.log_tail()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return self
-            except OSError:
-                time.sleep(0.05)
+            if started in self._output_since(seen):
+                try:
+                    with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                        return self
+                except OSError:
+                    pass
+            time.sleep(0.05)
         self.kill()
         raise TimeoutError(f"node did not listen within {timeout}s:\n{self.log_tail()}")
+
+    def _output_since(self, offset: int) -> bytes:
+        try:
+            with self.output.open("rb") as f:
+                f.seek(offset)
+                return f.read()
+        except OSError:
+            return b""
 
     def log_tail(self, n: int = 40) -> str:
         try:

@@ -17,7 +17,7 @@ from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.admin import KafkaAdminClient
 
-from .clients import create_topic
+from .clients import create_topic, wait_for
 from .node import ROOT, Node
 
 MAX_REQUEST = 1024 * 1024
@@ -82,12 +82,12 @@ class Health:
         """The parallel client works (two more full rounds) and never failed so far."""
         with self._lock:
             base = self.ok
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+
+        def progress_or_error() -> bool:
             with self._lock:
-                if self.ok >= base + 2 or self.errors:
-                    break
-            time.sleep(0.05)
+                return self.ok >= base + 2 or bool(self.errors)
+
+        wait_for(progress_or_error, timeout, f"the parallel client to go on after {what}")
         with self._lock:
             assert not self.errors, f"after {what}: the parallel client failed: {self.errors}"
             assert self.ok >= base + 2, f"after {what}: the parallel client made no progress"
@@ -404,7 +404,7 @@ def test_huge_array_count_does_not_kill_the_node(tmp_path: Path) -> None:
                     pass
             except OSError:
                 pass
-        time.sleep(0.5)
+        time.sleep(0.5)  # time to crash, if it would (nothing to wait on: it must not)
         assert own.proc is not None and own.proc.poll() is None, "node died: " + "\n".join(
             own.log_tail(5).splitlines()[:3]
         )

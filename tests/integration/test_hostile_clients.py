@@ -150,14 +150,17 @@ def test_closed_connections_do_not_accumulate(node: Node) -> None:
 def _scrape(node: Node) -> str:
     """The node's /metrics (its endpoint starts a moment after the Kafka listener)."""
     url = f"http://127.0.0.1:{node.metrics_port}/metrics"
-    deadline = time.monotonic() + 10
-    while True:
+    pages: list[str] = []
+
+    def scraped() -> bool:
         try:
-            return str(urllib.request.urlopen(url, timeout=5).read().decode())
+            pages.append(str(urllib.request.urlopen(url, timeout=5).read().decode()))
         except urllib.error.URLError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
+            return False
+        return True
+
+    wait_for(scraped, 10, f"{url} to answer")
+    return pages[0]
 
 
 def _open_connections(node: Node) -> int:

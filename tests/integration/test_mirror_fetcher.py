@@ -12,7 +12,7 @@ import glob
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from broker.mirror.fetcher import MirrorFetcherManager
 from broker.mirror.source import SourceClient
 from protocol.records import Record, build_batch, scan_batches
 
-from .clients import create_topic
+from .clients import create_topic, wait_for_async
 from .mirror_helpers import MockCluster
 from .node import Node
 
@@ -110,15 +110,6 @@ def assert_contiguous(batches: Batches, start: int) -> None:
             assert base == expected, f"gap or duplicate at offset {base}, expected {expected}"
         expected = view.next_offset
     assert min(batches) <= start
-
-
-async def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 class Dest:
@@ -214,7 +205,7 @@ def test_mirror_is_byte_identical_and_follows_log_start(source: Node, tmp_path: 
         cfg = {"bootstrap.servers": source.bootstrap}
         try:
             await dest.fetchers.add("m", cfg, {(topic, 0): tid})
-            await wait_until(lambda: dest.leo(topic) == 300, 20, "the first 300 records")
+            await wait_for_async(lambda: dest.leo(topic) == 300, 20, "the first 300 records")
             src = segment_batches(src_dir)
             got = dest_batches(dest.logs, topic)
             assert got == src, "mirrored batches differ from the source's"
@@ -230,7 +221,7 @@ def test_mirror_is_byte_identical_and_follows_log_start(source: Node, tmp_path: 
             produce(source.bootstrap, topic, 10)
             plog = dest.logs.get(topic, 0)
             assert plog is not None
-            await wait_until(lambda: plog.log_start_offset == 145, 10, "log start 145")
+            await wait_for_async(lambda: plog.log_start_offset == 145, 10, "log start 145")
 
             # Paused while the source moves its log start past our end: on resume the mirror
             # restarts its log at the source's start (the batch straddling it included).
@@ -239,10 +230,10 @@ def test_mirror_is_byte_identical_and_follows_log_start(source: Node, tmp_path: 
             produce(source.bootstrap, topic, 100)
             futs = admin.delete_records([TopicPartition(topic, 0, 385)])
             futs[TopicPartition(topic, 0, 385)].result(timeout=10)
-            await asyncio.sleep(0.3)
+            await asyncio.sleep(0.3)  # time to fetch, if it still did (nothing to wait on)
             assert plog.log_end_offset == before, "a removed partition was still fetched"
             await dest.fetchers.add("m", cfg, {(topic, 0): tid})
-            await wait_until(lambda: plog.log_end_offset == 410, 20, "offset 410")
+            await wait_for_async(lambda: plog.log_end_offset == 410, 20, "offset 410")
             assert plog.log_start_offset == 385
             src = segment_batches(src_dir)
             got = dest_batches(dest.logs, topic)
@@ -269,7 +260,7 @@ def test_local_log_ahead_of_the_source_is_truncated_by_epoch(source: Node, tmp_p
         cfg = {"bootstrap.servers": source.bootstrap}
         try:
             await dest.fetchers.add("m", cfg, {(topic, 0): tid})
-            await wait_until(lambda: dest.leo(topic) == 60, 20, "60 records")
+            await wait_for_async(lambda: dest.leo(topic) == 60, 20, "60 records")
             await dest.fetchers.remove("m", [(topic, 0)])
             plog = dest.logs.get(topic, 0)
             assert plog is not None
@@ -284,9 +275,9 @@ def test_local_log_ahead_of_the_source_is_truncated_by_epoch(source: Node, tmp_p
             plog.append_raw(fake, now_ms=0)
             assert plog.log_end_offset == 65
             await dest.fetchers.add("m", cfg, {(topic, 0): tid})
-            await wait_until(lambda: plog.log_end_offset == 60, 10, "truncation to 60")
+            await wait_for_async(lambda: plog.log_end_offset == 60, 10, "truncation to 60")
             produce(source.bootstrap, topic, 30)
-            await wait_until(lambda: plog.log_end_offset == 90, 10, "offset 90")
+            await wait_for_async(lambda: plog.log_end_offset == 90, 10, "offset 90")
             assert dest_batches(dest.logs, topic) == segment_batches(src_dir)
             assert not dest.failed
         finally:
@@ -316,19 +307,19 @@ def test_source_killed_and_restarted_mid_stream(tmp_path: Path) -> None:
                 await dest.fetchers.add(
                     "m", {"bootstrap.servers": node.bootstrap}, {(topic, 0): tid}
                 )
-                await wait_until(lambda: dest.leo(topic) >= 200, 20, "initial data")
+                await wait_for_async(lambda: dest.leo(topic) >= 200, 20, "initial data")
                 t = threading.Thread(target=writer, daemon=True)
                 t.start()
-                await asyncio.sleep(0.3)
+                await asyncio.sleep(0.3)  # the kill lands while the writer is producing
                 node.kill()
-                await asyncio.sleep(0.5)
+                await asyncio.sleep(0.5)  # down for a while: the fetcher retries meanwhile
                 node.start()
                 await asyncio.to_thread(t.join, 60)
                 assert not t.is_alive() and not errors, errors
                 src = segment_batches(node.log_dir / f"{topic}-0")
                 end = last_offset(src) + 1
                 assert end >= 1700
-                await wait_until(lambda: dest.leo(topic) == end, 30, f"offset {end}")
+                await wait_for_async(lambda: dest.leo(topic) == end, 30, f"offset {end}")
                 got = dest_batches(dest.logs, topic)
                 assert got == src
                 assert_contiguous(got, 0)
@@ -355,7 +346,7 @@ def test_throttle_limits_the_rate(source: Node, tmp_path: Path) -> None:
         try:
             start = time.monotonic()
             await dest.fetchers.add("m", {"bootstrap.servers": source.bootstrap}, {(topic, 0): tid})
-            await wait_until(lambda: dest.leo(topic) == 1000, 20, "the throttled copy")
+            await wait_for_async(lambda: dest.leo(topic) == 1000, 20, "the throttled copy")
             elapsed = time.monotonic() - start
             expected = total / rate
             assert 0.6 * expected <= elapsed <= 2.5 * expected + 0.5, (elapsed, expected, total)
@@ -391,7 +382,7 @@ def test_mirror_from_librdkafka_mock_cluster(tmp_path: Path) -> None:
                     {"bootstrap.servers": mock.bootstrap},
                     {(topic, 0): info.topic_id, (topic, 1): info.topic_id},
                 )
-                await wait_until(
+                await wait_for_async(
                     lambda: dest.leo(topic, 0) == 100 and dest.leo(topic, 1) == 100,
                     20,
                     "both partitions mirrored",

@@ -11,7 +11,6 @@ import platform
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
@@ -72,15 +71,16 @@ def noida(tmp_path: Path) -> Iterator[str]:
         stdin=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 20
-        while True:
+
+        def listening() -> bool:
             assert proc.poll() is None, (tmp_path / "noida.out").read_text(errors="replace")
             try:
                 with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                    break
+                    return True
             except OSError:
-                assert time.monotonic() < deadline, "noida-db did not listen within 20 s"
-                time.sleep(0.05)
+                return False
+
+        wait_for(listening, 20, "noida-db to listen")
         yield f"127.0.0.1:{port}"
     finally:
         if proc.poll() is None:

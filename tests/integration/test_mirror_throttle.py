@@ -20,7 +20,7 @@ from confluent_kafka.admin import (
 
 from protocol.records import scan_batches
 
-from .clients import create_topic
+from .clients import create_topic, wait_for
 from .mirror_helpers import create_mirror, running, write_mirror_config
 from .node import Node
 
@@ -104,17 +104,23 @@ def test_only_listed_replicas_are_throttled(pair: tuple[Node, Node], tmp_path: P
     want = {0: PER_PARTITION, 1: PER_PARTITION}
     done: dict[int, float] = {}
     c = Consumer({"bootstrap.servers": dst.bootstrap, "group.id": "probe"})
+
+    def both_mirrored() -> bool:  # notes when each partition got there
+        ends = _ends(c, dst.bootstrap)
+        for part in (0, 1):
+            if part not in done and ends.get(part) == want[part]:
+                done[part] = time.monotonic() - start
+        return len(done) == 2
+
     try:
-        deadline = start + 30
-        while len(done) < 2 and time.monotonic() < deadline:
-            ends = _ends(c, dst.bootstrap)
-            for part in (0, 1):
-                if part not in done and ends.get(part) == want[part]:
-                    done[part] = time.monotonic() - start
-            time.sleep(0.05)
+        wait_for(
+            both_mirrored,
+            start + 30 - time.monotonic(),
+            "both partitions mirrored within 30 s",
+            detail=lambda: f"mirrored so far (seconds): {done}",
+        )
     finally:
         c.close()
-    assert len(done) == 2, f"not mirrored in 30 s: {done}"
     expected = _batch_bytes(src, 0) / RATE
     assert expected > 1.5  # the data is big enough to measure the rate
     assert 0.6 * expected <= done[0] <= 3 * expected + 1, (done, expected)

@@ -8,11 +8,13 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from .clients import wait_for
 from .node import ROOT, Node
 
 START_TIMEOUT = 30.0
@@ -135,15 +137,20 @@ def test_server_start_script_wraps_the_node(tmp_path: Path) -> None:
             stderr=subprocess.STDOUT,
         )
     try:
-        deadline = time.monotonic() + START_TIMEOUT
-        md = None
-        while time.monotonic() < deadline and proc.poll() is None:
+        answers: list[Any] = []
+
+        def answered() -> bool:
+            assert proc.poll() is None, node.log_tail()
             try:
-                md = AdminClient({"bootstrap.servers": node.bootstrap}).list_topics(timeout=1)
-                break
+                answers.append(
+                    AdminClient({"bootstrap.servers": node.bootstrap}).list_topics(timeout=1)
+                )
             except Exception:
-                time.sleep(0.2)
-        assert md is not None and 1 in md.brokers, node.log_tail()
+                return False
+            return True
+
+        wait_for(answered, START_TIMEOUT, "the node to answer", step=0.2, detail=node.log_tail)
+        assert 1 in answers[0].brokers, node.log_tail()
         proc.send_signal(signal.SIGTERM)  # the script execs python: the signal reaches the node
         assert proc.wait(10) == 0
     finally:

@@ -34,7 +34,7 @@ from kafka.errors import KafkaError as KpError  # type: ignore[import-untyped]
 
 from tests.certs import PASSWORD, Pki, make_pki
 
-from .clients import create_topic
+from .clients import create_topic, wait_for
 from .node import Node, free_port
 
 PLAIN_JAAS = (
@@ -122,10 +122,12 @@ def _auth_error(conf: dict[str, Any], timeout: float = 15) -> KafkaError:
     """The first error a librdkafka client reports for ``conf`` (expected to be an auth error)."""
     errors: list[KafkaError] = []
     p = Producer({**conf, "error_cb": errors.append})
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and not errors:
-        p.poll(0.1)
-    assert errors, "the client reported no error"
+
+    def reported() -> bool:
+        p.poll(0.1)  # error_cb runs in here
+        return bool(errors)
+
+    wait_for(reported, timeout, "the client to report an error", step=0)
     return errors[0]
 
 

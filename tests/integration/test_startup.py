@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from .clients import wait_for
 from .node import ROOT, Node
 
 START_TIMEOUT = 30.0
@@ -113,12 +114,15 @@ def test_sigterm_during_log_recovery_stops_the_node(tmp_path: Path) -> None:
         def output() -> str:
             return node.output.read_bytes()[before:].decode(errors="replace")
 
-        deadline = time.monotonic() + 60
-        while "start-up: still recovering the logs" not in output():
-            assert proc.poll() is None, output()
-            assert "started" not in output(), f"start-up did not stall:\n{output()}"
-            assert time.monotonic() < deadline, output()
-            time.sleep(0.05)
+        def stalled() -> bool:
+            text = output()
+            if "start-up: still recovering the logs" in text:
+                return True
+            assert proc.poll() is None, text
+            assert "started" not in text, f"start-up did not stall:\n{text}"
+            return False
+
+        wait_for(stalled, 60, "the start-up to report recovery", detail=output)
         t0 = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait(20)

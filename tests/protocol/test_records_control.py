@@ -8,8 +8,11 @@ import struct
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i16
 
 from protocol.errors import CorruptRecordError
+from protocol.generated.mirror_pid_reset_record.v0.data import MirrorPidResetRecord
 from protocol.records import (
     ControlRecord,
     ControlType,
@@ -137,11 +140,9 @@ def test_unknown_and_kraft_types_are_not_errors() -> None:
 @given(cid=st.text(max_size=40))
 def test_mirror_pid_reset_value_matches_generated_schema_type(cid: str) -> None:
     """Our hand encoding agrees with kio's serializer over schemas/MirrorPidResetRecord.json."""
-    data = pytest.importorskip("protocol.generated.mirror_pid_reset_record.v0.data")
-    serial = pytest.importorskip("kio.serial")
-    generated = data.MirrorPidResetRecord
+    generated = MirrorPidResetRecord
     out = io.BytesIO()
-    serial.entity_writer(generated)(out, generated(version=0, source_cluster_id=cid))
+    entity_writer(generated)(out, generated(version=i16(0), source_cluster_id=cid))
     assert out.getvalue() == mirror_pid_reset_value(cid)
-    decoded, size = serial.entity_reader(generated)(mirror_pid_reset_value(cid), 0)
+    decoded, size = entity_reader(generated)(mirror_pid_reset_value(cid), 0)
     assert (decoded.source_cluster_id, size) == (cid, len(out.getvalue()))

@@ -163,3 +163,19 @@ def test_mutated_valid_frames_only_raise_protocol_errors(
     cut = data.draw(st.integers(0, len(frame)))
     with contextlib.suppress(ProtocolError):
         decode_request(bytes(frame[:cut]))
+
+
+def test_an_out_of_range_duration_is_a_protocol_error_not_a_crash() -> None:
+    """Found by the mutation test above: an int64 duration past Python's timedelta range
+    (CreateDelegationToken max_lifetime) raised OverflowError from the decoder."""
+    import struct
+
+    from protocol.build import build
+    from protocol.errors import ProtocolError
+    from protocol.registry import body_bytes, decode_body
+
+    cls = REGISTRY.spec(38).request_type(2)
+    raw = bytearray(body_bytes(build(cls, {"renewers": [], "max_lifetime": 0})))
+    struct.pack_into(">q", raw, len(raw) - 9, 2**62)  # max_lifetime, before the tag byte
+    with pytest.raises(ProtocolError, match="out of range"):
+        decode_body(cls, raw, 0)
