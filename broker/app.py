@@ -76,7 +76,7 @@ from .metadata.image import (
     MetadataImage,
     apply_records,
 )
-from .metadata.mirror_states import MIRROR_STATE_TOPIC
+from .metadata.mirror_states import MIRROR_STATE_TOPIC, MirrorState
 from .metrics.broker_metrics import BrokerMetrics, StateSnapshot
 from .metrics.on_loop import read_on_loop
 from .mirror.fetcher import MirrorFetcherManager
@@ -296,7 +296,7 @@ class Node:
         )
         self.mirror_api.states = self._mirror_states
         self.mirror_api.progress = self._mirror_progress
-        self.mirror_api.reason = self.mirrors.reason
+        self.mirror_api.reason = self._mirror_reason
 
     # -- metadata --------------------------------------------------------------------------
 
@@ -381,9 +381,27 @@ class Node:
         self, mirror: str, topic: str, partition: int
     ) -> tuple[int, int, int] | None:
         st = self.fetchers.status(mirror, topic, partition)
-        if st is None:
+        if st is not None:
+            return st.source_high_watermark, st.local_log_end_offset, st.lag
+        known = self.fetchers.last_known(mirror, topic, partition)
+        hosted = self.replicas.get(topic, partition)
+        if known is None or hosted is None:
             return None
-        return st.source_high_watermark, st.local_log_end_offset, st.lag
+        leo = int(hosted.log.log_end_offset)
+        return known[0], leo, max(0, known[0] - leo)  # paused: the last answer's numbers
+
+    def _mirror_reason(self, topic: str, partition: int) -> str | None:
+        """--describe's note: why FAILED, what a truncation removed, or how old the source
+        offset of a partition no longer fetched is."""
+        why = self.mirrors.reason(topic, partition)
+        info = self.mirrors.partitions().get((topic, partition))
+        if why or info is None:
+            return why
+        known = self.fetchers.last_known(info.mirror, topic, partition)
+        if known is None or info.state != MirrorState.PAUSED:
+            return None
+        age = max(0, self.clock.now_ms() - known[1]) / 1000
+        return f"not fetched while paused: source offset {known[0]} as of {age:.0f}s ago"
 
     async def _source_cluster_id(self, mirror: str) -> str | None:
         cid = self.mirror_api.cluster_id_of(mirror)

@@ -265,6 +265,9 @@ class MirrorFetcherManager:
         self._rng = random.Random()
         self._closed = False
         self._counters: dict[tuple[str, int, int], FetcherCounters] = {}
+        # (mirror, topic, partition) -> (source high watermark, wall ms it was learnt) of a
+        # partition no longer fetched (paused, failed over): --describe keeps showing it, aged
+        self._last_known: dict[tuple[str, str, int], tuple[int, int]] = {}
 
     # -- public API ----------------------------------------------------------------------
     async def add(
@@ -276,6 +279,8 @@ class MirrorFetcherManager:
         """Start fetching ``partitions`` (topic id = the source's) from their local log end."""
         if self._closed:
             raise RuntimeError("the mirror fetcher manager is closed")
+        for topic, partition in partitions:
+            self._last_known.pop((mirror, topic, partition), None)
         m = self._mirrors.get(mirror)
         if m is not None and m.config != dict(source_config):
             # Any change of the mirror's client configs reconnects (KIP-1279).
@@ -308,7 +313,13 @@ class MirrorFetcherManager:
             return
         states = [p for p in (m.partitions.pop(k, None) for k in partitions) if p is not None]
         for p in states:
+            if p.src_hw >= 0:
+                self._last_known[(mirror, p.topic, p.partition)] = (p.src_hw, p.last_fetch_ms)
             await self._detach(p)
+
+    def last_known(self, mirror: str, topic: str, partition: int) -> tuple[int, int] | None:
+        """(source high watermark, wall ms of that answer) of a partition no longer fetched."""
+        return self._last_known.get((mirror, topic, partition))
 
     async def remove_mirror(self, mirror: str) -> None:
         m = self._mirrors.pop(mirror, None)
