@@ -392,7 +392,7 @@ def _failover_case(src: Node, dst: Node) -> float:
             for line in _tool(dst, "--describe", "--mirror", MIRROR).splitlines()
             if f" {FAILOVER_TOPIC} " in f" {line} "
         ]
-        return len(rows) == FAILOVER_PARTITIONS and all(r[-1] == "STOPPED" for r in rows)
+        return len(rows) == FAILOVER_PARTITIONS and all(r[6] == "STOPPED" for r in rows)
 
     start = time.perf_counter()
     _tool(dst, "--remove", "--topic", FAILOVER_TOPIC, "--mirror", MIRROR)

@@ -47,6 +47,7 @@ from .config.meta_properties import MetaPropertiesError, read_meta_properties
 from .config.server_config import ConfigError, ServerConfig, load_server_config
 from .config.throttled_replicas import ThrottledReplicasError, parse_throttled_replicas
 from .controller.acls import AclController
+from .controller.config_secrets import ConfigSecrets
 from .controller.controller import Controller, Validators
 from .controller.mirrors import MirrorController
 from .controller.scram import ScramController
@@ -87,6 +88,7 @@ from .mirror.source import SourceClient
 from .network.server import KafkaServer, Listener
 from .quorum.local import SingleVoterQuorum
 from .replication.replica_manager import ReplicaManager
+from .security import password_encoder
 from .security.authorizer import build_authorizer
 from .security.errors import SecurityConfigError
 from .security.listeners import ListenerSecurity, build_listener_security
@@ -138,6 +140,8 @@ class Node:
         self.clock = SystemClock()
         self.metrics = BrokerMetrics()
         self.image = MetadataImage()
+        # secrets at rest: encoded in ConfigRecords, decoded into the image
+        self.config_secrets = ConfigSecrets(password_encoder.from_config(config))
         self.default_log_config = topic_configs.log_config(config, {})
         log_dirs = [Path(d) for d in config.log_dirs]
         self.logs = LogManager(log_dirs, self.default_log_config, self.clock)
@@ -145,7 +149,14 @@ class Node:
         # Kafka pauses it, the cleaner leaves a partition alone while it moves to another dir.
         self.cleaner = LogCleaner(
             self.logs,
-            CleanerConfig(config.log_cleaner_enable, config.log_cleaner_backoff_ms),
+            CleanerConfig(
+                config.log_cleaner_enable,
+                config.log_cleaner_backoff_ms,
+                config.log_cleaner_threads,
+                config.log_cleaner_io_max_bytes_per_second,
+                config.log_cleaner_dedupe_buffer_size,
+                config.log_cleaner_io_buffer_load_factor,
+            ),
             self.clock,
             may_clean=lambda topic, partition: (
                 self.services.writable(topic, partition)
@@ -184,6 +195,7 @@ class Node:
                 ),
                 default_partitions=config.num_partitions,
                 default_replication_factor=config.default_replication_factor,
+                secrets=self.config_secrets,
             ),
             config.node_id,
         )
@@ -297,6 +309,7 @@ class Node:
         self.mirror_api.states = self._mirror_states
         self.mirror_api.progress = self._mirror_progress
         self.mirror_api.reason = self._mirror_reason
+        self.mirror_api.freshness = self.fetchers.freshness
 
     # -- metadata --------------------------------------------------------------------------
 
@@ -333,7 +346,7 @@ class Node:
         ]
 
     def publish(self, records: list[tuple[int, Any]]) -> None:
-        self.image, delta = apply_records(self.image, records)
+        self.image, delta = apply_records(self.image, records, self.config_secrets.open)
         self._react(delta)
 
     def _react(self, delta: Delta) -> None:
@@ -508,7 +521,7 @@ class Node:
 
     def load_metadata(self) -> None:
         records = self.quorum.replay()
-        self.image, delta = apply_records(MetadataImage(), records)
+        self.image, delta = apply_records(MetadataImage(), records, self.config_secrets.open)
         # Partitions on disk that the metadata no longer knows (deleted while down): remove.
         for plog in list(self.logs.all_logs()):
             topic = self.image.topics.get(plog.topic)
@@ -749,6 +762,11 @@ class Node:
                         self.image, self.mirrors, self.fetchers, self.metadata_sync
                     ),
                     "mirror metrics",
+                )
+            )
+            self.metrics.watch_cleaner(
+                read_on_loop(
+                    asyncio.get_running_loop(), self.cleaner.metrics_snapshot, "cleaner metrics"
                 )
             )
             self.metrics.serve(cfg.metrics_host, cfg.metrics_port)

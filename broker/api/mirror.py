@@ -17,8 +17,9 @@ and (non-excluded) configs, the default replication factor, in one batch with ``
 An existing local topic whose id differs from the source's is refused (INCONSISTENT_TOPIC_ID).
 
 DescribeMirrors reports every partition this node leads of every topic in the mirror; the state
-and last mirrored epoch come from the injected ``states`` and the offsets from ``progress``
-(defaults: UNKNOWN, and only the local log end offset).
+and last mirrored epoch come from the injected ``states``, the offsets from ``progress``
+(defaults: UNKNOWN, and only the local log end offset), and how current the source offset is
+from ``freshness`` (mirror_freshness.py: its age, an unknown lag when it is not current).
 
 With an authorizer (the KIP's "Destination cluster permissions"), on the CLUSTER_MIRROR resource
 named like the mirror: CreateMirror needs CREATE; Add/Remove/Pause/Resume and DeleteMirror ALTER
@@ -55,6 +56,7 @@ from ..metadata.mirror_states import MIRROR_NAME_CONFIG, PAUSED_SUFFIX
 from ..security.acls import AclOperation, ResourceType
 from .authz import allowed, allowed_on_cluster
 from .context import RequestContext
+from .mirror_freshness import FreshnessFn, source_view
 from .services import Services
 
 log = logging.getLogger(__name__)
@@ -125,6 +127,7 @@ class MirrorApi:
         self.states: StatesFn = states or (lambda mirror: {})
         self.progress: ProgressFn | None = progress
         self.reason: Callable[[str, int], str | None] = lambda _t, _p: None
+        self.freshness: FreshnessFn | None = None  # the fetchers' view of each source offset
         self._tasks: set[asyncio.Task[None]] = set()
 
     # -- helpers ---------------------------------------------------------------------------
@@ -563,6 +566,7 @@ class MirrorApi:
                 )
                 continue
             states = self.states(m)
+            now_ms = self.s.now_ms()
             topics: list[dict[str, Any]] = []
             # topics in the mirror, and those that left it by failover (their stored state and
             # last mirrored epoch are what a failback asks for)
@@ -578,15 +582,18 @@ class MirrorApi:
                     src, dst, lag = (
                         prog if prog is not None else (-1, self._local_offset(name, p), -1)
                     )
+                    fresh = self.freshness(m, name, p) if self.freshness is not None else None
+                    view = source_view(src, lag, state, self.reason(name, p), fresh, now_ms)
                     parts.append(
                         {
                             "partition_index": p,
                             "source_offset": src,
                             "destination_offset": dst,
-                            "lag": lag,
+                            "lag": view.lag,
                             "state": state,
                             "last_mirror_epoch": lme,
-                            "state_reason": self.reason(name, p),
+                            "state_reason": view.reason,
+                            "source_offset_age": view.age_ms,
                         }
                     )
                 topics.append({"topic_name": name, "partitions": parts})

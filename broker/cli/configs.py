@@ -7,8 +7,9 @@ as Kafka checks) as DELETE, then ``--add-config`` / ``--add-config-file`` pairs 
 ``--add-config`` square brackets group a value holding commas (``k=[0:1,1:1]``) and are dropped,
 as Kafka does. A broker's own configs are read and written on that broker (found in Metadata).
 
-Client and user quotas (``clients``, ``users``, ``ips``) are refused: this broker serves neither
-DescribeClientQuotas nor AlterClientQuotas. ``broker-loggers``, ``client-metrics`` and ``groups``
+``--entity-type users`` manages SASL/SCRAM credentials (``SCRAM-SHA-256``/``SCRAM-SHA-512`` keys,
+see configs_scram.py). Client and user quotas (``clients``, ``users``, ``ips``) are refused: this
+broker serves neither DescribeClientQuotas nor AlterClientQuotas. ``broker-loggers``, ``client-metrics`` and ``groups``
 are refused too (no such config resources here). Exit code 0 on success, 1 on any error.
 """
 
@@ -24,6 +25,7 @@ from typing import Any, Final, NoReturn, TextIO
 
 from kio.schema.errors import ErrorCode
 
+from broker.cli import configs_scram
 from broker.cli.admin import (
     CommandError,
     Parser,
@@ -41,14 +43,13 @@ METADATA, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, LIST_MIRRORS = 3, 32, 44,
 TOPIC_RESOURCE, BROKER_RESOURCE, MIRROR_RESOURCE = 2, 4, 64
 SET, DELETE = 0, 1
 
-TOPICS, BROKERS, MIRRORS = "topics", "brokers", "mirrors"
+TOPICS, BROKERS, MIRRORS, USERS = "topics", "brokers", "mirrors", "users"
 SERVED: Final = (TOPICS, BROKERS, MIRRORS)
 QUOTA_TYPES: Final = ("users", "clients", "ips")
 # Kafka's other entity types, which this broker has no config resource for
 OTHER_TYPES: Final = ("broker-loggers", "client-metrics", "groups")
 ENTITY_TYPES: Final = (*SERVED, *QUOTA_TYPES, *OTHER_TYPES)
 RESOURCE = {TOPICS: TOPIC_RESOURCE, BROKERS: BROKER_RESOURCE, MIRRORS: MIRROR_RESOURCE}
-SCRAM_KEYS: Final = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 
 # Kafka's ConfigSource names (DescribeConfigs config_source codes)
 SOURCES: Final = {
@@ -113,13 +114,18 @@ Option                                  Description
 --describe                              List configs for the given entity.
 --entity-default                        Default entity name for brokers.
 --entity-name <String>                  Name of entity (topic name/broker id/
-                                          mirror name)
---entity-type <String>                  Type of entity (topics/brokers/mirrors)
+                                          mirror name/user principal name)
+--entity-type <String>                  Type of entity (topics/brokers/mirrors/
+                                          users)
 --help                                  Print usage information.
 --mirror <String>                       The cluster mirror's name.
 --topic <String>                        The topic's name.
+--user <String>                         The user's principal name.
 --version                               Display Kafka version.
 
+Users' SCRAM credentials: --entity-type users --entity-name alice --alter --add-config
+'SCRAM-SHA-256=[iterations=8192,password=alice-secret],SCRAM-SHA-512=[password=alice-secret]'
+(iterations default to 4096), --delete-config SCRAM-SHA-512, --describe.
 Client, user and IP quotas (--entity-type clients/users/ips) are not served by this broker.
 """
 
@@ -197,7 +203,7 @@ def _entity(args: argparse.Namespace) -> Entity:
             "--entity-{type,name,default} should not be used in conjunction with specific "
             "entity flags"
         )
-    if any(t in QUOTA_TYPES for t in types):
+    if any(t in QUOTA_TYPES for t in types) and not _scram_only(args, types):
         _refuse_quotas(args, types)
     kind = types[0]
     if kind in OTHER_TYPES:
@@ -208,10 +214,17 @@ def _entity(args: argparse.Namespace) -> Entity:
     names = list(args.entity_name)
     names += [""] if args.entity_default else []
     names += [getattr(args, f) for f, t in NAMED_FLAGS.items() if t == kind and getattr(args, f)]
-    names += [""] if args.broker_defaults else []
+    names += ["" for f, t in DEFAULT_FLAGS.items() if t == kind and getattr(args, f)]
     if len(names) > 1:
         raise UsageError("An entity name must be specified for every entity type")
     name = names[0] if names else None
+    if kind == USERS and name == "":
+        if args.describe:
+            _refuse_quotas(args, types)  # Kafka describes only the default's quotas
+        raise UsageError(
+            "The use of --entity-default or --user-defaults is not allowed with User SCRAM "
+            "Credentials using --bootstrap-server."
+        )
     if name == "" and kind not in WITH_DEFAULT:
         raise UsageError(
             f"--entity-default must not be specified with --{'describe' if args.describe else 'alter'} of {kind}"
@@ -241,13 +254,18 @@ def _entity(args: argparse.Namespace) -> Entity:
     return Entity(kind, name)
 
 
+def _scram_only(args: argparse.Namespace, types: Sequence[str]) -> bool:
+    """A users command this broker serves: SCRAM credentials, no quota key."""
+    if list(types) != [USERS]:
+        return False
+    if args.describe:
+        return True
+    added, deleted = _to_add(args), _to_delete(args)
+    configs_scram.check_keys(added, deleted)
+    return all(configs_scram.is_scram(k) for k in [*added, *deleted])
+
+
 def _refuse_quotas(args: argparse.Namespace, types: Sequence[str]) -> NoReturn:
-    keys = [*_to_add(args), *_to_delete(args)] if args.alter else []
-    if any(k in SCRAM_KEYS for k in keys):
-        raise UsageError(
-            "SCRAM credentials are not managed by this tool yet: use an admin client's "
-            "AlterUserScramCredentials (the broker serves it)"
-        )
     raise UsageError(
         f"--entity-type {'/'.join(types)} is not supported: this broker does not implement "
         "client quotas (DescribeClientQuotas/AlterClientQuotas)"
@@ -477,6 +495,11 @@ async def _run(args: argparse.Namespace, entity: Entity, out: TextIO) -> int:
     )
     tool = Tool(session, props, out)
     try:
+        if entity.kind == USERS:
+            if args.alter:
+                assert entity.name is not None
+                return await configs_scram.alter(session, entity.name, added, deleted, out)
+            return await configs_scram.describe(session, entity.name, out)
         if args.alter:
             return await tool.alter(entity, added, deleted)
         return await tool.describe(entity, args.all)

@@ -143,9 +143,18 @@ def _camel(name: str) -> str:
     return head + "".join(w.capitalize() for w in rest)
 
 
+def _shown(record: Any, f: dataclasses.Field[Any]) -> bool:
+    """Kafka's JSON converters write a tagged field only when it is not its default."""
+    return "tag" not in f.metadata or getattr(record, f.name) != f.default
+
+
 def _json_value(v: Any) -> Any:
     if dataclasses.is_dataclass(v) and not isinstance(v, type):
-        return {_camel(f.name): _json_value(getattr(v, f.name)) for f in dataclasses.fields(v)}
+        return {
+            _camel(f.name): _json_value(getattr(v, f.name))
+            for f in dataclasses.fields(v)
+            if _shown(v, f)
+        }
     if isinstance(v, uuid.UUID):  # Kafka's Uuid.toString: URL-safe base64, no padding
         return base64.urlsafe_b64encode(v.bytes).rstrip(b"=").decode()
     if isinstance(v, bytes | bytearray | memoryview):
@@ -157,12 +166,12 @@ def _json_value(v: Any) -> Any:
     return v
 
 
-def metadata_payload(value: bytes) -> str:
-    """A metadata record as Kafka's --cluster-metadata-decoder prints it."""
+def metadata_payload(value: bytes, offset: int) -> str:
+    """A metadata record as Kafka's --cluster-metadata-decoder prints it (its words on error)."""
     try:
         record = decode_metadata_record(value)
     except (ProtocolError, ValueError, KeyError) as exc:
-        return f"(not a metadata record: {exc})"
+        return f"Error at {offset}, skipping. {exc}"
     kind = re.sub(r"(?<!^)(?=[A-Z])", "_", type(record).__name__).upper()
     body = {"type": kind, "version": int(type(record).__version__), "data": _json_value(record)}
     return json.dumps(body, separators=(",", ":"), default=str)
@@ -196,7 +205,9 @@ def record_lines(
             if rec.key is not None:
                 parts.append(f"{prefix}key: {_text(rec.key)}")
             if rec.value is not None:
-                shown = metadata_payload(bytes(rec.value)) if metadata else _text(rec.value)
+                shown = (
+                    metadata_payload(bytes(rec.value), rec.offset) if metadata else _text(rec.value)
+                )
                 parts.append(f" payload: {shown}")
         lines.append("".join(parts))
     return lines

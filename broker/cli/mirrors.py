@@ -9,6 +9,12 @@ With ``--replication-factor``, ``--add`` creates the missing topics itself (Crea
 the source topic id), reaching the source with the mirror's configs (DescribeConfigs) overlaid by
 ``--mirror-config`` (which supplies the secrets DescribeConfigs never returns).
 
+``--describe`` prints one row per partition: MIRROR, TOPIC, PARTITION, SOURCE-OFFSET,
+DESTINATION-OFFSET, LAG, STATE, then SOURCE-AGE (how long ago the source offset was learnt:
+kmirror's SourceOffsetAgeMs; last, so parsers of the first seven columns keep working). LAG is
+``?`` when the source offset is known but not current (the fetcher is failing, or has not
+heard from the source for a while); the partitions' reasons follow under "Notes:".
+
 Exit code 0 on success, 1 on any error (reported on stderr).
 """
 
@@ -16,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -185,6 +192,31 @@ def _num(v: int) -> str:
     return "-" if v < 0 else str(v)
 
 
+def _lag(source_offset: int, lag: int) -> str:
+    """``?``: the source offset is known but not current (the source is unreachable, or has
+    not answered for a while), so the lag is unknown; ``-``: no source offset at all."""
+    return "?" if lag < 0 and source_offset >= 0 else _num(lag)
+
+
+def _age(age: datetime.timedelta | int | None) -> str:
+    """How old the source offset is: ``3s``, ``4m12s``, ``2h5m``; ``-`` when unknown."""
+    if age is None:
+        return "-"
+    ms = (
+        int(age / datetime.timedelta(milliseconds=1))
+        if isinstance(age, datetime.timedelta)
+        else age
+    )
+    if ms < 0:
+        return "-"
+    s = (ms + 500) // 1000  # rounded, as the notes round
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60}s"
+    return f"{s // 3600}h{s % 3600 // 60}m"
+
+
 async def _describe_mirror_configs(s: Session, mirror: str) -> dict[str, str]:
     resp = await s.call(
         DESCRIBE_CONFIGS,
@@ -346,8 +378,9 @@ async def _dispatch(
                             p.partition_index,
                             _num(p.source_offset),
                             _num(p.destination_offset),
-                            _num(p.lag),
+                            _lag(p.source_offset, p.lag),
                             p.state,
+                            _age(getattr(p, "source_offset_age", None)),  # kmirror's tagged field
                         )
                     )
                     reason = getattr(p, "state_reason", None)  # kmirror's tagged field
@@ -357,7 +390,7 @@ async def _dispatch(
             print("No mirror partitions found", file=out)
             return 0
         header = ("MIRROR", "TOPIC", "PARTITION", "SOURCE-OFFSET", "DESTINATION-OFFSET", "LAG")
-        _table((*header, "STATE"), rows, out)
+        _table((*header, "STATE", "SOURCE-AGE"), rows, out)
         if notes:
             print("\nNotes:", file=out)
             for note in notes:

@@ -3,8 +3,11 @@
 ``bin/quickstart.sh`` runs this: it formats and starts two nodes on free loopback ports under
 ``$KMIRROR_QUICKSTART_DIR`` (default: a new temporary directory), produces to the source with a
 stock idempotent lz4 producer, creates a mirror with kafka-mirrors.sh semantics (create, add,
-describe), reads the mirror topic on the destination with a stock consumer, fails over (remove) and
-produces to the destination. It stops the nodes it started (SIGTERM, by PID) whatever happens.
+describe), shows that both sides hold the same topic id and byte-identical record batches, reads
+the mirror topic on the destination with a stock consumer, fails over (remove) and produces to the
+destination. At the end, on an error, on SIGTERM or on SIGINT it stops the nodes it started
+(SIGTERM, by PID); with ``--keep`` it leaves them running instead and prints their PIDs and the
+command that stops them, so they are never left behind unsaid.
 """
 
 import argparse
@@ -131,7 +134,11 @@ def demo(bootstrap: str, records: int) -> None:
         raise SystemExit(f"expected {records} records, consumed {seen}")
 
 
-def _start_node(workdir: Path, name: str) -> tuple[subprocess.Popen[bytes], int, int, Path]:
+def _start_node(
+    workdir: Path, name: str, keep: bool, started: list[subprocess.Popen[bytes]]
+) -> tuple[int, int]:
+    """Format and start one node; it joins ``started`` as soon as it runs (so a signal while it
+    comes up still finds it). Returns its Kafka and metrics ports."""
     home = workdir / name
     home.mkdir(parents=True, exist_ok=True)
     port, cport, mport = _free_port(), _free_port(), _free_port()
@@ -156,12 +163,13 @@ def _start_node(workdir: Path, name: str) -> tuple[subprocess.Popen[bytes], int,
             cwd=ROOT,
             stdout=out,
             stderr=subprocess.STDOUT,
+            start_new_session=keep,  # kept nodes outlive a Ctrl-C sent to the terminal
         )
+    started.append(proc)
+    print(f"{name} node: pid {proc.pid}, log {log_path}", flush=True)
     _wait_listening(port, proc)
-    print(
-        f"{name} node: bootstrap 127.0.0.1:{port}, metrics http://127.0.0.1:{mport}/metrics, log {log_path}"
-    )
-    return proc, port, mport, log_path
+    print(f"{name} node: bootstrap 127.0.0.1:{port}, metrics http://127.0.0.1:{mport}/metrics")
+    return port, mport
 
 
 def _mirrors(*args: str) -> str:
@@ -221,11 +229,20 @@ def mirror_demo(workdir: Path, source: str, destination: str, records: int) -> N
            (("source", source), ("destination", destination))}  # fmt: skip
     same = "same" if ids["source"] == ids["destination"] else "DIFFERENT"
     print(f"topic id: source {ids['source']}, destination {ids['destination']} ({same})")
+    total, all_same = 0, True
     for p in range(3):
         src = _partition_bytes(workdir / "source", "quickstart", p)
         dst = _partition_bytes(workdir / "destination", "quickstart", p)
-        verdict = "identical" if src == dst else "DIFFERENT"
-        print(f"partition {p}: {len(src):,} bytes of record batches on each side, {verdict}")
+        # the destination must hold exactly the source's batches up to its own end
+        same_bytes = bool(dst) and src[: len(dst)] == dst
+        verdict = "identical" if same_bytes else "DIFFERENT"
+        print(f"partition {p}: {len(dst):,} bytes of record batches on each side, {verdict}")
+        total += len(dst)
+        all_same = all_same and same_bytes
+    print(
+        f"bytes identical: {'yes' if all_same else 'NO'} ({total:,} bytes of record batches in "
+        "3 partitions, the destination's segment files against the source's)"
+    )
 
     consumer = Consumer(
         {
@@ -263,18 +280,24 @@ def mirror_demo(workdir: Path, source: str, destination: str, records: int) -> N
     print("failed over: the topic is writable on the destination, a producer wrote to it")
     after = _end_offsets(destination, "quickstart", 3)
     print(
+        "failover wrote a MIRROR_PID_RESET control batch to each destination partition, so each\n"
+        "  ended one offset past the source's before the new record (a control batch takes an\n"
+        "  offset, as a transaction marker does; consumers skip it)"
+    )
+    print(
         f"destination end offsets now sum to {after} = {want} mirrored + 3 failover markers "
-        "(MIRROR_PID_RESET, one control batch per partition, takes an offset) + 1 new record"
+        "+ 1 new record"
     )
 
 
 def _topic_id(bootstrap: str, topic: str) -> str:
+    """As Kafka prints it (URL-safe base64; librdkafka's str() uses the standard alphabet)."""
     from confluent_kafka import TopicCollection
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     desc = admin.describe_topics(TopicCollection([topic]))[topic].result(10)
-    return str(desc.topic_id)
+    return str(desc.topic_id).replace("+", "-").replace("/", "_")
 
 
 def _partition_bytes(node_dir: Path, topic: str, partition: int) -> bytes:
@@ -283,21 +306,62 @@ def _partition_bytes(node_dir: Path, topic: str, partition: int) -> bytes:
     return b"".join(p.read_bytes() for p in sorted(pdir.glob("*.log")))
 
 
-def _request_counts(metrics_url: str) -> list[tuple[str, int]]:
-    """Requests served per API (summed over versions), from the Prometheus text."""
+# (what it counts, Prometheus sample name): summed over their labels for the closing table
+SUMMARY_METRICS = (
+    ("bytes of Fetch responses from the source", "kafka_server_mirror_fetch_bytes_total"),
+    ("record bytes appended to mirror topics", "kafka_server_mirror_appended_bytes_total"),
+    ("Fetch responses from the source", "kafka_server_mirror_fetch_requests_total"),
+    ("failed Fetch round trips", "kafka_server_mirror_fetch_errors_total"),
+    ("failed mirror partitions", "kafka_server_mirror_failed_partitions"),
+    ("requests served to clients", "kafka_network_request_requests_total"),
+)
+
+
+def _summary(metrics_url: str) -> list[tuple[str, str, str]]:
+    """(what, value, metric name) for SUMMARY_METRICS; counts as integers."""
     from prometheus_client.parser import text_string_to_metric_families
 
     with urllib.request.urlopen(metrics_url, timeout=5) as resp:
         text = resp.read().decode()
-    counts: dict[str, int] = {}
+    sums: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
-        if family.name != "kafka_network_request_requests":
-            continue
         for sample in family.samples:
-            if sample.name.endswith("_total"):
-                api = sample.labels["request"]
-                counts[api] = counts.get(api, 0) + int(sample.value)
-    return sorted(counts.items(), key=lambda kv: -kv[1])
+            sums[sample.name] = sums.get(sample.name, 0.0) + sample.value
+    rows = []
+    for what, name in SUMMARY_METRICS:
+        value = sums.get(name)
+        shown = "-" if value is None else f"{value:,.0f}" if value.is_integer() else f"{value:,.2f}"
+        rows.append((what, shown, name))
+    return rows
+
+
+def _print_summary(metrics_url: str) -> None:
+    rows = _summary(metrics_url)
+    print(f"the destination's metrics ({metrics_url}, summed over labels):")
+    w0 = max(len(r[0]) for r in rows)
+    w1 = max(len(r[1]) for r in rows)
+    for what, value, name in rows:
+        print(f"  {what:<{w0}}  {value:>{w1}}  {name}")
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in reversed(procs):
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _left_running(procs: list[subprocess.Popen[bytes]], names: list[str]) -> None:
+    alive = [(n, p.pid) for n, p in zip(names, procs, strict=False) if p.poll() is None]
+    if not alive:
+        return
+    listed = ", ".join(f"{n} pid {pid}" for n, pid in alive)
+    print(f"nodes left running: {listed}")
+    print(f"stop them with: kill {' '.join(str(pid) for _n, pid in alive)}")
 
 
 def main() -> int:
@@ -310,7 +374,11 @@ def main() -> int:
         default=100_000,
         help="records to produce at the source (default 100000)",
     )
-    parser.add_argument("--keep", action="store_true", help="leave both nodes running until Ctrl-C")
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="leave both nodes running at the end (their PIDs and a kill command are printed)",
+    )
     args = parser.parse_args()
     if args.records <= 0:
         parser.error("--records must be positive")
@@ -319,38 +387,37 @@ def main() -> int:
     )
     workdir.mkdir(parents=True, exist_ok=True)
     procs: list[subprocess.Popen[bytes]] = []
+    names: list[str] = []
 
-    def on_sigterm(_signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt  # unwinds into the finally below: the nodes are stopped
+    def on_signal(signum: int, _frame: object) -> None:
+        # unwinds into the finally below: the nodes are stopped, or listed with --keep
+        raise KeyboardInterrupt(signal.Signals(signum).name)
 
-    signal.signal(signal.SIGTERM, on_sigterm)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    status = 1
     try:
-        src, sport, _smport, _ = _start_node(workdir, "source")
-        procs.append(src)
-        dst, dport, dmport, _ = _start_node(workdir, "destination")
-        procs.append(dst)
-        mirror_demo(workdir, f"127.0.0.1:{sport}", f"127.0.0.1:{dport}", args.records)
-        counts = _request_counts(f"http://127.0.0.1:{dmport}/metrics")
-        print("requests the destination served (kafka_network_request_requests_total):")
-        for api, n in counts[:10]:
-            print(f"  {api:<22} {n:>6}")
-        if args.keep:
-            pids = " ".join(str(p.pid) for p in procs)
-            print(f"nodes left running (pids {pids}); Ctrl-C or SIGTERM here stops them")
-            procs[-1].wait()
-    except KeyboardInterrupt:
-        pass
+        ports: dict[str, tuple[int, int]] = {}  # name -> (Kafka port, metrics port)
+        for name in ("source", "destination"):
+            names.append(name)
+            ports[name] = _start_node(workdir, name, args.keep, procs)
+        source, destination = (f"127.0.0.1:{ports[n][0]}" for n in ("source", "destination"))
+        mirror_demo(workdir, source, destination, args.records)
+        _print_summary(f"http://127.0.0.1:{ports['destination'][1]}/metrics")
+        status = 0
+    except KeyboardInterrupt as e:
+        print(f"interrupted ({e or 'SIGINT'})")
     finally:
-        for proc in reversed(procs):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-        print(f"nodes stopped; data in {workdir}")
-    return 0
+        # no signal may cut the clean-up short
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if args.keep:
+            _left_running(procs, names)
+        else:
+            _stop(procs)
+            print("nodes stopped")
+        print(f"data in {workdir}")
+    return status
 
 
 if __name__ == "__main__":

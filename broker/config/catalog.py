@@ -114,6 +114,7 @@ _BROKER_VALIDATORS: dict[str, Validator] = {
     "log.retention.check.interval.ms": Range(1),
     "log.segment.delete.delay.ms": Range(0),
     "log.cleanup.policy": ValueList(("compact", "delete")),
+    "log.cleaner.threads": Range(0),
     "log.message.timestamp.type": AnyOf(_TIMESTAMP_TYPES),
     "log.message.timestamp.before.max.ms": Range(0),
     "log.message.timestamp.after.max.ms": Range(0),
@@ -144,6 +145,12 @@ _BROKER_VALIDATORS: dict[str, Validator] = {
     "mirror.num.replica.fetchers": Range(1),
     "mirror.metadata.refresh.interval.ms": Range(1),
     "mirror.replication.throttled.rate": Range(0),
+    "password.encoder.keyfactory.algorithm": AnyOf(
+        ("PBKDF2WithHmacSHA1", "PBKDF2WithHmacSHA256", "PBKDF2WithHmacSHA512")
+    ),
+    "password.encoder.cipher.algorithm": AnyOf(("AES/CBC/PKCS5Padding", "AES/GCM/NoPadding")),
+    "password.encoder.key.length": Range(128, 256),  # and an AES length: server_config checks
+    "password.encoder.iterations": Range(1024),
 }
 
 _TYPES = {t.name: t for t in ConfigType}
@@ -198,6 +205,27 @@ BROKER_KEYS: dict[str, BrokerKey] = _kafka_keys() | {
         # Ours: the Prometheus exporter's port (0 disables it) and the address it binds.
         _extra("metrics.port", ConfigType.INT, "0", _K.READ_ONLY, _O.KMIRROR),
         _extra("metrics.host", ConfigType.STRING, "0.0.0.0", _K.READ_ONLY, _O.KMIRROR),
+        # Secrets at rest (broker.security.password_encoder). Kafka's ZooKeeper-era names, gone
+        # from Kafka 4 (KRaft stores secrets in plain text); read-only so a secret never lands
+        # in the metadata log it protects.
+        _extra("password.encoder.secret", ConfigType.PASSWORD, None, _K.READ_ONLY, _O.KMIRROR),
+        _extra("password.encoder.old.secret", ConfigType.PASSWORD, None, _K.READ_ONLY, _O.KMIRROR),
+        _extra(
+            "password.encoder.keyfactory.algorithm",
+            ConfigType.STRING,
+            "PBKDF2WithHmacSHA512",
+            _K.READ_ONLY,
+            _O.KMIRROR,
+        ),
+        _extra(
+            "password.encoder.cipher.algorithm",
+            ConfigType.STRING,
+            "AES/CBC/PKCS5Padding",
+            _K.READ_ONLY,
+            _O.KMIRROR,
+        ),
+        _extra("password.encoder.key.length", ConfigType.INT, "128", _K.READ_ONLY, _O.KMIRROR),
+        _extra("password.encoder.iterations", ConfigType.INT, "4096", _K.READ_ONLY, _O.KMIRROR),
         # StandardAuthorizer's own keys (read by the authorizer, so not in KafkaConfig's list).
         _extra("super.users", ConfigType.STRING, None, _K.READ_ONLY, _O.KAFKA),
         _extra(

@@ -88,7 +88,9 @@ IMPLEMENTED_KEYS: frozenset[str] = frozenset(
         "log.retention.bytes", "log.retention.check.interval.ms", "log.cleanup.policy",
         "log.flush.interval.messages", "log.flush.interval.ms", "log.flush.scheduler.interval.ms",
         "log.index.size.max.bytes", "log.index.interval.bytes", "log.segment.delete.delay.ms",
-        "log.cleaner.enable", "log.cleaner.backoff.ms",
+        "log.cleaner.enable", "log.cleaner.backoff.ms", "log.cleaner.threads",
+        "log.cleaner.io.max.bytes.per.second", "log.cleaner.dedupe.buffer.size",
+        "log.cleaner.io.buffer.load.factor",
         "log.message.timestamp.type", "log.message.timestamp.before.max.ms",
         "log.message.timestamp.after.max.ms", "compression.type", "unclean.leader.election.enable",
         "num.recovery.threads.per.data.dir",
@@ -122,6 +124,12 @@ IMPLEMENTED_KEYS: frozenset[str] = frozenset(
         "ssl.truststore.certificates", "ssl.client.auth", "ssl.enabled.protocols",
         "ssl.protocol", "ssl.cipher.suites", "sasl.enabled.mechanisms", "sasl.jaas.config",
         "connection.failed.authentication.delay.ms",
+    }
+    | {
+        # secrets at rest (broker.security.password_encoder)
+        "password.encoder.secret", "password.encoder.old.secret",
+        "password.encoder.keyfactory.algorithm", "password.encoder.cipher.algorithm",
+        "password.encoder.key.length", "password.encoder.iterations",
     }
 )  # fmt: skip
 # listener.name.<listener>.<mechanism>.sasl.jaas.config, Kafka's per-mechanism JAAS key
@@ -206,6 +214,10 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     log_segment_delete_delay_ms: int
     log_cleaner_enable: bool = True
     log_cleaner_backoff_ms: int = 15000
+    log_cleaner_threads: int = 1
+    log_cleaner_io_max_bytes_per_second: float = 1.7976931348623157e308  # Double.MAX_VALUE
+    log_cleaner_dedupe_buffer_size: int = 134217728
+    log_cleaner_io_buffer_load_factor: float = 0.9  # the dedupe buffer's load factor
     log_message_timestamp_type: str
     log_message_timestamp_before_max_ms: int
     log_message_timestamp_after_max_ms: int
@@ -255,6 +267,14 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     allow_everyone_if_no_acl_found: bool = False
     # SASL: a failed authentication's connection is closed this long after the error response
     connection_failed_authentication_delay_ms: int = 100
+    # Secrets at rest: sensitive configs in __cluster_metadata are encrypted with this secret
+    # (None: stored in plain text, as Kafka's KRaft mode does); the old one is for a rotation.
+    password_encoder_secret: str | None = None
+    password_encoder_old_secret: str | None = None
+    password_encoder_keyfactory_algorithm: str = "PBKDF2WithHmacSHA512"
+    password_encoder_cipher_algorithm: str = "AES/CBC/PKCS5Padding"
+    password_encoder_key_length: int = 128
+    password_encoder_iterations: int = 4096
     # The explicitly set values (normalized strings) and where they came from.
     static_values: dict[str, str] = msgspec.field(default_factory=dict)
     # listener.name.<listener>.* overrides as written (broker.security reads the ssl/sasl ones)
@@ -483,6 +503,8 @@ def parse_server_config(props: Properties) -> tuple[ServerConfig, list[str]]:
                 "super.users", f"{principal!r} is not Type:name (e.g. User:admin; ';' between)"
             )
 
+    _check_password_encoder(typed, props)
+
     try:
         ip_overrides = parse_ip_overrides(get("max.connections.per.ip.overrides") or "")
     except ValueError as e:
@@ -544,6 +566,30 @@ def parse_server_config(props: Properties) -> tuple[ServerConfig, list[str]]:
             + ", ".join(sorted(unimplemented))
         )
     return ServerConfig(**fields), warnings
+
+
+def _check_password_encoder(typed: Mapping[str, Value], props: Properties) -> None:
+    """What the catalog's validators cannot say about the ``password.encoder.*`` keys (the
+    secrets' values are never repeated in an error)."""
+    secret, old = typed.get("password.encoder.secret"), typed.get("password.encoder.old.secret")
+    if secret == "":
+        raise ConfigError(
+            f"{props.where('password.encoder.secret')}: password.encoder.secret must not be "
+            "empty (leave it unset to store secrets unencrypted)"
+        )
+    if old and not secret:
+        raise ConfigError(
+            f"{props.where('password.encoder.old.secret')}: password.encoder.old.secret needs "
+            "password.encoder.secret (the secret values are encoded with from now on)"
+        )
+    key_length = typed.get("password.encoder.key.length")
+    if key_length is not None and key_length not in (128, 192, 256):
+        raise _bad(
+            "password.encoder.key.length",
+            str(key_length),
+            props.where("password.encoder.key.length"),
+            "must be an AES key length: 128, 192 or 256",
+        )
 
 
 def parse_ip_overrides(raw: str) -> dict[str, int]:

@@ -11,7 +11,7 @@ import sys
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -46,6 +46,17 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 class ConfigValidationError(Exception):
     pass
+
+
+class ConfigSealer(Protocol):
+    def seal(self, resource_type: int, name: str, key: str, value: str) -> str:
+        """The value a ConfigRecord stores for ``key=value``; may raise ConfigValidationError."""
+        ...
+
+    def is_stale(self, resource_type: int, name: str, key: str) -> bool:
+        """Is the stored value not encoded as it would be now (plain text, or the old secret)?
+        Then the next AlterConfigs of its resource rewrites it, even with the same value."""
+        ...
 
 
 @dataclass(slots=True)
@@ -97,6 +108,8 @@ class Validators:
     list_keys: frozenset[str] = frozenset()
     default_partitions: int = 1
     default_replication_factor: int = 1
+    # secrets at rest (config_secrets.ConfigSecrets); None: values stored as given
+    secrets: "ConfigSealer | None" = None
 
 
 class Controller:
@@ -128,6 +141,17 @@ class Controller:
 
     async def commit(self, records: Sequence[Any]) -> None:
         await self._commit(records)
+
+    def seal(self, resource_type: int, name: str, key: str, value: str) -> str:
+        """The value a ConfigRecord stores for ``key=value`` (encoded when it is a secret)."""
+        secrets = self._v.secrets
+        return value if secrets is None else secrets.seal(resource_type, name, key, value)
+
+    def _unchanged(
+        self, resource_type: int, name: str, key: str, old: str | None, new: str
+    ) -> bool:
+        secrets = self._v.secrets
+        return old == new and (secrets is None or not secrets.is_stale(resource_type, name, key))
 
     def topic_records(self, img: MetadataImage, spec: TopicSpec) -> tuple[TopicResult, list[Any]]:
         """Validate one topic creation against ``img``; its records (call under ``lock``)."""
@@ -452,7 +476,9 @@ class Controller:
                     res.error = ErrorCode.invalid_request
                     res.message = f"Unsupported resource type {ch.resource_type}"
                     continue
-                current = dict(img.config(ch.resource_type, ch.resource_name))
+                # with the values this node cannot decode (secrets at rest), so a delete or a
+                # replacing AlterConfigs reaches them too
+                current = dict(img.stored_config(ch.resource_type, ch.resource_name))
                 wanted = {} if ch.replace_all else dict(current)
                 if MIRROR_NAME_CONFIG in current and ch.resource_type == TOPIC_RESOURCE:
                     wanted[MIRROR_NAME_CONFIG] = current[
@@ -491,6 +517,13 @@ class Controller:
                         why = mirror_config.missing_required(wanted)
                         if why:
                             raise ConfigValidationError(why)
+                    changed = {
+                        key: self.seal(ch.resource_type, ch.resource_name, key, value)
+                        for key, value in wanted.items()
+                        if not self._unchanged(
+                            ch.resource_type, ch.resource_name, key, current.get(key), value
+                        )
+                    }
                 except ConfigValidationError as e:
                     res.error, res.message = ErrorCode.invalid_config, str(e)
                     continue
@@ -503,16 +536,15 @@ class Controller:
                             value=None,
                         )
                     )
-                for key, value in wanted.items():
-                    if current.get(key) != value:
-                        records.append(
-                            ConfigRecord(
-                                resource_type=ch.resource_type,
-                                resource_name=ch.resource_name,
-                                name=key,
-                                value=value,
-                            )
+                for key, value in changed.items():
+                    records.append(
+                        ConfigRecord(
+                            resource_type=ch.resource_type,
+                            resource_name=ch.resource_name,
+                            name=key,
+                            value=value,
                         )
+                    )
             if not validate_only:
                 await self._commit(records)
             return results

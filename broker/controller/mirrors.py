@@ -124,11 +124,15 @@ class MirrorController:
             img = self._c.current_image()
             if img.config(MIRROR_RESOURCE, name):
                 return MirrorErrorCode.MIRROR_ALREADY_EXISTS, f"Mirror {name} already exists."
+            try:  # secrets are encoded at rest (config_secrets)
+                sealed = {k: self._c.seal(MIRROR_RESOURCE, name, k, v) for k, v in clean.items()}
+            except ConfigValidationError as e:
+                return ErrorCode.invalid_config, str(e)
             records: list[Any] = [
                 ConfigRecord(
                     resource_type=MIRROR_RESOURCE, resource_name=name, name=key, value=value
                 )
-                for key, value in sorted(clean.items())
+                for key, value in sorted(sealed.items())
             ]
             state_records, state_error = self._state_topic_records(img)
             if state_error:
@@ -176,7 +180,8 @@ class MirrorController:
                     ConfigRecord(
                         resource_type=MIRROR_RESOURCE, resource_name=name, name=key, value=None
                     )
-                    for key in sorted(configs)
+                    # with the values this node cannot decode: they go with the mirror
+                    for key in sorted(img.stored_config(MIRROR_RESOURCE, name))
                 ]
             )
         return ErrorCode.none, None

@@ -1,20 +1,27 @@
 """The log cleaner: compacts partitions whose topic has ``cleanup.policy`` with ``compact``.
 
-Per pass, on the event loop, each compacted partition gets a cleanable range: from its first
-dirty offset (``cleaner-offset-checkpoint`` per log dir, Kafka's format; else the log start)
-up to the first uncleanable offset, min(last stable offset, active segment base, base of the
-first segment younger than min.compaction.lag.ms), rounded down to a segment boundary. A
-partition is cleaned when dirty bytes / (clean + dirty bytes) reaches
-min.cleanable.dirty.ratio, or its oldest dirty data is older than max.compaction.lag.ms;
-dirtiest first. ``may_clean(topic, partition)`` can veto a partition (KIP-1279: a read-only
-mirror partition must stay byte-identical to its source until failover).
+``log.cleaner.threads`` workers (asyncio tasks, each handing its heavy work to its own worker
+process, ``cleaner_worker``) loop like Kafka's cleaner threads: pick the filthiest compacted
+partition no other worker holds, clean it, swap the result in; when none is cleanable, sleep
+log.cleaner.backoff.ms. A partition's cleanable range runs from its first dirty offset
+(``cleaner-offset-checkpoint`` per log dir, Kafka's format; else the log start) up to the
+first uncleanable offset, min(last stable offset, active segment base, base of the first
+segment younger than min.compaction.lag.ms), rounded down to a segment boundary. A partition
+is picked when dirty bytes / (clean + dirty bytes) reaches min.cleanable.dirty.ratio, or its
+oldest dirty data waited longer than max.compaction.lag.ms; the overdue first, then the
+dirtiest. ``may_clean(topic, partition)`` can veto a partition (KIP-1279: a read-only mirror
+partition must stay byte-identical to its source until failover).
 
-The heavy part runs in one worker thread, on duplicated descriptors of closed (immutable)
-segments: build the key -> latest offset map over the dirty range, filter every segment
+The worker maps the dirty range (at most Kafka's offset map size: dedupe buffer / threads / 24
+bytes * load factor keys; the rest waits for the next clean) and filters every closed segment
 below the end (grouped while their sizes fit segment.bytes, as Kafka groups them) into
-``<base>.log.cleaned`` with fresh ``.index``/``.timeindex`` and the old ``.txnindex``
-entries. Back on the loop, ``PartitionLog.replace_segments`` swaps the files in at once, or
-drops them when the log changed meanwhile. Rules for records: ``compaction``.
+``<base>.log.cleaned`` files. Back on the loop, ``PartitionLog.replace_segments`` swaps the
+files in at once, or drops them when the log changed meanwhile. Rules for records:
+``compaction``.
+
+An unexpected error while cleaning a partition (a corrupt batch, say) marks it uncleanable
+until restart, with one ERROR line; the workers go on with the others. The figures Kafka's
+LogCleaner and LogCleanerManager gauges report come from ``metrics_snapshot``.
 """
 
 from __future__ import annotations
@@ -23,34 +30,38 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import math
+import multiprocessing
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Final
+from functools import partial
+from typing import Any, Final
 
-from protocol.errors import CorruptRecordError, ProtocolError
-from protocol.records import BatchView, scan_batches
-from protocol.records.batch import LOG_OVERHEAD
-from protocol.txn_index import AbortedTxn, encode_entries
+from broker.metrics.cleaner_metrics import CleanerSnapshot
 
 from .checkpoint import CheckpointError, read_offset_checkpoint, write_offset_checkpoint
+from .cleaner_worker import (
+    BYTES_PER_MAP_ENTRY,
+    CleanAborted,
+    Job,
+    JobResult,
+    Source,
+    Throttle,
+    init_worker,
+    local_throttle,
+    run_in_worker,
+    run_job,
+)
 from .clock import Clock
-from .compaction import AbortedIndex, FilterContext, FilterStats, build_offset_map, filter_batches
-from .index import NO_TIMESTAMP, OffsetIndex, TimeIndex, TimestampOffset
 from .manager import LogManager
 from .partition_log import PartitionLog
-from .segment import (
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX,
-    LogSegment,
-    iter_headers,
-)
-from .segment_swap import CLEANED_SUFFIX, remove_staged, segment_file
+from .segment import LogSegment, iter_headers
+from .segment_swap import CLEANED_SUFFIX, remove_staged
 
 CLEANER_OFFSET_CHECKPOINT: Final = "cleaner-offset-checkpoint"
 _INT_MAX: Final = 2**31 - 1
@@ -64,6 +75,17 @@ TopicPartition = tuple[str, int]
 class CleanerConfig:
     enable: bool = True  # log.cleaner.enable
     backoff_ms: int = 15_000  # log.cleaner.backoff.ms: sleep when nothing was cleanable
+    threads: int = 1  # log.cleaner.threads
+    io_max_bytes_per_second: float = math.inf  # log.cleaner.io.max.bytes.per.second
+    dedupe_buffer_size: int = 128 * 1024 * 1024  # log.cleaner.dedupe.buffer.size
+    dedupe_load_factor: float = 0.9  # log.cleaner.io.buffer.load.factor
+    # Worker processes (the node); False runs jobs in threads of this process (tests).
+    processes: bool = True
+
+    @property
+    def map_slots(self) -> int:
+        per_worker = min(self.dedupe_buffer_size // max(self.threads, 1), _INT_MAX)
+        return max(per_worker // BYTES_PER_MAP_ENTRY, 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +97,12 @@ class Cleanable:
     end: int  # first offset not cleaned this time (a segment boundary)
     clean_bytes: int
     dirty_bytes: int
-    overdue: bool  # max.compaction.lag.ms passed: clean whatever the ratio
+    compaction_delay_ms: int  # how long dirty data waited past max.compaction.lag.ms
+
+    @property
+    def overdue(self) -> bool:
+        """max.compaction.lag.ms passed: clean whatever the ratio."""
+        return self.compaction_delay_ms > 0
 
     @property
     def dirty_ratio(self) -> float:
@@ -83,35 +110,23 @@ class Cleanable:
         return self.dirty_bytes / total if total else 0.0
 
 
-@dataclass(frozen=True, slots=True)
-class _Source:
-    """One closed segment as the worker sees it: a private descriptor and a fixed size."""
+@dataclass(slots=True)
+class CleanStats:
+    """One worker's last clean (Kafka's CleanerStats, the parts its gauges read)."""
 
-    base: int
-    end: int  # the next segment's base offset
-    size: int
-    fd: int
-    drop_tombstones: bool
-    txn_entries: tuple[AbortedTxn, ...]
-    mtime_ns: int
+    bytes_read: int = 0
+    bytes_written: int = 0
+    elapsed_s: float = 0.0
+    buffer_utilization: float = 0.0
 
 
 @dataclass(slots=True)
-class _Job:
-    dir: Path
-    name: str
-    first_dirty: int
-    end: int
-    groups: list[list[_Source]]
-    ctx_aborted: list[AbortedTxn]
-    last_data_offsets: dict[int, int]
-    index_interval_bytes: int
-    max_index_size: int
-    stats: FilterStats = field(default_factory=FilterStats)
-
-
-class CleanAborted(Exception):
-    """The worker stopped: shutdown, or a segment changed under it."""
+class _Worker:
+    id: int
+    task: asyncio.Task[None] | None = None
+    last: CleanStats = field(default_factory=CleanStats)
+    last_compaction_delay_ms: int = 0  # at its last pick (Kafka's PreCleanStats)
+    dead: bool = False
 
 
 class LogCleaner:
@@ -134,44 +149,66 @@ class LogCleaner:
                 )
             except (CheckpointError, OSError) as exc:
                 log.warning("ignoring unreadable cleaner checkpoint: %s", exc)
-        self._uncleanable: set[TopicPartition] = set()
+        self._uncleanable: dict[str, set[TopicPartition]] = {}
+        self._in_progress: set[TopicPartition] = set()
         self._stop = threading.Event()
-        self._executor: ThreadPoolExecutor | None = None
-        self._task: asyncio.Task[int] | None = None
-        self._next_due_ms = 0
+        self._workers = [_Worker(i) for i in range(max(config.threads, 1))]
+        self._started = False
+        self._executor: Executor | None = None
+        self._worker_stop: Any = None  # the stop flag the worker processes/threads see
+        self._throttle: Throttle | None = None
+        self._checkpoint_lock = asyncio.Lock()
+        self._time_of_last_run_ms = clock.now_ms()
+        self.max_dirty_ratio = 0.0
         # Totals since start (for logs and tests).
-        self.passes = 0
+        self.passes = 0  # looks for a partition to clean
         self.bytes_read = 0
         self.bytes_written = 0
-        self.max_dirty_ratio = 0.0
 
     # -- scheduling ----------------------------------------------------------------------
     def tick(self, now_ms: int) -> None:
-        """Start a cleaning pass unless one runs or the backoff has not passed (call from the
-        maintenance loop)."""
-        if not self.config.enable or self._stop.is_set():
+        """Start the workers once (call from the maintenance loop; they run until close)."""
+        if self._started or not self.config.enable or self._stop.is_set():
             return
-        if self._task is not None and not self._task.done():
-            return
-        if now_ms < self._next_due_ms:
-            return
-        self._task = asyncio.get_running_loop().create_task(self._pass())
+        if self.config.threads < 1:
+            return  # Kafka: no cleaner threads, no cleaning
+        self._started = True
+        loop = asyncio.get_running_loop()
+        for worker in self._workers:
+            worker.task = loop.create_task(self._run(worker), name=f"log-cleaner-{worker.id}")
 
-    async def _pass(self) -> int:
+    async def _run(self, worker: _Worker) -> None:
+        """One worker's loop (Kafka's CleanerThread.doWork); an exception here kills the
+        worker (dead-thread-count), a failing partition only marks the partition."""
         try:
-            cleaned = await self.clean_all()
+            while not self._stop.is_set():
+                found = self.grab(self._clock.now_ms(), worker)
+                cleaned = False
+                if found is not None:
+                    try:
+                        cleaned = await self.clean(found, worker)
+                    except Exception as exc:  # Kafka's LogCleaningException: the partition
+                        self._mark_uncleanable(found.log, repr(exc), exc)
+                    finally:
+                        self._in_progress.discard((found.log.topic, found.log.partition))
+                self._forget_deleted()
+                if not cleaned:
+                    await asyncio.sleep(self.config.backoff_ms / 1000)
+        except asyncio.CancelledError:
+            raise
         except Exception:
-            log.exception("log cleaner pass failed")
-            cleaned = 0
-        self._next_due_ms = self._clock.now_ms() + (0 if cleaned else self.config.backoff_ms)
-        return cleaned
+            worker.dead = True
+            log.exception("log cleaner worker %d died", worker.id)
 
     async def close(self) -> None:
-        """Stop: the worker notices between batches; nothing is swapped in after this."""
+        """Stop: workers notice between batches; nothing is swapped in after this."""
         self._stop.set()
-        task = self._task
-        if task is not None and not task.done():
+        if self._worker_stop is not None:
+            self._worker_stop.set()
+        tasks = [w.task for w in self._workers if w.task is not None and not w.task.done()]
+        for task in tasks:
             task.cancel()
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         if self._executor is not None:
@@ -202,156 +239,268 @@ class LogCleaner:
                     break
         end = segments[0].base_offset
         clean_bytes = dirty_bytes = 0
-        first_dirty_ts: int | None = None
+        earliest_dirty_ts = math.inf
+        clean_until = now_ms - max(cfg.max_compaction_lag_ms, 0)
         for seg, nxt in itertools.pairwise(segments):
+            if clean_until > 0 and nxt.base_offset > first_dirty:
+                # Kafka's compaction delay looks at every closed dirty segment (a header read
+                # each, skipped with the default max.compaction.lag.ms: nothing is ever late).
+                ts = _first_batch_timestamp(seg.fd, seg.size)
+                if ts is not None and ts > 0:
+                    earliest_dirty_ts = min(earliest_dirty_ts, ts)
             if nxt.base_offset > uncleanable:
-                break
+                continue
             end = nxt.base_offset
             if nxt.base_offset <= first_dirty:
                 clean_bytes += seg.size
             else:
                 dirty_bytes += seg.size
-                if first_dirty_ts is None:
-                    first_dirty_ts = _first_batch_timestamp(seg.fd, seg.size)
         if end <= first_dirty or dirty_bytes == 0:
             return None
-        overdue = (
-            first_dirty_ts is not None
-            and first_dirty_ts >= 0
-            and now_ms - first_dirty_ts > cfg.max_compaction_lag_ms
-        )
-        return Cleanable(plog, first_dirty, end, clean_bytes, dirty_bytes, overdue)
+        delay = int(clean_until - earliest_dirty_ts) if earliest_dirty_ts < clean_until else 0
+        return Cleanable(plog, first_dirty, end, clean_bytes, dirty_bytes, delay)
 
-    def candidates(self, now_ms: int) -> list[Cleanable]:
-        """Partitions to clean now, most overdue/dirtiest first."""
+    def _candidates(self, now_ms: int, skip: Iterable[TopicPartition] = ()) -> list[Cleanable]:
+        """Compacted partitions with something dirty, none held by a worker or uncleanable."""
         out = []
-        max_ratio = 0.0
+        held = self._in_progress.union(skip)
+        bad = set().union(*self._uncleanable.values())
         for plog in self._logs.all_logs():
             tp = (plog.topic, plog.partition)
-            if not plog.config.compact or tp in self._uncleanable:
+            if not plog.config.compact or tp in held or tp in bad:
                 continue
             if plog.producer_state is None:
                 continue  # not hosted: no first unstable offset to stop before open txns
             if not self._may_clean(plog.topic, plog.partition):
                 continue
             found = self.cleanable(plog, now_ms)
-            if found is None:
-                continue
-            max_ratio = max(max_ratio, found.dirty_ratio)
-            if found.overdue or found.dirty_ratio >= plog.config.min_cleanable_dirty_ratio:
+            if found is not None:
                 out.append(found)
-        self.max_dirty_ratio = max_ratio
+        return out
+
+    def candidates(self, now_ms: int) -> list[Cleanable]:
+        """Partitions to clean now, most overdue/dirtiest first."""
+        out = [
+            c
+            for c in self._candidates(now_ms)
+            if c.overdue or c.dirty_ratio >= c.log.config.min_cleanable_dirty_ratio
+        ]
         out.sort(key=lambda c: (not c.overdue, -c.dirty_ratio))
         return out
 
+    def grab(
+        self, now_ms: int, worker: _Worker | None = None, skip: Iterable[TopicPartition] = ()
+    ) -> Cleanable | None:
+        """Kafka's grabFilthiestCompactedLog: note the run, the dirtiest ratio and the worst
+        compaction delay; pick the partition to clean and mark it held."""
+        self.passes += 1
+        self._time_of_last_run_ms = now_ms
+        found = self._candidates(now_ms, skip)
+        self.max_dirty_ratio = max((c.dirty_ratio for c in found), default=0.0)
+        ready = [
+            c for c in found if c.overdue or c.dirty_ratio >= c.log.config.min_cleanable_dirty_ratio
+        ]
+        if not ready:
+            return None
+        if worker is not None:
+            worker.last_compaction_delay_ms = max(c.compaction_delay_ms for c in found)
+        best = min(ready, key=lambda c: (not c.overdue, -c.dirty_ratio))
+        self._in_progress.add((best.log.topic, best.log.partition))
+        return best
+
     # -- cleaning ------------------------------------------------------------------------
     async def clean_all(self) -> int:
-        """One pass over every cleanable partition; returns how many were cleaned."""
-        self.passes += 1
+        """Clean every cleanable partition once, one after the other, as worker 0 (tests and
+        tools); returns how many were cleaned."""
         cleaned = 0
-        for found in self.candidates(self._clock.now_ms()):
-            if self._stop.is_set():
+        done: set[TopicPartition] = set()
+        while not self._stop.is_set():
+            found = self.grab(self._clock.now_ms(), self._workers[0], skip=done)
+            if found is None:
                 break
-            if await self.clean(found):
-                cleaned += 1
+            tp = (found.log.topic, found.log.partition)
+            done.add(tp)
+            try:
+                if await self.clean(found, self._workers[0]):
+                    cleaned += 1
+            finally:
+                self._in_progress.discard(tp)
         return cleaned
 
-    async def clean(self, found: Cleanable) -> bool:
+    async def clean(self, found: Cleanable, worker: _Worker | None = None) -> bool:
         plog = found.log
         tp = (plog.topic, plog.partition)
-        job, originals = self._make_job(found, self._clock.now_ms())
-        loop = asyncio.get_running_loop()
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(1, thread_name_prefix="kmirror-log-cleaner")
+        job, originals = self._make_job(found)
+        log.info(
+            "%s: beginning cleaning up to offset %d (dirty from %d, %d dirty bytes, ratio %.2f)",
+            plog.name,
+            found.end,
+            found.first_dirty,
+            found.dirty_bytes,
+            found.dirty_ratio,
+        )
         try:
-            staged = await loop.run_in_executor(self._executor, _run_job, job, self._stop)
+            result = await asyncio.get_running_loop().run_in_executor(
+                self._get_executor(), *self._call(job)
+            )
         except CleanAborted as exc:
             log.info("%s: cleaning stopped: %s", plog.name, exc)
             return False
-        except (ProtocolError, ValueError) as exc:
-            log.error("%s: cannot clean, marking the partition uncleanable: %s", plog.name, exc)
-            self._uncleanable.add(tp)
-            return False
         except OSError:
-            log.exception("%s: cleaning failed", plog.name)
+            log.exception("%s: cleaning failed; will retry", plog.name)
+            return False
+        except BrokenProcessPool:
+            if self._stop.is_set():
+                return False
+            self._executor = None  # a worker process died: start new ones next time
+            self._mark_uncleanable(plog, "its cleaner worker process died")
+            return False
+        except Exception as exc:
+            if self._stop.is_set():
+                return False
+            self._mark_uncleanable(plog, f"{type(exc).__name__}: {exc}")
+            return False
+        if self._stop.is_set():
+            for base in result.staged:
+                remove_staged(plog.dir, base, CLEANED_SUFFIX)
             return False
         # Back on the loop: swap every group in; stop at the first the log no longer matches.
         swapped_all = True
-        for (segs, sizes), base in zip(originals, staged, strict=True):
-            assert segs[0].base_offset == base
-            if not swapped_all:
-                remove_staged(job.dir, base, CLEANED_SUFFIX)
-            elif not plog.replace_segments(segs, sizes):
-                swapped_all = False
+        by_base = {segs[0].base_offset: (segs, sizes) for segs, sizes in originals}
+        pending = list(result.staged)
+        try:
+            while pending:
+                segs, sizes = by_base[pending[0]]
+                ok = plog.replace_segments(segs, sizes)
+                del pending[0]
+                if not ok:
+                    swapped_all = False
+                    break
+        except Exception:
+            self._drop_staged(plog, pending)
+            raise
+        self._drop_staged(plog, pending)
         if not swapped_all:
             log.info("%s: log changed while cleaning; will retry", plog.name)
             return False
-        self._checkpoints[tp] = found.end
-        self._write_checkpoint(tp)
-        st = job.stats
+        st = result.stats
         self.bytes_read += st.bytes_read
         self.bytes_written += st.bytes_written
+        if worker is not None:
+            worker.last = CleanStats(
+                st.bytes_read, st.bytes_written, result.elapsed_s, result.buffer_utilization
+            )
         log.info(
-            "%s: cleaned offsets [%d, %d) (dirty from %d): %d -> %d bytes, %d/%d records kept",
+            "%s: cleaned offsets [%d, %d) (dirty from %d) in %.1f s: %d -> %d bytes, %d/%d "
+            "records kept, offset map %.0f%% full",
             plog.name,
             plog.segments[0].base_offset,
-            found.end,
+            result.end,
             found.first_dirty,
+            result.elapsed_s,
             st.bytes_read,
             st.bytes_written,
             st.records_kept,
             st.records_read,
+            100 * result.buffer_utilization,
         )
+        self._checkpoints[tp] = result.end
+        await self._write_checkpoint(tp)
         return True
 
-    def _make_job(
-        self, found: Cleanable, now_ms: int
-    ) -> tuple[_Job, list[tuple[list[LogSegment], list[int]]]]:
+    @staticmethod
+    def _drop_staged(plog: PartitionLog, bases: Iterable[int]) -> None:
+        """Staged groups not swapped in (a committed ``.swap`` stays for the restart)."""
+        for base in bases:
+            remove_staged(plog.dir, base, CLEANED_SUFFIX)
+
+    def _mark_uncleanable(
+        self, plog: PartitionLog, why: str, exc: BaseException | None = None
+    ) -> None:
+        log_dir = self._logs.log_dir_of(plog.topic, plog.partition) or plog.dir.parent
+        self._uncleanable.setdefault(str(log_dir), set()).add((plog.topic, plog.partition))
+        log.error(
+            "%s: cannot clean, marking the partition uncleanable: %s",
+            plog.name,
+            why,
+            exc_info=exc,  # a traceback only for errors of this process (bugs)
+        )
+
+    def _forget_deleted(self) -> None:
+        """Kafka's maintainUncleanablePartitions: deleted partitions leave the set."""
+        live = {(p.topic, p.partition) for p in self._logs.all_logs()}
+        for log_dir, tps in list(self._uncleanable.items()):
+            tps &= live
+            if not tps:
+                del self._uncleanable[log_dir]
+
+    def _get_executor(self) -> Executor:
+        if self._executor is None:
+            n = max(self.config.threads, 1)
+            rate = self.config.io_max_bytes_per_second
+            if self.config.processes:
+                ctx = multiprocessing.get_context("spawn")
+                self._worker_stop = ctx.Event()
+                state = ctx.Array("d", [time.monotonic(), 0.0], lock=False)
+                self._throttle = Throttle(rate, ctx.Lock(), state)
+                self._executor = ProcessPoolExecutor(
+                    n,
+                    mp_context=ctx,
+                    initializer=init_worker,
+                    initargs=(self._worker_stop, self._throttle, os.getpid()),
+                )
+            else:
+                from concurrent.futures import ThreadPoolExecutor
+
+                self._worker_stop = self._stop
+                self._throttle = local_throttle(rate)
+                self._executor = ThreadPoolExecutor(n, thread_name_prefix="kmirror-log-cleaner")
+        return self._executor
+
+    def _call(self, job: Job) -> tuple[Callable[..., JobResult]]:
+        if self.config.processes:
+            return (partial(run_in_worker, job),)
+        assert self._throttle is not None
+        return (partial(run_job, job, self._stop, self._throttle),)
+
+    def _make_job(self, found: Cleanable) -> tuple[Job, list[tuple[list[LogSegment], list[int]]]]:
         plog = found.log
         cfg = plog.config
-        horizon = now_ms - cfg.delete_retention_ms
         chosen = [s for s in plog.segments[:-1] if s.base_offset < found.end]
         ends = [s.base_offset for s in plog.segments[1 : len(chosen) + 1]]
-        sources: list[_Source] = []
-        try:
-            for seg, end in zip(chosen, ends, strict=True):
-                sources.append(
-                    _Source(
-                        seg.base_offset,
-                        end,
-                        seg.size,
-                        os.dup(seg.fd),
-                        seg.largest_timestamp < horizon,
-                        tuple(seg.txn_index.entries()),
-                        os.stat(seg.log_path).st_mtime_ns,
-                    )
+        sources: list[Source] = []
+        for seg, end in zip(chosen, ends, strict=True):
+            st = os.fstat(seg.fd)
+            sources.append(
+                Source(
+                    seg.base_offset,
+                    end,
+                    seg.size,
+                    str(seg.log_path),
+                    (st.st_dev, st.st_ino),
+                    st.st_mtime_ns,
                 )
-        except BaseException:
-            for src in sources:
-                os.close(src.fd)
-            raise
+            )
         index_sizes = [(s.index.size_in_bytes, s.time_index.size_in_bytes) for s in chosen]
         groups = _group(sources, index_sizes, cfg.segment_bytes, cfg.segment_index_bytes)
-        psm = plog.producer_state
-        last_data = (
-            {}
-            if psm is None
-            else {
-                pid: e.last_data_offset
-                for pid, e in psm.active_producers.items()
-                if e.last_data_offset >= 0
-            }
-        )
-        job = _Job(
-            dir=plog.dir,
+        producers = {} if plog.producer_state is None else plog.producer_state.active_producers
+        last_data = {p: e.last_data_offset for p, e in producers.items() if e.last_data_offset >= 0}
+        last_epochs = {p: e.producer_epoch for p, e in producers.items() if e.last_data_offset < 0}
+        job = Job(
+            dir=str(plog.dir),
             name=plog.name,
             first_dirty=found.first_dirty,
             end=found.end,
             groups=groups,
             ctx_aborted=plog.aborted_transactions(chosen[0].base_offset, found.end),
             last_data_offsets=last_data,
+            last_marker_epochs=last_epochs,
+            now_ms=self._clock.now_ms(),
+            delete_retention_ms=cfg.delete_retention_ms,
             index_interval_bytes=cfg.index_interval_bytes,
             max_index_size=cfg.segment_index_bytes,
+            map_slots=self.config.map_slots,
+            map_load_factor=self.config.dedupe_load_factor,
         )
         by_base = {s.base_offset: s for s in chosen}
         originals: list[tuple[list[LogSegment], list[int]]] = [
@@ -359,7 +508,7 @@ class LogCleaner:
         ]
         return job, originals
 
-    def _write_checkpoint(self, tp: TopicPartition) -> None:
+    async def _write_checkpoint(self, tp: TopicPartition) -> None:
         log_dir = self._logs.log_dir_of(*tp)
         if log_dir is None:
             return
@@ -369,22 +518,55 @@ class LogCleaner:
             if self._logs.log_dir_of(p.topic, p.partition) == log_dir
         }
         entries = {k: v for k, v in self._checkpoints.items() if k in live}
-        write_offset_checkpoint(log_dir / CLEANER_OFFSET_CHECKPOINT, entries)
+        # The fsyncs off the loop; one writer at a time so an older map never lands last.
+        async with self._checkpoint_lock:
+            await asyncio.to_thread(
+                write_offset_checkpoint, log_dir / CLEANER_OFFSET_CHECKPOINT, entries
+            )
 
+    # -- metrics -------------------------------------------------------------------------
+    def metrics_snapshot(self) -> CleanerSnapshot:
+        """Kafka's LogCleaner and LogCleanerManager gauges (on the loop, once per scrape)."""
+        now = self._clock.now_ms()
+        workers = self._workers if self._started else self._workers[:1]
+        read = sum(w.last.bytes_read for w in workers)
+        written = sum(w.last.bytes_written for w in workers)
+        counts = {str(d): 0 for d in self._logs.log_dirs}
+        sizes = dict(counts)
+        for log_dir, tps in self._uncleanable.items():
+            counts[log_dir] = len(tps)
+            for tp in tps:
+                plog = self._logs.get(*tp)
+                found = self.cleanable(plog, now) if plog is not None else None
+                sizes[log_dir] = sizes.get(log_dir, 0) + (found.dirty_bytes if found else 0)
+        return CleanerSnapshot(
+            max_buffer_utilization_percent=int(
+                100 * max(w.last.buffer_utilization for w in workers)
+            ),
+            cleaner_recopy_percent=int(100 * written / max(read, 1)),
+            max_clean_time_secs=int(max(w.last.elapsed_s for w in workers)),
+            max_compaction_delay_secs=int(max(w.last_compaction_delay_ms for w in workers) / 1000),
+            dead_thread_count=sum(w.dead for w in self._workers),
+            max_dirty_percent=int(100 * self.max_dirty_ratio),
+            time_since_last_run_ms=max(now - self._time_of_last_run_ms, 0),
+            uncleanable_partitions_count=counts,
+            uncleanable_bytes=sizes,
+        )
 
-# -- the worker thread ----------------------------------------------------------------------
-_READ_CHUNK: Final = 1 << 20
+    @property
+    def uncleanable(self) -> set[TopicPartition]:
+        return set().union(*self._uncleanable.values())
 
 
 def _group(
-    sources: list[_Source],
+    sources: list[Source],
     index_sizes: list[tuple[int, int]],
     segment_bytes: int,
     max_index_size: int,
-) -> list[list[_Source]]:
+) -> list[list[Source]]:
     """Adjacent segments merged while the sizes (log and both indexes) fit one segment and
     every offset stays within a 32-bit delta of the group's base (Kafka's grouping)."""
-    groups: list[list[_Source]] = []
+    groups: list[list[Source]] = []
     i, n = 0, len(sources)
     while i < n:
         group = [sources[i]]
@@ -411,142 +593,3 @@ def _first_batch_timestamp(fd: int, size: int) -> int | None:
     for header in iter_headers(fd, 0, size):
         return header.max_timestamp
     return None
-
-
-def _iter_batches(src: _Source, stop: threading.Event) -> Iterator[BatchView]:
-    """The segment's batches, read in chunks through the private descriptor, CRCs checked."""
-    pos = 0
-    while pos < src.size:
-        if stop.is_set():
-            raise CleanAborted("the cleaner is stopping")
-        want = min(_READ_CHUNK, src.size - pos)
-        buf = os.pread(src.fd, want, pos)
-        if len(buf) < want:
-            raise CleanAborted(f"segment {src.base} shrank while being cleaned")
-        used = 0
-        for view in scan_batches(buf, allow_partial_tail=True):
-            used = view.position + view.size
-            yield view
-        if used == 0:  # one batch larger than the chunk
-            length = int.from_bytes(buf[8:12], "big", signed=True) if len(buf) >= 12 else -1
-            size = LOG_OVERHEAD + length
-            if length < 0 or size <= len(buf) or pos + size > src.size:
-                raise CorruptRecordError(f"segment {src.base}: torn batch at byte {pos}", pos)
-            buf = os.pread(src.fd, size, pos)
-            if len(buf) < size:
-                raise CleanAborted(f"segment {src.base} shrank while being cleaned")
-            for view in scan_batches(buf):
-                used = view.size
-                yield view
-        pos += used
-
-
-class _SegmentWriter:
-    """Writes ``<base>.log.cleaned`` and its indexes (``.cleaned``), indexing as recovery
-    does: an offset/time entry before a batch once index.interval.bytes were written."""
-
-    def __init__(self, directory: Path, base: int, interval: int, max_index_size: int) -> None:
-        self.directory = directory
-        self.base = base
-        remove_staged(directory, base, CLEANED_SUFFIX)
-        self.log_path = segment_file(directory, base, LOG_SUFFIX, CLEANED_SUFFIX)
-        self._fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        self.index = OffsetIndex(
-            segment_file(directory, base, INDEX_SUFFIX, CLEANED_SUFFIX), base, max_index_size
-        )
-        self.time_index = TimeIndex(
-            segment_file(directory, base, TIME_INDEX_SUFFIX, CLEANED_SUFFIX), base, max_index_size
-        )
-        self._interval = interval
-        self._pos = 0
-        self._last_index_pos = 0
-        self._max_ts = TimestampOffset(NO_TIMESTAMP, base)
-
-    def append(self, data: bytes | bytearray | memoryview) -> None:
-        view = BatchView(data)
-        last = view.last_offset
-        if view.max_timestamp > self._max_ts.timestamp:
-            self._max_ts = TimestampOffset(view.max_timestamp, last)
-        if self._pos - self._last_index_pos > self._interval:
-            if not self.index.is_full():
-                self.index.append(last, self._pos)
-            if not self.time_index.is_full():
-                self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset)
-            self._last_index_pos = self._pos
-        mv = memoryview(data)
-        written = 0
-        while written < mv.nbytes:
-            written += os.pwrite(self._fd, mv[written:], self._pos + written)
-        self._pos += mv.nbytes
-
-    def finish(self, txn_entries: Sequence[AbortedTxn], mtime_ns: int) -> None:
-        ts = self._max_ts
-        self.time_index.maybe_append(ts.timestamp, ts.offset, skip_full_check=True)
-        self.index.close()
-        self.time_index.close()
-        os.fsync(self._fd)
-        os.close(self._fd)
-        if txn_entries:
-            path = segment_file(self.directory, self.base, TXN_INDEX_SUFFIX, CLEANED_SUFFIX)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            try:
-                data = encode_entries(list(txn_entries))
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        # Retention by time falls back to the mtime when no timestamp is left: keep the old one.
-        os.utime(self.log_path, ns=(mtime_ns, mtime_ns))
-
-    def abort(self) -> None:
-        self.index.close_handle()
-        self.time_index.close_handle()
-        with contextlib.suppress(OSError):
-            os.close(self._fd)
-        remove_staged(self.directory, self.base, CLEANED_SUFFIX)
-
-
-def _run_job(job: _Job, stop: threading.Event) -> list[int]:
-    """Worker thread: map, filter, stage every group; returns the staged base offsets."""
-    staged: list[int] = []
-    try:
-        aborted = AbortedIndex(job.ctx_aborted)
-        offset_map: dict[bytes, int] = {}
-        for group in job.groups:
-            for src in group:
-                if src.end > job.first_dirty:
-                    build_offset_map(
-                        _iter_batches(src, stop), job.first_dirty, job.end, aborted, offset_map
-                    )
-        ctx = FilterContext(offset_map, aborted, job.last_data_offsets)
-        for group in job.groups:
-            writer = _SegmentWriter(
-                job.dir, group[0].base, job.index_interval_bytes, job.max_index_size
-            )
-            try:
-                for src in group:
-                    for kept in filter_batches(
-                        _iter_batches(src, stop),
-                        ctx,
-                        drop_tombstones=src.drop_tombstones,
-                        stats=job.stats,
-                    ):
-                        writer.append(kept)
-                entries = [e for src in group for e in src.txn_entries]
-                writer.finish(entries, max(src.mtime_ns for src in group))
-            except BaseException:
-                writer.abort()
-                raise
-            staged.append(group[0].base)
-        return staged
-    except BaseException:
-        for base in staged:
-            remove_staged(job.dir, base, CLEANED_SUFFIX)
-        raise
-    finally:
-        for group in job.groups:
-            for src in group:
-                with contextlib.suppress(OSError):
-                    os.close(src.fd)

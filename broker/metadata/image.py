@@ -6,7 +6,7 @@ committed ones here and reacts to the returned `Delta`. Nothing mutates an image
 """
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Final
@@ -25,6 +25,10 @@ METADATA_TOPIC: Final = "__cluster_metadata"
 METADATA_TOPIC_ID: Final = uuid.UUID(int=1)
 
 _EMPTY: Final[Mapping[Any, Any]] = MappingProxyType({})
+
+# (resource type, resource name, key, stored value) -> the value, or None when this node cannot
+# decode it (config_secrets.ConfigSecrets.open: secrets at rest)
+ConfigOpener = Callable[[int, str, str, str], str | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +89,11 @@ class MetadataImage:
     acls: Mapping[uuid.UUID, Acl] = field(default_factory=lambda: _EMPTY)
     # (user name, SCRAM mechanism type 1/2) -> credential (UserScramCredentialRecord)
     scram: Mapping[tuple[str, int], ScramCredential] = field(default_factory=lambda: _EMPTY)
+    # Stored values this node cannot decode (secrets at rest without the right secret): absent
+    # from ``configs``, kept so a delete still reaches them (and any snapshot must carry them).
+    unreadable_configs: Mapping[tuple[int, str], Mapping[str, str]] = field(
+        default_factory=lambda: _EMPTY
+    )
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
         name = self.topic_names.get(topic_id)
@@ -92,6 +101,14 @@ class MetadataImage:
 
     def config(self, resource_type: int, name: str) -> Mapping[str, str]:
         return self.configs.get((resource_type, name), _EMPTY)
+
+    def stored_config(self, resource_type: int, name: str) -> Mapping[str, str]:
+        """Every key the log holds for a resource: ``config``'s values plus, for keys this node
+        cannot decode, their stored value."""
+        unreadable = self.unreadable_configs.get((resource_type, name))
+        if not unreadable:
+            return self.config(resource_type, name)
+        return MappingProxyType({**self.config(resource_type, name), **unreadable})
 
 
 @dataclass(slots=True)
@@ -119,8 +136,9 @@ class Delta:
 class ImageBuilder:
     """Applies records to an image; `build()` freezes the result."""
 
-    def __init__(self, base: MetadataImage) -> None:
+    def __init__(self, base: MetadataImage, open_config: ConfigOpener | None = None) -> None:
         self._base = base
+        self._open = open_config
         self.topics = dict(base.topics)
         self.topic_names = dict(base.topic_names)
         self.configs = {k: dict(v) for k, v in base.configs.items()}
@@ -131,6 +149,7 @@ class ImageBuilder:
         self.delta = Delta()
         self._acls: dict[uuid.UUID, Acl] | None = None  # copied on the first ACL record
         self._scram: dict[tuple[str, int], ScramCredential] | None = None  # likewise
+        self.unreadable = {k: dict(v) for k, v in base.unreadable_configs.items()}
 
     def apply(self, record: Any, offset: int) -> None:
         handler = getattr(self, "_on_" + type(record).__name__, None)
@@ -192,17 +211,22 @@ class ImageBuilder:
             return
         t = self.topics.pop(name)
         self.configs.pop((TOPIC_RESOURCE, name), None)
+        self.unreadable.pop((TOPIC_RESOURCE, name), None)
         self.delta.deleted_topics.append(t)
 
     def _on_ConfigRecord(self, r: Any) -> None:
         key = (int(r.resource_type), r.resource_name)
-        entry = self.configs.setdefault(key, {})
-        if r.value is None:
-            entry.pop(r.name, None)
-            if not entry:
-                del self.configs[key]
+        value = r.value
+        if value is not None and self._open is not None:
+            value = self._open(key[0], key[1], r.name, value)
+            if value is None:  # kept aside, as stored, for a delete or a node with the secret
+                self.unreadable.setdefault(key, {})[r.name] = r.value
+        if value is None or r.value is None:
+            _pop(self.configs, key, r.name)
         else:
-            entry[r.name] = r.value
+            self.configs.setdefault(key, {})[r.name] = value
+        if value is not None or r.value is None:
+            _pop(self.unreadable, key, r.name)
         self.delta.changed_configs.append(key)
 
     def _on_RegisterBrokerRecord(self, r: Any) -> None:
@@ -284,14 +308,30 @@ class ImageBuilder:
             next_producer_id=self.next_producer_id,
             acls=self._base.acls if self._acls is None else MappingProxyType(self._acls),
             scram=self._base.scram if self._scram is None else MappingProxyType(self._scram),
+            unreadable_configs=MappingProxyType(
+                {k: MappingProxyType(v) for k, v in self.unreadable.items()}
+            )
+            if self.unreadable
+            else _EMPTY,
         )
 
 
+def _pop(configs: dict[tuple[int, str], dict[str, str]], key: tuple[int, str], name: str) -> None:
+    entry = configs.get(key)
+    if entry is not None:
+        entry.pop(name, None)
+        if not entry:
+            del configs[key]
+
+
 def apply_records(
-    image: MetadataImage, records: Iterable[tuple[int, Any]]
+    image: MetadataImage,
+    records: Iterable[tuple[int, Any]],
+    open_config: ConfigOpener | None = None,
 ) -> tuple[MetadataImage, Delta]:
-    """Apply ``(offset, record)`` pairs; returns the new image and what changed."""
-    b = ImageBuilder(image)
+    """Apply ``(offset, record)`` pairs; returns the new image and what changed.
+    ``open_config`` decodes config values stored encoded (secrets at rest)."""
+    b = ImageBuilder(image, open_config)
     for offset, record in records:
         b.apply(record, offset)
     return b.build(), b.delta

@@ -17,6 +17,7 @@ from prometheus_client.registry import Collector
 from protocol.errors import MirrorErrorCode
 from protocol.registry import REGISTRY
 
+from .cleaner_metrics import CleanerCollector, CleanerSnapshot
 from .mirror_metrics import MirrorCollector, MirrorSnapshot
 
 _LATENCY_BUCKETS = (
@@ -208,6 +209,10 @@ class BrokerMetrics:
     def watch_mirrors(self, read: Callable[[], MirrorSnapshot | None]) -> None:
         """The ``kafka_server_mirror_*`` series, from the snapshot ``read`` returns per scrape."""
         self.registry.register(MirrorCollector(read))
+
+    def watch_cleaner(self, read: Callable[[], CleanerSnapshot | None]) -> None:
+        """The log cleaner's ``kafka_log_logcleaner*`` gauges, from ``read`` per scrape."""
+        self.registry.register(CleanerCollector(read))
 
     def serve(self, host: str, port: int) -> Any:
         try:

@@ -24,7 +24,7 @@ import uuid
 import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, NamedTuple
 
 from protocol.errors import ProtocolError
 from protocol.records import BatchView, scan_batches
@@ -76,6 +76,10 @@ DEFAULT_MAX_BYTES: Final = 50 * 1024 * 1024
 DEFAULT_PARTITION_MAX_BYTES: Final = 1024 * 1024
 RETRY_BACKOFF_MS: Final = 100
 RETRY_BACKOFF_MAX_MS: Final = 2000
+# --describe: a source offset older than this many fetch waits (or MIN_STALE_AFTER_MS) while
+# the partition is fetched is not current any more: its lag is shown as unknown
+STALE_AFTER_WAITS: Final = 3
+MIN_STALE_AFTER_MS: Final = 3000
 RATE_WINDOW_S: Final = 1.0
 THROTTLE_BURST_S: Final = 0.2  # tokens a throttled fetcher may save up, in seconds of rate
 
@@ -92,6 +96,16 @@ class FetchStatus:
     source_leader_id: int  # -1 while looking for the leader
     error: str | None  # the last problem, None when fetching fine
     failed: bool  # handed to on_failed; not fetched any more
+
+
+class SourceFreshness(NamedTuple):
+    """How current a partition's source high watermark is, for --describe."""
+
+    source_high_watermark: int  # -1 never learnt
+    learnt_ms: int  # wall clock when the source last confirmed it, -1 never
+    error: str | None  # the last fetch problem since the last good answer, None if none
+    fetching: bool  # False: no longer fetched (paused, ...): the last known values, frozen
+    stale_after_ms: int  # older than this while fetching: the source offset is not current
 
 
 @dataclass(slots=True)
@@ -195,6 +209,7 @@ class _Partition:
         self.src_lso = -1
         self.src_log_start = -1
         self.last_fetch_ms = -1
+        self.hw_ms = -1  # wall clock when src_hw was last confirmed by the source
         self.rate = _Rate()
         self.throttled = False  # listed in mirror.replication.throttled.replicas for this broker
         self.retry_at = 0.0
@@ -265,9 +280,9 @@ class MirrorFetcherManager:
         self._rng = random.Random()
         self._closed = False
         self._counters: dict[tuple[str, int, int], FetcherCounters] = {}
-        # (mirror, topic, partition) -> (source high watermark, wall ms it was learnt) of a
-        # partition no longer fetched (paused, failed over): --describe keeps showing it, aged
-        self._last_known: dict[tuple[str, str, int], tuple[int, int]] = {}
+        # (mirror, topic, partition) -> how current its source high watermark was when it
+        # stopped being fetched (paused, failed over): --describe keeps showing it, aged
+        self._last_known: dict[tuple[str, str, int], SourceFreshness] = {}
 
     # -- public API ----------------------------------------------------------------------
     async def add(
@@ -314,12 +329,25 @@ class MirrorFetcherManager:
         states = [p for p in (m.partitions.pop(k, None) for k in partitions) if p is not None]
         for p in states:
             if p.src_hw >= 0:
-                self._last_known[(mirror, p.topic, p.partition)] = (p.src_hw, p.last_fetch_ms)
+                self._last_known[(mirror, p.topic, p.partition)] = SourceFreshness(
+                    p.src_hw, p.hw_ms, p.error, False, 0
+                )
             await self._detach(p)
 
     def last_known(self, mirror: str, topic: str, partition: int) -> tuple[int, int] | None:
-        """(source high watermark, wall ms of that answer) of a partition no longer fetched."""
-        return self._last_known.get((mirror, topic, partition))
+        """(source high watermark, wall ms it was learnt) of a partition no longer fetched."""
+        known = self._last_known.get((mirror, topic, partition))
+        return None if known is None else (known.source_high_watermark, known.learnt_ms)
+
+    def freshness(self, mirror: str, topic: str, partition: int) -> SourceFreshness | None:
+        """How current the source offset --describe shows is: of the partition being fetched,
+        else the last known one; None when there is neither."""
+        m = self._mirrors.get(mirror)
+        p = m.partitions.get((topic, partition)) if m is not None else None
+        if m is None or p is None or p.removed:
+            return self._last_known.get((mirror, topic, partition))
+        stale_after = max(STALE_AFTER_WAITS * m.max_wait_ms, MIN_STALE_AFTER_MS)
+        return SourceFreshness(p.src_hw, p.hw_ms, p.error, not p.failed, stale_after)
 
     async def remove_mirror(self, mirror: str) -> None:
         m = self._mirrors.pop(mirror, None)
@@ -503,6 +531,7 @@ class MirrorFetcherManager:
         """Handle one partition of a Fetch response; returns the record bytes appended."""
         if data.high_watermark >= 0:
             p.src_hw = data.high_watermark
+            p.hw_ms = self.clock.now_ms()
         if data.last_stable_offset >= 0:
             p.src_lso = data.last_stable_offset
         if data.log_start_offset >= 0:
@@ -839,6 +868,7 @@ class _Fetcher:
             if p.throttled:
                 throttled_bytes += appended
         self.mgr.throttle.consume(throttled_bytes)
+        self._confirm(sent)
         self.counters.appended_bytes += appended_bytes
         self.counters.throttled_bytes += throttled_bytes
         if self.reconcile:
@@ -848,6 +878,15 @@ class _Fetcher:
                 diverged = self.diverged.pop(p, None)
                 if self.parts.get(p.key) is p:
                     await self.mgr._reconcile(p, diverged)
+
+    def _confirm(self, sent: Mapping[Key, _Sent]) -> None:
+        """A good answer confirms the source offset of every partition it was asked about: an
+        incremental session leaves the unchanged ones out (status bookkeeping for --describe)."""
+        now = self.mgr.clock.now_ms()
+        for s in sent.values():
+            p = s.state
+            if p.src_hw >= 0 and p.error is None and not p.removed and not p.failed:
+                p.hw_ms = now
 
     async def _lost(self, error: str) -> None:
         """The source broker is unreachable: find the partitions' leaders again."""

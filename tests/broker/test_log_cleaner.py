@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -380,23 +381,345 @@ def test_a_log_changed_during_cleaning_is_not_swapped(tmp_path: Path) -> None:
     assert not list(env.plog.dir.glob("*" + CLEANED_SUFFIX))
 
 
-def test_tick_respects_enable_and_backoff(tmp_path: Path) -> None:
+def test_tick_starts_workers_that_back_off_when_idle(tmp_path: Path) -> None:
     env = Env(tmp_path)
     env.updates(40)
     env.plog.roll()
 
     async def run(cleaner: LogCleaner) -> None:
         cleaner.tick(env.clock.now_ms())
-        for _ in range(200):
+        cleaner.tick(env.clock.now_ms())  # once started, ticks change nothing
+        for _ in range(500):
             await asyncio.sleep(0.01)
-            if cleaner.passes and (cleaner._task is None or cleaner._task.done()):
+            if cleaner.bytes_read:
                 break
+        await asyncio.sleep(0.3)
         await cleaner.close()
 
     off = LogCleaner(env.mgr, CleanerConfig(enable=False), env.clock)
     asyncio.run(run(off))
     assert off.passes == 0
-    on = LogCleaner(env.mgr, CleanerConfig(backoff_ms=1000), env.clock)
+    on = LogCleaner(env.mgr, CleanerConfig(backoff_ms=60_000), env.clock)
     asyncio.run(run(on))
-    assert on.passes == 1 and on.bytes_written < on.bytes_read
+    # One pick that cleaned, one that found nothing; then the backoff.
+    assert on.passes == 2 and 0 < on.bytes_written < on.bytes_read
     assert os.path.exists(tmp_path / CLEANER_OFFSET_CHECKPOINT)
+
+
+def fill_partition(plog: PartitionLog, n: int, keys: int = 3, ts: int = T0) -> None:
+    for i in range(n):
+        rec = Record(key=f"key-{i % keys}".encode(), value=f"value-{i:04d}-".encode() * 4)
+        plog.append_as_leader(build_batch([rec], base_timestamp=ts), 0, now_ms=ts)
+    plog.high_watermark = plog.log_end_offset
+
+
+def test_corrupt_batch_marks_only_its_partition_uncleanable(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    env = Env(tmp_path)
+    other = env.mgr.get_or_create("topic", 1, TOPIC_ID, env.config)
+    attach(other)
+    for plog in (env.plog, other):
+        fill_partition(plog, 40)
+        plog.roll()
+    # Flip a byte inside the first batch's records: its CRC no longer matches.
+    seg = env.plog.segments[1]
+    with open(seg.log_path, "r+b") as f:
+        f.seek(70)
+        byte = f.read(1)
+        f.seek(70)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    broken = files(env.plog)
+    closed = {name: broken[name] for name in list(broken)[:-1]}  # all but the active one
+    other_before = other.size_bytes
+
+    caplog.set_level("ERROR", logger="broker.log.cleaner")
+    assert env.clean() == 1  # the other partition is cleaned all the same
+    assert other.size_bytes < other_before
+    assert files(env.plog) == broken
+    assert env.cleaner.uncleanable == {("topic", 0)}
+    errors = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and "uncleanable" in errors[0].getMessage()
+    snap = env.cleaner.metrics_snapshot()
+    assert snap.uncleanable_partitions_count == {str(tmp_path): 1}
+    assert snap.uncleanable_bytes[str(tmp_path)] > 0
+
+    # Later passes leave it alone (no new error line) and go on with the others.
+    for plog in (env.plog, other):
+        fill_partition(plog, 20)
+        plog.roll()
+    assert env.clean() == 1
+    assert len([r for r in caplog.records if r.levelname == "ERROR"]) == 1
+    now = files(env.plog)
+    assert now != broken and all(now[name] == data for name, data in closed.items())
+
+
+def test_cleaner_metrics_follow_kafka_definitions(tmp_path: Path) -> None:
+    config = compact_config(**{"max.compaction.lag.ms": "60000"})
+    env = Env(tmp_path, config)
+    env.cleaner = LogCleaner(env.mgr, CleanerConfig(dedupe_buffer_size=24 * 1000), env.clock)
+    snap = env.cleaner.metrics_snapshot()
+    assert (snap.max_dirty_percent, snap.cleaner_recopy_percent, snap.dead_thread_count) == (
+        0,
+        0,
+        0,
+    )
+    assert snap.uncleanable_partitions_count == {str(tmp_path): 0}
+    env.updates(40, keys=5)
+    env.plog.roll()
+    env.clock.advance(100_000)  # dirty data 100 s old, 40 s past max.compaction.lag.ms
+    found = env.cleaner.grab(env.clock.now_ms(), env.cleaner._workers[0])
+    assert found is not None and found.overdue
+    env.cleaner._in_progress.clear()
+    snap = env.cleaner.metrics_snapshot()
+    assert snap.max_dirty_percent == 100  # never cleaned: all dirty
+    assert snap.max_compaction_delay_secs == 40
+    assert snap.time_since_last_run_ms == 0
+    env.clock.advance(1234)
+    assert env.cleaner.metrics_snapshot().time_since_last_run_ms == 1234
+
+    assert env.clean() == 1
+    snap = env.cleaner.metrics_snapshot()
+    c = env.cleaner
+    assert snap.cleaner_recopy_percent == int(100 * c.bytes_written / c.bytes_read)
+    assert 0 < snap.cleaner_recopy_percent < 50
+    # 5 keys in a map of 1000 slots
+    assert snap.max_buffer_utilization_percent == 0
+    assert c._workers[0].last.buffer_utilization == 5 / 1000
+    assert snap.max_clean_time_secs == 0  # seconds, truncated as Kafka's gauge
+    assert snap.max_dirty_percent == 0  # the last pick found nothing dirty
+
+
+def test_a_full_offset_map_cleans_in_steps(tmp_path: Path) -> None:
+    env = Env(tmp_path, compact_config(**{"delete.retention.ms": "0"}))
+    # 12 slots * 0.9: at most 10 keys mapped per clean
+    env.cleaner = LogCleaner(env.mgr, CleanerConfig(dedupe_buffer_size=24 * 12), env.clock)
+    latest = env.updates(90, keys=30)
+    # A delete past the first clean's end: it must not go before the values it deletes.
+    latest[b"key-29"] = (env.put((b"key-29", None)), None)  # type: ignore[assignment]
+    env.plog.roll()
+    env.clock.advance(1)
+    active = env.plog.active_segment.base_offset
+    assert env.clean() == 1
+    first_end = env.cleaner._checkpoints[("topic", 0)]
+    assert 0 < first_end < active
+    assert env.cleaner._workers[0].last.buffer_utilization >= 0.9
+    for _ in range(20):
+        if env.clean() == 0:
+            break
+    assert env.cleaner._checkpoints[("topic", 0)] == active
+    after = contents(env.plog)
+    assert {k: (o, v) for o, k, v in after} == latest
+    assert len(after) == 30  # the delete stays, stamped, until a clean after its horizon
+
+
+def test_cleaner_keys_parse_into_the_server_config() -> None:
+    from broker.config.properties import parse_properties
+    from broker.config.server_config import ConfigError, parse_server_config
+
+    base = (
+        "node.id=1\nprocess.roles=broker,controller\ncontroller.quorum.voters=1@h:9093\n"
+        "listeners=PLAINTEXT://:9092,CONTROLLER://:9093\ncontroller.listener.names=CONTROLLER\n"
+        "log.dirs=/tmp/x\n"
+    )
+    c, warnings = parse_server_config(parse_properties(base, "t"))
+    assert (c.log_cleaner_threads, c.log_cleaner_dedupe_buffer_size) == (1, 128 * 1024 * 1024)
+    assert c.log_cleaner_io_max_bytes_per_second == 1.7976931348623157e308
+    assert c.log_cleaner_io_buffer_load_factor == 0.9
+    extra = (
+        "log.cleaner.threads=3\nlog.cleaner.io.max.bytes.per.second=1048576\n"
+        "log.cleaner.dedupe.buffer.size=4194304\nlog.cleaner.io.buffer.load.factor=0.5\n"
+    )
+    c, warnings = parse_server_config(parse_properties(base + extra, "t"))
+    assert warnings == []
+    assert (c.log_cleaner_threads, c.log_cleaner_io_max_bytes_per_second) == (3, 1048576.0)
+    assert (c.log_cleaner_dedupe_buffer_size, c.log_cleaner_io_buffer_load_factor) == (
+        4194304,
+        0.5,
+    )
+    # Kafka's slots per worker: buffer / threads / 24 bytes
+    assert CleanerConfig(threads=3, dedupe_buffer_size=4194304).map_slots == 4194304 // 3 // 24
+    with pytest.raises(ConfigError):
+        parse_server_config(parse_properties(base + "log.cleaner.threads=-1\n", "t"))
+
+
+def markers_in(plog: PartitionLog) -> list[tuple[int, bool]]:
+    return [
+        (b.base_offset, b.has_delete_horizon)
+        for s in plog.segments
+        for b in scan_batches(s.log_path.read_bytes())
+        if b.is_control
+    ]
+
+
+def test_transaction_markers_removed_in_two_passes_and_the_log_reloads(tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    plog = env.plog
+
+    def txn(pid: int, seq: int, key: bytes, value: bytes, commit: bool) -> None:
+        env.put(
+            (key, value),
+            producer_id=pid,
+            producer_epoch=0,
+            base_sequence=seq,
+            is_transactional=True,
+        )
+        plog.append_txn_marker(pid, 0, 0, commit, leader_epoch=0, now_ms=env.clock.now_ms())
+        plog.high_watermark = plog.log_end_offset
+
+    env.put((b"a", b"plain"))  # 0
+    txn(7, 0, b"a", b"aborted", False)  # 1, ABORT at 2
+    txn(8, 0, b"b", b"committed", True)  # 3, COMMIT at 4
+    txn(7, 1, b"x", b"7-2", True)  # 5, COMMIT at 6: 7's last batch
+    txn(8, 1, b"y", b"8-2", True)  # 7, COMMIT at 8: 8's last batch
+    env.put((b"b", b"later"))  # 9: the committed b is superseded
+    env.updates(20, keys=5)
+    plog.roll()
+
+    def dirt_and_clean(advance: int) -> None:
+        env.clock.advance(advance)
+        env.updates(20, keys=5, ts=env.clock.now_ms())
+        plog.roll()
+        assert env.clean() == 1
+
+    env.clean()
+    # Pass 1 removed the data of both transactions; their markers stay (data was seen).
+    assert markers_in(plog) == [(2, False), (4, False), (6, False), (8, False)]
+    assert [t.producer_id for t in plog.aborted_transactions(0, plog.log_end_offset)] == [7]
+    # Pass 2 finds them alone: stamped with now + delete.retention.ms, the .txnindex entry gone.
+    dirt_and_clean(10)
+    assert markers_in(plog) == [(2, True), (4, True), (6, False), (8, False)]
+    assert plog.aborted_transactions(0, plog.log_end_offset) == []
+    # Before the horizon they stay; after it they go. The last transactions' markers stay.
+    dirt_and_clean(DAY - 100)
+    assert markers_in(plog) == [(2, True), (4, True), (6, False), (8, False)]
+    dirt_and_clean(200)
+    assert markers_in(plog) == [(6, False), (8, False)]
+    kv = {(k, v) for _, k, v in contents(plog)}
+    assert {(b"a", b"plain"), (b"x", b"7-2"), (b"y", b"8-2"), (b"b", b"later")} <= kv
+
+    # A reload rebuilding the producer state from the log sees no open transaction.
+    env.mgr.close()
+    for snap in tmp_path.glob("topic-0/*.snapshot"):
+        snap.unlink()
+    mgr = LogManager([tmp_path], env.config, env.clock)
+    again = mgr.get("topic", 0)
+    assert again is not None
+    psm = attach(again)
+    again.high_watermark = again.log_end_offset
+    assert again.last_stable_offset == again.log_end_offset
+    assert {7, 8} <= set(psm.active_producers)
+    mgr.close()
+
+
+def dirty_partitions(env: Env, n: int, records: int) -> list[PartitionLog]:
+    out = [env.plog]
+    for p in range(1, n):
+        plog = env.mgr.get_or_create("topic", p, TOPIC_ID, env.config)
+        attach(plog)
+        out.append(plog)
+    for plog in out:
+        fill_partition(plog, records, keys=7)
+        plog.roll()
+    return out
+
+
+def clean_with(tmp: Path, cfg: CleanerConfig) -> tuple[float, int]:
+    """Two dirty partitions cleaned by ``cfg``'s workers: (seconds, bytes read + written)."""
+    env = Env(tmp, compact_config(**{"segment.bytes": "16384"}))
+    env.cleaner = cleaner = LogCleaner(env.mgr, cfg, env.clock)
+    plogs = dirty_partitions(env, 2, 4000)
+
+    async def run() -> float:
+        cleaner.tick(env.clock.now_ms())
+        started = time.monotonic()
+        for _ in range(3000):
+            await asyncio.sleep(0.005)
+            if all(cleaner._checkpoints.get(("topic", p.partition)) for p in plogs):
+                break
+        elapsed = time.monotonic() - started
+        await cleaner.close()
+        return elapsed
+
+    elapsed = asyncio.run(run())
+    assert all(p.size_bytes < 40_000 for p in plogs)
+    return elapsed, cleaner.bytes_read * 2 + cleaner.bytes_written  # map + filter + write
+
+
+def test_io_throttle_bounds_the_bytes_per_second_of_all_workers(tmp_path: Path) -> None:
+    rate = 1_000_000.0
+    free, _ = clean_with(tmp_path / "free", CleanerConfig(threads=2))
+    elapsed, moved = clean_with(
+        tmp_path / "throttled", CleanerConfig(threads=2, io_max_bytes_per_second=rate)
+    )
+    # Both workers together: no faster than the rate (but for one 300 ms period's credit).
+    assert moved > 5 * rate * 0.3
+    assert elapsed >= (moved - rate * 0.3) / rate * 0.95
+    assert free < elapsed / 2
+
+
+def test_workers_clean_different_partitions_at_once_off_the_loop(tmp_path: Path) -> None:
+    env = Env(tmp_path, compact_config(**{"segment.bytes": "65536"}))
+    env.cleaner = LogCleaner(env.mgr, CleanerConfig(threads=3), env.clock)
+    plogs = dirty_partitions(env, 3, 6000)
+    held: list[set[tuple[str, int]]] = []
+
+    async def run() -> tuple[float, float, float]:
+        cleaner = env.cleaner
+        cpu, wall = time.process_time(), time.monotonic()
+        cleaner.tick(env.clock.now_ms())
+        worst = 0.0
+        for _ in range(20_000):
+            before = time.monotonic()
+            await asyncio.sleep(0.001)
+            worst = max(worst, time.monotonic() - before)
+            held.append(set(cleaner._in_progress))
+            if all(cleaner._checkpoints.get(("topic", p.partition)) for p in plogs):
+                break
+        cpu, wall = time.process_time() - cpu, time.monotonic() - wall
+        await cleaner.close()
+        return worst, cpu, wall
+
+    worst, cpu, wall = asyncio.run(run())
+    assert all(p.size_bytes < 40_000 for p in plogs)
+    assert max(len(h) for h in held) == 3  # three partitions held at the same moment
+    # The records are parsed in the worker processes: this process (the node's loop) only
+    # picks and swaps, so it stays responsive.
+    assert cpu < 0.3 * wall, f"{cpu:.2f}s of CPU here in {wall:.2f}s"
+    assert worst < 0.25, f"the event loop stalled {worst:.3f}s"
+
+
+def test_a_failing_swap_marks_its_partition_and_a_failing_pick_kills_the_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = Env(tmp_path)
+    env.cleaner = LogCleaner(env.mgr, CleanerConfig(threads=1, backoff_ms=50), env.clock)
+    plogs = dirty_partitions(env, 2, 40)
+    real = PartitionLog.replace_segments
+
+    def broken(self: PartitionLog, old: list, sizes: list) -> bool:  # type: ignore[type-arg]
+        if self.partition == 0:
+            raise RuntimeError("a bug")
+        return real(self, old, sizes)
+
+    monkeypatch.setattr(PartitionLog, "replace_segments", broken)
+
+    async def run(cleaner: LogCleaner) -> None:
+        cleaner.tick(env.clock.now_ms())
+        for _ in range(1000):
+            await asyncio.sleep(0.01)
+            if cleaner.uncleanable and ("topic", 1) in cleaner._checkpoints:
+                break
+        # Then the pick itself fails: the worker dies (Kafka's DeadThreadCount).
+        monkeypatch.setattr(cleaner, "grab", lambda *a, **k: 1 / 0)
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if cleaner.metrics_snapshot().dead_thread_count:
+                break
+        await cleaner.close()
+
+    asyncio.run(run(env.cleaner))
+    assert env.cleaner.uncleanable == {("topic", 0)}
+    assert plogs[1].size_bytes < plogs[0].size_bytes
+    assert env.cleaner.metrics_snapshot().dead_thread_count == 1
+    assert not list(plogs[0].dir.glob("*" + CLEANED_SUFFIX))  # staged files not left behind

@@ -10,6 +10,7 @@ from broker.log.compaction import (
     AbortedIndex,
     FilterContext,
     FilterStats,
+    TxnState,
     build_offset_map,
     filter_segment,
 )
@@ -20,6 +21,7 @@ from protocol.records import (
     build_batch,
     build_end_txn_marker,
     iter_records,
+    read_control_batch,
     scan_batches,
 )
 from protocol.records.batch import ATTRIBUTES_OFFSET, CRC_OFFSET, CRC_START, DELETE_HORIZON_MASK
@@ -39,20 +41,37 @@ def decoded(data: bytes | bytearray) -> list[tuple[int, bytes | None, bytes | No
     ]
 
 
+DAY = 86_400_000
+
+
 def clean(
-    data: bytes,
+    data: bytes | bytearray,
     *,
-    drop_tombstones: bool = False,
+    now: int = T0,
+    retention: int = DAY,
     aborted: list[AbortedTxn] | None = None,
     last_data: dict[int, int] | None = None,
+    last_epochs: dict[int, int] | None = None,
     start: int = 0,
     end: int = 1 << 40,
+    upper: int = -1,
+    txns: TxnState | None = None,
 ) -> tuple[bytearray, FilterStats]:
     index = AbortedIndex(aborted or [])
     omap = build_offset_map(scan_batches(data), start, end, index)
     stats = FilterStats()
-    ctx = FilterContext(omap, index, last_data or {})
-    return filter_segment(data, ctx, drop_tombstones=drop_tombstones, stats=stats), stats
+    ctx = FilterContext(
+        omap,
+        index,
+        last_data or {},
+        end=end,
+        now_ms=now,
+        delete_retention_ms=retention,
+        upper_bound=upper,
+        last_marker_epochs=last_epochs or {},
+    )
+    state = txns if txns is not None else TxnState(aborted or [])
+    return filter_segment(data, ctx, state, stats), stats
 
 
 def test_offset_map_latest_offset_per_key_within_the_dirty_range() -> None:
@@ -126,12 +145,46 @@ def test_rebuilt_compressed_batch_keeps_its_codec(codec: Compression) -> None:
     ]
 
 
-def test_tombstones_stay_until_the_horizon_then_go() -> None:
-    data = kv(0, (b"a", b"1"), (b"a", None), (b"b", b"1"))
-    kept, _ = clean(data)
-    assert [(o, k, v) for o, k, v, _ in decoded(kept)] == [(1, b"a", None), (2, b"b", b"1")]
-    gone, _ = clean(data, drop_tombstones=True)
-    assert [(o, k, v) for o, k, v, _ in decoded(gone)] == [(2, b"b", b"1")]
+def test_tombstones_stamped_by_the_first_clean_and_dropped_after_the_horizon() -> None:
+    """KIP-534: the first clean keeping a tombstone writes now + delete.retention.ms into its
+    batch (the delete-horizon bit, the horizon as base timestamp); record timestamps stay."""
+    data = kv(0, (b"a", b"1"), (b"a", None), (b"b", b"1")) + kv(3, (b"c", b"1"))
+    first, _ = clean(data, now=T0 + 5)
+    stamped, untouched = scan_batches(first)
+    assert stamped.has_delete_horizon and stamped.base_timestamp == T0 + 5 + DAY
+    assert stamped.crc_ok() and stamped.max_timestamp == T0 + 2
+    assert stamped.last_offset == 2 and not untouched.has_delete_horizon
+    assert bytes(untouched.raw) == kv(3, (b"c", b"1"))
+    assert decoded(first) == [(1, b"a", None, T0 + 1), (2, b"b", b"1", T0 + 2), (3, b"c", b"1", T0)]
+    # Cleaned again before the horizon: kept, the stamp not moved (copied byte for byte).
+    again, stats = clean(first, now=T0 + DAY)
+    assert again == first and stats.batches_copied == 2
+    # At the horizon: gone. The other record keeps its timestamp; the bit stays.
+    gone, _ = clean(first, now=T0 + 5 + DAY)
+    assert decoded(gone) == [(2, b"b", b"1", T0 + 2), (3, b"c", b"1", T0)]
+    assert next(scan_batches(gone)).has_delete_horizon
+
+
+def test_batches_without_tombstones_are_not_stamped() -> None:
+    data = kv(0, (b"a", b"1"), (b"a", b"2"))
+    out, _ = clean(data)
+    (batch,) = scan_batches(out)
+    assert not batch.has_delete_horizon and batch.base_timestamp == T0
+
+
+def test_records_past_the_mapped_end_are_all_kept() -> None:
+    """The offset map filled up at offset 2: what follows was not looked at, so a delete
+    there must not go (the value it deletes was kept)."""
+    data = kv(0, (b"a", b"1"), (b"b", b"1")) + kv(2, (b"a", None), (None, b"x"), (b"b", b"2"))
+    stamped, _ = clean(data, retention=0, end=2)  # the delete's horizon: T0, passed below
+    out, _ = clean(stamped, now=T0 + 1, end=2)
+    assert [(o, k, v) for o, k, v, _ in decoded(out)] == [
+        (0, b"a", b"1"),
+        (1, b"b", b"1"),
+        (2, b"a", None),
+        (3, None, b"x"),
+        (4, b"b", b"2"),
+    ]
 
 
 def test_null_keys_are_dropped_as_kafka_does() -> None:
@@ -192,3 +245,89 @@ def test_delete_horizon_attribute_survives_a_rebuild() -> None:
     out, _ = clean(bytes(data))
     (batch,) = scan_batches(out)
     assert batch.has_delete_horizon and batch.crc_ok() and batch.record_count == 1
+
+
+def marker(commit: bool, pid: int, offset: int, epoch: int = 0) -> bytes:
+    return build_end_txn_marker(
+        commit,
+        producer_id=pid,
+        producer_epoch=epoch,
+        coordinator_epoch=0,
+        base_offset=offset,
+        timestamp=T0,
+    )
+
+
+def controls(data: bytes | bytearray) -> list[tuple[int, bool]]:
+    """(offset, stamped) of each control batch."""
+    return [(b.base_offset, b.has_delete_horizon) for b in scan_batches(data) if b.is_control]
+
+
+def test_markers_go_in_two_passes_once_their_transaction_has_no_data() -> None:
+    """Kafka's CleanedTransactionMetadata + KIP-534: the clean that removes a transaction's
+    last data keeps its marker; the next one finds the marker alone and stamps it; one after
+    the horizon drops it. A marker whose transaction still has data stays."""
+    txn = {"producer_epoch": 0, "base_sequence": 0, "is_transactional": True}
+    aborted_txn = AbortedTxn(7, 1, 2, 3)
+    data = (
+        kv(0, (b"a", b"plain"))
+        + kv(1, (b"a", b"aborted"), producer_id=7, **txn)  # type: ignore[arg-type]
+        + marker(False, 7, 2)
+        + kv(3, (b"b", b"committed"), producer_id=8, **txn)  # type: ignore[arg-type]
+        + marker(True, 8, 4)
+        + kv(5, (b"c", b"stays"), producer_id=9, **txn)  # type: ignore[arg-type]
+        + marker(True, 9, 6)
+        + kv(7, (b"b", b"later"))
+    )
+    state = TxnState([aborted_txn])
+    first, _ = clean(data, aborted=[aborted_txn], txns=state)
+    # The aborted record and the superseded committed one are gone; every marker stays, as
+    # this clean still saw data of each transaction. The ABORT keeps its .txnindex entry.
+    assert [(o, v) for o, _, v, _ in decoded(first) if o not in (2, 4, 6)] == [
+        (0, b"plain"),
+        (5, b"stays"),
+        (7, b"later"),
+    ]
+    assert controls(first) == [(2, False), (4, False), (6, False)]
+    assert state.take_kept() == [aborted_txn]
+
+    state = TxnState([aborted_txn])
+    second, _ = clean(first, now=T0 + 10, aborted=[aborted_txn], txns=state)
+    assert controls(second) == [(2, True), (4, True), (6, False)]
+    assert state.take_kept() == []  # no data left to hide from read_committed consumers
+    stamped = [b for b in scan_batches(second) if b.has_delete_horizon]
+    for batch in stamped:
+        assert batch.base_timestamp == T0 + 10 + DAY and batch.crc_ok()
+        assert read_control_batch(batch) == read_control_batch(
+            next(b for b in scan_batches(data) if b.base_offset == batch.base_offset)
+        )
+        assert [r.timestamp for r in iter_records(batch)] == [T0]
+
+    kept, _ = clean(second, now=T0 + 9 + DAY)
+    assert kept == second
+    gone, _ = clean(second, now=T0 + 10 + DAY)
+    assert controls(gone) == [(6, False)]
+    assert [o for o, _, _, _ in decoded(gone)] == [0, 5, 6, 7]
+
+
+def test_the_batch_ending_the_cleaned_range_stays_as_an_empty_header() -> None:
+    data = kv(0, (b"a", b"1")) + kv(1, (None, b"keyless"))
+    dropped, _ = clean(data)
+    assert [b.base_offset for b in scan_batches(dropped)] == [0]
+    kept, stats = clean(data, upper=2)
+    empty = list(scan_batches(kept))[1]
+    assert (empty.base_offset, empty.last_offset, empty.record_count) == (1, 1, 0)
+    assert stats.batches_emptied == 1
+
+
+def test_the_last_marker_of_a_producer_without_data_stays_for_its_epoch() -> None:
+    data = kv(0, (b"a", b"1")) + marker(True, 9, 1, epoch=2)
+    stamped, _ = clean(data, retention=0)
+    assert controls(stamped) == [(1, True)]
+    gone, _ = clean(stamped, now=T0 + 1)
+    assert controls(gone) == []
+    kept, _ = clean(stamped, now=T0 + 1, last_epochs={9: 2})
+    (_, empty) = scan_batches(kept)
+    assert empty.is_control and empty.record_count == 0 and empty.producer_epoch == 2
+    other_epoch, _ = clean(stamped, now=T0 + 1, last_epochs={9: 3})
+    assert controls(other_epoch) == []

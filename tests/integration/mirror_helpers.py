@@ -60,7 +60,7 @@ def create_mirror(dst: Node, mirror: str, config: Path, *topics: str) -> None:
 
 def describe_rows(dst: Node, mirror: str, topic: str) -> list[list[str]]:
     """The ``--describe`` table's rows for ``topic``, split into columns (MIRROR, TOPIC,
-    PARTITION, SOURCE-OFFSET, DESTINATION-OFFSET, LAG, STATE)."""
+    PARTITION, SOURCE-OFFSET, DESTINATION-OFFSET, LAG, STATE, SOURCE-AGE)."""
     text = mirror_tool(dst, "--describe", "--mirror", mirror)
     return [cols for cols in (line.split() for line in text.splitlines()) if cols[1:2] == [topic]]
 

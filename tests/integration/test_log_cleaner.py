@@ -12,6 +12,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from .clients import create_topic, wait_for
+from .mirror_helpers import scrape
 from .node import Node
 
 
@@ -92,6 +93,22 @@ def test_compacted_topic_keeps_latest_value_per_key(cnode: Node) -> None:
     for k, (at, value) in latest.items():
         assert seen[at] == (k, value)
     assert len(seen) < len(produced) / 2
+
+    # Kafka's LogCleaner / LogCleanerManager gauges on the Prometheus endpoint.
+    scraped = scrape(cnode)
+    one = {n: values[0] for n, values in scraped.items() if n.startswith("kafka_log_logcleaner")}
+    assert 0 < one["kafka_log_logcleaner_cleaner_recopy_percent"][1] < 50
+    assert one["kafka_log_logcleaner_deadthreadcount"][1] == 0
+    assert one["kafka_log_logcleaner_max_clean_time_secs"][1] >= 0
+    assert one["kafka_log_logcleaner_max_buffer_utilization_percent"][1] == 0  # 5 keys
+    assert 0 <= one["kafka_log_logcleanermanager_time_since_last_run_ms"][1] < 60_000
+    assert one["kafka_log_logcleanermanager_uncleanable_partitions_count"] == (
+        {"log_directory": str(cnode.log_dir)},
+        0,
+    )
+    assert scraped["kafka_log_logcleanermanager_uncleanable_bytes"][0][1] == 0
+    assert "kafka_log_logcleanermanager_max_dirty_percent" in scraped
+    assert "kafka_log_logcleaner_max_compaction_delay_secs" in scraped
 
 
 def test_consumer_offsets_shrink_and_reload(cnode: Node) -> None:

@@ -232,6 +232,7 @@ def test_mirror_lifecycle(clusters: Clusters) -> None:
         "DESTINATION-OFFSET",
         "LAG",
         "STATE",
+        "SOURCE-AGE",
     ]
     described = {(r.split()[1], int(r.split()[2])) for r in lines[1:]}
     assert described == {

@@ -224,7 +224,7 @@ def test_an_unreadable_control_batch_fails_only_its_partition(tmp_path: Path) ->
         )
 
         def states() -> dict[str, str]:
-            return {row[2]: row[-1] for row in describe_rows(dst, "m1", TOPIC)}
+            return {row[2]: row[6] for row in describe_rows(dst, "m1", TOPIC)}
 
         wait_for(
             lambda: states() == {"0": "FAILED", "1": "MIRRORING"},

@@ -3,6 +3,8 @@ Generated from ``schemas/DescribeMirrorsResponse.json`` by ``python -m protocol.
 """
 
 
+import datetime
+
 from dataclasses import dataclass
 from dataclasses import field
 from typing import ClassVar
@@ -13,6 +15,7 @@ from kio.static.primitive import i16
 from kio.static.primitive import i32
 from kio.static.primitive import i32Timedelta
 from kio.static.primitive import i64
+from kio.static.primitive import i64Timedelta
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -35,7 +38,9 @@ class PartitionDetail:
     last_mirror_epoch: i32 = field(metadata={"kafka_type": "int32"}, default=i32(-1))
     """Last mirrored leader epoch (LME), or -1 when there is none."""
     state_reason: str | None = field(metadata={"kafka_type": "string", "tag": 0}, default=None)
-    """kmirror extension: why the partition is FAILED, or what the last truncation by the mirror removed and why; null when there is nothing to say."""
+    """kmirror extension: why the partition is FAILED, or what the last truncation by the mirror removed and why, or the last error fetching from the source; null when there is nothing to say."""
+    source_offset_age: i64Timedelta = field(metadata={"kafka_type": "timedelta_i64", "tag": 1}, default=i64Timedelta.parse(datetime.timedelta(milliseconds=-1)))
+    """kmirror extension: how long ago (ms) SourceOffset was learnt from the source, or -1 when it is unknown."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
