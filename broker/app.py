@@ -11,7 +11,7 @@ import logging
 import signal
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,9 @@ from .api.config_resources import ConfigResourcesApi
 from .api.configs import ConfigsApi
 from .api.context import RequestContext
 from .api.dispatcher import Api, Dispatcher
+from .api.envelope import EnvelopeApi
 from .api.fetch import FetchApi
+from .api.forwarding import Forwarder
 from .api.group import GroupApi
 from .api.log_admin import LogAdminApi
 from .api.log_dirs import LogDirsApi
@@ -36,7 +38,10 @@ from .api.mirror import MirrorApi
 from .api.mirror_state import MirrorStateApi
 from .api.offsets import OffsetsApi
 from .api.produce import ProduceApi
+from .api.producer_id_blocks import ProducerIdBlocksApi
 from .api.producers import ProducersApi
+from .api.quorum import QuorumApi
+from .api.routed_controller import RoutedController
 from .api.sasl import SaslApi
 from .api.scram_credentials import ScramCredentialsApi
 from .api.services import Services
@@ -85,8 +90,11 @@ from .mirror.manager import MirrorManager, SourceRefused
 from .mirror.metadata_sync import MirrorMetadataSync
 from .mirror.metrics_snapshot import build_snapshot
 from .mirror.source import SourceClient
+from .network.client import ReconnectingClient
 from .network.server import KafkaServer, Listener
-from .quorum.local import SingleVoterQuorum
+from .quorum.controller_channel import ControllerChannel
+from .quorum.node_quorum import MetadataQuorum
+from .raft.outputs import RaftConfig
 from .replication.replica_manager import ReplicaManager
 from .security import password_encoder
 from .security.authorizer import build_authorizer
@@ -107,21 +115,23 @@ THROTTLE_KEY = "mirror.replication.throttled.rate"
 THROTTLED_REPLICAS_KEY = "mirror.replication.throttled.replicas"
 
 
+QUORUM_REQUEST_TIMEOUT_MS = 2000  # controller.quorum.request.timeout.ms (Kafka's default)
+CONTROLLER_CHANNEL_TIMEOUT_MS = 60_000  # Kafka's forwarding channel retries as long
+
+
 class StartupError(Exception):
     pass
 
 
 class PublishingQuorum:
-    """Commits through the local quorum, then publishes the records to the node's image."""
+    """The controller's commits: through the metadata quorum, answered once every record is
+    applied to this node's image (the quorum's commit listener applies them)."""
 
     def __init__(self, node: "Node") -> None:
         self._node = node
 
     async def append(self, records: Sequence[Any]) -> int:
-        last = await self._node.quorum.append(records)
-        first = last - len(records) + 1
-        self._node.publish(list(zip(range(first, last + 1), records, strict=True)))
-        return last
+        return await self._node.quorum.append(records)
 
 
 class Node:
@@ -175,9 +185,29 @@ class Node:
             METADATA_TOPIC_ID,
             LogConfig(segment_bytes=64 * 1024 * 1024, retention_ms=-1, retention_bytes=-1),
         )
-        self.quorum = SingleVoterQuorum(
-            config.node_id, metadata_log, cluster_id, now_ms=self.clock.now_ms
+        self._loaded = False  # the first committed records load the image (load_metadata)
+        self.quorum = MetadataQuorum(
+            config.node_id,
+            {v.node_id: (v.host, v.port) for v in config.controller_quorum_voters},
+            metadata_log,
+            cluster_id,
+            now_ms=self.clock.now_ms,
+            client_factory=self._quorum_client,
+            apply=self._apply_committed,
+            on_leader_change=self._on_quorum_leader,
+            config=RaftConfig(
+                cluster_id=cluster_id,
+                election_timeout_ms=config.controller_quorum_election_timeout_ms,
+                fetch_timeout_ms=config.controller_quorum_fetch_timeout_ms,
+            ),
         )
+        # to whichever node leads the quorum: forwarded requests, broker registration/heartbeats
+        self.controller_channel = ControllerChannel(
+            self.quorum.leader_endpoint,
+            self._controller_client,
+            timeout_ms=CONTROLLER_CHANNEL_TIMEOUT_MS,
+        )
+        self.broker_epoch = -1
         self.replicas = ReplicaManager(config.node_id, self.logs, self._log_config_for, self.clock)
         self.controller = Controller(
             PublishingQuorum(self),
@@ -255,7 +285,14 @@ class Node:
             node_id=config.node_id,
             cluster_id=cluster_id,
             image=lambda: self.image,
-            controller=self.controller,
+            # internal topics and producer id blocks reach the active controller from any node
+            controller=RoutedController(
+                self.controller,
+                config.node_id,
+                lambda: self.quorum.is_leader,
+                lambda: self.controller_channel,
+                lambda: self.broker_epoch,
+            ),
             replicas=self.replicas,
             log_manager=self.logs,
             config=config,
@@ -344,6 +381,32 @@ class Node:
             }
             for r in rows
         ]
+
+    def _quorum_client(self, dest: int, host: str, port: int) -> ReconnectingClient:
+        timeout = QUORUM_REQUEST_TIMEOUT_MS
+        return ReconnectingClient(
+            host,
+            port,
+            f"raft-{self.config.node_id}",
+            request_timeout_ms=timeout,
+            connect_timeout_ms=min(timeout, 1000),
+        )
+
+    def _controller_client(self, dest: int, host: str, port: int) -> ReconnectingClient:
+        # long enough for any controller operation, or a retry could repeat a done request
+        return ReconnectingClient(
+            host, port, f"broker-{self.config.node_id}", request_timeout_ms=30_000
+        )
+
+    def _apply_committed(self, records: list[tuple[int, Any]]) -> None:
+        """The quorum's commit listener: records under the high watermark, in offset order."""
+        if not self._loaded:
+            self.load_metadata(records)
+        else:
+            self.publish(records)
+
+    def _on_quorum_leader(self, leader_id: int, epoch: int) -> None:
+        pass  # the controller's sessions start over on a new leader (broker lifecycle)
 
     def publish(self, records: list[tuple[int, Any]]) -> None:
         self.image, delta = apply_records(self.image, records, self.config_secrets.open)
@@ -519,8 +582,10 @@ class Node:
         self._group_tasks.add(task)
         task.add_done_callback(self._group_tasks.discard)
 
-    def load_metadata(self) -> None:
-        records = self.quorum.replay()
+    def load_metadata(self, records: list[tuple[int, Any]]) -> None:
+        """The first committed records after start: build the image from nothing and clear what
+        the log dirs hold that it no longer knows."""
+        self._loaded = True
         self.image, delta = apply_records(MetadataImage(), records, self.config_secrets.open)
         # Partitions on disk that the metadata no longer knows (deleted while down): remove.
         for plog in list(self.logs.all_logs()):
@@ -545,6 +610,8 @@ class Node:
         meta = MetadataApi(s)
         produce = ProduceApi(s, m.on_bytes_in)
         fetch = FetchApi(s, m.on_bytes_out)
+        quorum = QuorumApi(lambda: self.quorum.driver, self.clock.now_ms)
+        fetch.metadata_fetch = quorum.fetch
         offsets = OffsetsApi(s)
         topics = TopicsApi(s)
         configs = ConfigsApi(s)
@@ -635,10 +702,37 @@ class Node:
             Api(36, sasl.authenticate, max_version=2),
             Api(50, scram.describe, max_version=0),
             Api(51, scram.alter, max_version=0),
+            *quorum.apis(),
+            *ProducerIdBlocksApi(s, self._allocate_producer_ids).apis(),
         ]
-        d = Dispatcher(apis, on_request=m.on_request)
+        cfg = self.config
+        is_active = lambda: self.quorum.is_leader  # noqa: E731 - False on a broker-only node
+        if cfg.is_controller:
+            apis += EnvelopeApi(
+                lambda make_ctx, frame: holder["d"].handle_embedded(make_ctx, frame),
+                cfg.controller_listener_names,
+                self.authorizer,
+                is_active_controller=is_active,
+            ).apis()
+        forwarding = (
+            Forwarder(
+                self.controller_channel,
+                is_active,
+                controller_listeners=cfg.controller_listener_names,
+            )
+            if "broker" in cfg.process_roles
+            else None
+        )
+        d = Dispatcher(apis, on_request=m.on_request, forwarding=forwarding)
         holder["d"] = d
         return d
+
+    def _allocate_producer_ids(
+        self, broker_id: int, broker_epoch: int
+    ) -> Awaitable[tuple[int, int]] | None:
+        if not self.quorum.is_leader:
+            return None
+        return self.controller.allocate_producer_ids(broker_epoch, broker_id)
 
     def _scram_credential(self, user: str, mechanism: Mechanism) -> Credential | None:
         return self.image.scram.get((user, mechanism.type))
@@ -687,9 +781,6 @@ class Node:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self.load_metadata()
-        self.quorum.start()
-        self._apply_mirror_throttle()
         cfg = self.config
         listeners = [
             Listener(
@@ -719,6 +810,14 @@ class Node:
             max_connection_creation_rate=cfg.max_connection_creation_rate,
             unlimited_listeners=frozenset(cfg.controller_listener_names),
         )
+        # The controller listener first: the other voters reach this node's quorum there, and
+        # the image comes from what the quorum has committed before clients are let in.
+        await self.server.start(only=cfg.controller_listener_names)
+        self.quorum.start()
+        await self.quorum.wait_caught_up()
+        if not self._loaded:
+            self.load_metadata([])
+        self._apply_mirror_throttle()
         await self.server.start()
         endpoints = []
         for adv in cfg.advertised_listeners:
@@ -809,6 +908,7 @@ class Node:
         await self.mirror_coordinator.close()
         self.replicas.snapshot_all()
         await self.cleaner.close()
+        await self.controller_channel.close()
         await self.quorum.close()
         self.logs.close()
         if self.meta_logs is not self.logs:

@@ -12,6 +12,9 @@ and it may itself raise (e.g. an ``assert`` that the node is still running) to s
 import asyncio
 import time
 from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 def _timed_out(timeout: float, what: str, detail: Callable[[], object] | None) -> AssertionError:
@@ -49,3 +52,21 @@ async def wait_for_async(
         if time.monotonic() >= deadline:
             raise _timed_out(timeout, what, detail)
         await asyncio.sleep(step)
+
+
+def wait_value(
+    get: Callable[[], T | None],
+    timeout: float,
+    what: str,
+    step: float = 0.05,
+    detail: Callable[[], object] | None = None,
+) -> T:
+    """Block until ``get()`` returns something truthy; return it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = get()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise _timed_out(timeout, what, detail)
+        time.sleep(step)

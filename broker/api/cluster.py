@@ -19,6 +19,7 @@ from protocol.build import build
 from protocol.registry import REGISTRY
 
 from ..controller.controller import TopicSpec
+from ..coordinator.runtime import partition_for
 from ..coordinator.txn.config import TRANSACTION_STATE_TOPIC
 from ..metadata.mirror_states import MIRROR_STATE_TOPIC
 from ..security.acls import AclOperation, ResourceType
@@ -145,14 +146,38 @@ class ClusterApi:
             return ErrorCode.cluster_authorization_failed
         return None
 
+    async def _ensure_topic(self, key_type: int) -> str | None:
+        """The coordinator topic for a key type, created on first use; None: it cannot be."""
+        if key_type == TXN_KEY:
+            return TRANSACTION_STATE_TOPIC if await self.ensure_transaction_state_topic() else None
+        if key_type == MIRROR_KEY:
+            return MIRROR_STATE_TOPIC if await self.ensure_mirror_state_topic() else None
+        await self.ensure_offsets_topic()
+        return OFFSETS_TOPIC
+
+    def _locate(
+        self, ctx: RequestContext, key_type: int, key: str, row: dict[str, Any], topic: str | None
+    ) -> None:
+        """The coordinator is the leader of the key's partition of the coordinator topic
+        (Kafka's abs(hashCode) % partitions), on the listener the request came in on."""
+        img = self.s.image()
+        t = img.topics.get(topic) if topic is not None else None
+        if t is None or not t.partitions:
+            row["error_code"] = ErrorCode.coordinator_not_available
+            return
+        part = t.partitions.get(partition_for(key, len(t.partitions)))
+        broker = img.brokers.get(part.leader) if part is not None else None
+        ep = broker.endpoint(ctx.listener) if broker is not None and not broker.fenced else None
+        if ep is None:
+            row["error_code"] = ErrorCode.coordinator_not_available
+            return
+        row.update(node_id=broker.broker_id, host=ep.host, port=ep.port)  # type: ignore[union-attr]
+
     async def find_coordinator(self, ctx: RequestContext, req: Any) -> Any:
         keys = list(getattr(req, "coordinator_keys", ()) or ())
         if not keys and hasattr(req, "key"):
             keys = [req.key]
         key_type = getattr(req, "key_type", GROUP_KEY)
-        img = self.s.image()
-        me = img.brokers.get(self.s.node_id)
-        ep = me.endpoint(ctx.listener) if me else None
         rows = []
         for key in keys:
             row: dict[str, Any] = {
@@ -166,32 +191,18 @@ class ClusterApi:
             denial = self._coordinator_denied(ctx, key_type, key)
             if denial is not None:
                 row["error_code"] = denial
-                rows.append(row)
-                continue
-            if key_type == TXN_KEY and ep is not None:
-                if not key:
-                    row["error_code"] = ErrorCode.invalid_request
-                    row["error_message"] = "Empty transactional id"
-                elif await self.ensure_transaction_state_topic():
-                    row.update(node_id=self.s.node_id, host=ep.host, port=ep.port)
-                else:
-                    row["error_code"] = ErrorCode.coordinator_not_available
-            elif key_type == MIRROR_KEY and ep is not None:
-                if not key:
-                    row["error_code"] = ErrorCode.invalid_request
-                    row["error_message"] = "Empty mirror coordinator key"
-                elif await self.ensure_mirror_state_topic():
-                    row.update(node_id=self.s.node_id, host=ep.host, port=ep.port)
-                else:
-                    row["error_code"] = ErrorCode.coordinator_not_available
             elif key_type not in (GROUP_KEY, TXN_KEY, MIRROR_KEY):
                 row["error_code"] = ErrorCode.invalid_request
                 row["error_message"] = f"Unsupported coordinator key type {key_type}"
-            elif ep is None:
-                row["error_code"] = ErrorCode.coordinator_not_available
+            elif key_type != GROUP_KEY and not key:
+                row["error_code"] = ErrorCode.invalid_request
+                row["error_message"] = (
+                    "Empty transactional id"
+                    if key_type == TXN_KEY
+                    else "Empty mirror coordinator key"
+                )
             else:
-                await self.ensure_offsets_topic()
-                row.update(node_id=self.s.node_id, host=ep.host, port=ep.port)
+                self._locate(ctx, key_type, key, row, await self._ensure_topic(key_type))
             rows.append(row)
         cls = REGISTRY.spec(FIND_COORDINATOR).response_type(ctx.api_version)
         data: dict[str, Any] = {"throttle_time": 0, "coordinators": rows}

@@ -4,13 +4,17 @@ ApiVersions is derived from the handler table here (the intersection of what eac
 and what the codec knows), never written by hand. A request whose header parses but whose body
 does not gets an error response built from the response schema (top-level error code
 INVALID_REQUEST with the decoder's message where the schema has room for one).
+
+An optional `Forwarding` hook (a broker's `forwarding.Forwarder`) may answer a decoded request
+instead of its handler: admin requests go to the active controller. Raw (hot) APIs never see
+it. `handle_embedded` serves a request that came inside an Envelope, without that hook.
 """
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence, Set
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -40,6 +44,17 @@ OnRequest = Callable[[int, int, float, Mapping[int, int] | None], None]
 API_VERSIONS = 18
 
 
+class Forwarding(Protocol):
+    @property
+    def api_keys(self) -> Set[int]: ...
+
+    async def forward(
+        self, ctx: RequestContext, frame: memoryview, request: Any
+    ) -> tuple[list[Buffer], Mapping[int, int] | None] | None:
+        """The response payload (header included) and its error counts, or None: serve here."""
+        ...
+
+
 @dataclass(slots=True)
 class Api:
     key: int
@@ -59,8 +74,10 @@ class Dispatcher:
         apis: Sequence[Api],
         registry: Registry = REGISTRY,
         on_request: OnRequest | None = None,
+        forwarding: Forwarding | None = None,
     ) -> None:
         self._registry = registry
+        self._forwarding = forwarding
         self._apis: dict[int, Api] = {}
         self._ranges: dict[int, tuple[int, int]] = {}
         self._advertised: dict[int, tuple[int, int]] = {}
@@ -120,6 +137,12 @@ class Dispatcher:
                     header.client_id,
                 ) from None
             assert api.handler is not None
+            fwd = self._forwarding
+            if fwd is not None and key in fwd.api_keys:
+                forwarded = await fwd.forward(ctx, frame, body)
+                if forwarded is not None:
+                    parts, errors = forwarded
+                    return parts
             resp = await api.handler(ctx, body)
             if resp is None:
                 return None
@@ -144,6 +167,40 @@ class Dispatcher:
             return self._error_response(
                 header.correlation_id, key, version, ErrorCode.invalid_request, str(e)
             )
+        finally:
+            if self._on_request is not None:
+                self._on_request(key, version, time.perf_counter() - started, errors)
+
+    async def handle_embedded(
+        self, ctx_factory: Callable[[Any], RequestContext], frame: memoryview
+    ) -> tuple[bytes, Mapping[int, int]]:
+        """Serve a request forwarded inside an Envelope: its response (header and body) and the
+        error codes in it. Never forwarded again. Raises `RequestError` (unknown api key,
+        version not served, unreadable body) or `ProtocolError` (unreadable header)."""
+        started = time.perf_counter()
+        header, pos = parse_request_header(frame, self._header_version)
+        key, version, corr = header.api_key, header.api_version, header.correlation_id
+        api = self._apis.get(key)
+        if api is None or api.handler is None:
+            raise UnknownApiKeyError(key, version, corr)
+        lo, hi = self._ranges[key]
+        if not lo <= version <= hi:
+            raise UnsupportedVersionError(key, version, corr, lo, hi)
+        spec = self._registry.spec(key)
+        try:
+            body = decode_body(spec.request_type(version), frame, pos, strict=False)
+        except Exception as e:
+            raise RequestBodyError(
+                f"{spec.name} v{version} request: {e}", key, version, corr, header.client_id
+            ) from None
+        errors: Mapping[int, int] | None = None
+        try:
+            resp = await api.handler(ctx_factory(header), body)
+            if resp is None:
+                raise RuntimeError(f"{spec.name} handler gave no response to a forwarded request")
+            errors = error_counts(resp)
+            payload = api.encoder(resp, version) if api.encoder else body_bytes(resp)
+            return encode_response_header(corr, self._resp_header(key, version)) + payload, errors
         finally:
             if self._on_request is not None:
                 self._on_request(key, version, time.perf_counter() - started, errors)

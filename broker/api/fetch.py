@@ -1,4 +1,5 @@
-"""Fetch v4-v18 (consumers; replica fetching arrives with replication): long-poll reads.
+"""Fetch v4-v18 (consumers; replica fetching arrives with replication; a Fetch of
+``__cluster_metadata-0`` goes to the KRaft quorum): long-poll reads.
 
 Reads return the log's byte ranges untouched; the hand encoder puts them on the wire without
 copying. ``max_wait``/``min_bytes`` long-poll on the replica manager's append signal; ``max_bytes``
@@ -12,6 +13,7 @@ stays UNKNOWN_TOPIC_ID). Sessions: see `fetch_sessions`.
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -21,8 +23,9 @@ from protocol.encoders.fetch import encode_fetch_response
 from protocol.encoders.fetch_request import FetchRequestView, parse_fetch_request
 from protocol.errors import ProtocolError, RequestBodyError
 from protocol.readers import Buffer
-from protocol.registry import REGISTRY
+from protocol.registry import REGISTRY, body_bytes, decode_body
 
+from ..metadata.image import METADATA_TOPIC, METADATA_TOPIC_ID
 from ..replication.replica_manager import leader_epoch_error
 from ..security.acls import AclOperation, ResourceType
 from .authz import allowed
@@ -42,6 +45,8 @@ class FetchApi:
         self.s = services
         self.sessions = FetchSessionCache()
         self._on_bytes_out = on_bytes_out
+        # KRaft's Fetch of __cluster_metadata-0 (QuorumApi.fetch), set where the node has a quorum
+        self.metadata_fetch: Callable[[RequestContext, Any], Awaitable[Any]] | None = None
 
     async def handle_raw(
         self, ctx: RequestContext, frame: memoryview, pos: int
@@ -54,6 +59,10 @@ class FetchApi:
             raise RequestBodyError(
                 str(e), h.api_key, version, h.correlation_id, h.client_id
             ) from None
+        if self.metadata_fetch is not None and _is_metadata_fetch(req):
+            # a voter or observer fetching __cluster_metadata-0: the quorum answers it
+            body = decode_body(REGISTRY.spec(API_KEY).request_type(version), frame, pos)
+            return [body_bytes(await self.metadata_fetch(ctx, body))]
         resp = await self.fetch(ctx, req)
         return encode_fetch_response(resp, version)
 
@@ -176,8 +185,10 @@ class FetchApi:
             if hosted is None:
                 if topic is None and by_id:
                     row["error_code"] = ErrorCode.unknown_topic_id
-                else:
+                elif topic is None:
                     row["error_code"] = ErrorCode.unknown_topic_or_partition
+                else:
+                    row["error_code"] = self.s.not_hosted_error(topic.name, partition)
                 rows.append((key, row))
                 continue
             plog = hosted.log
@@ -240,3 +251,10 @@ class FetchApi:
     def _lso(plog: Any) -> int:
         lso = getattr(plog, "last_stable_offset", None)
         return int(lso) if lso is not None else int(plog.high_watermark)
+
+
+def _is_metadata_fetch(req: FetchRequestView) -> bool:
+    if len(req.topics) != 1:
+        return False
+    t = req.topics[0]
+    return t.topic_id == METADATA_TOPIC_ID or t.topic == METADATA_TOPIC

@@ -43,7 +43,7 @@ class LogAdminApi:
                     continue
                 hosted = self.s.replicas.get(t.name, p.partition_index)
                 if hosted is None:
-                    row["error_code"] = ErrorCode.unknown_topic_or_partition
+                    row["error_code"] = self.s.not_hosted_error(t.name, p.partition_index)
                     continue
                 if not self.s.writable(t.name, p.partition_index):
                     row["error_code"] = MirrorErrorCode.READ_ONLY_TOPIC

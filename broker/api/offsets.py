@@ -38,7 +38,7 @@ class OffsetsApi:
         """The hosted partition, or None and the error the partition answers with."""
         hosted = self.s.replicas.get(topic, partition)
         if hosted is None:
-            return None, ErrorCode.unknown_topic_or_partition
+            return None, self.s.not_hosted_error(topic, partition)
         error = leader_epoch_error(hosted, getattr(req_partition, "current_leader_epoch", -1))
         return (None, error) if error is not None else (hosted, ErrorCode.none)
 

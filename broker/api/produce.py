@@ -117,7 +117,9 @@ class ProduceApi:
                 hosted = s.replicas.get(name, p.index) if name is not None else None
                 if topic is None or hosted is None:
                     row["error_code"] = (
-                        missing if topic is None else ErrorCode.unknown_topic_or_partition
+                        missing
+                        if topic is None or name is None
+                        else s.not_hosted_error(name, p.index)
                     )
                     continue
                 assert name is not None

@@ -39,6 +39,15 @@ class Services:
         | None
     ) = None
 
+    def not_hosted_error(self, topic: str, partition: int) -> ErrorCode:
+        """For a partition this node does not host: NOT_LEADER_OR_FOLLOWER when the cluster
+        has it (another node leads it; the client refreshes its metadata and goes there),
+        UNKNOWN_TOPIC_OR_PARTITION when it does not exist, as Kafka's ReplicaManager answers."""
+        t = self.image().topics.get(topic)
+        if t is not None and partition in t.partitions:
+            return ErrorCode.not_leader_or_follower
+        return ErrorCode.unknown_topic_or_partition
+
     def writable(self, topic: str, partition: int) -> bool:
         """KIP-1279: mirror topics are read-only until failed over."""
         if self.mirror_writable is not None:

@@ -135,6 +135,9 @@ _BROKER_VALIDATORS: dict[str, Validator] = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": Range(1),
     "transaction.remove.expired.transaction.cleanup.interval.ms": Range(1),
     "producer.id.expiration.ms": Range(1),
+    # ours (Kafka sets no range): 0 would heartbeat in a busy loop, or fence every broker at once
+    "broker.heartbeat.interval.ms": Range(1),
+    "broker.session.timeout.ms": Range(1),
     "fetch.max.bytes": Range(1024),
     "replica.fetch.max.bytes": Range(0),
     "num.replica.fetchers": Range(1),

@@ -126,9 +126,10 @@ class Controller:
         self._node_id = node_id
         self._lock = asyncio.Lock()
 
-    async def _commit(self, records: Sequence[Any]) -> None:
-        if records:
-            await self._quorum.append(records)
+    async def _commit(self, records: Sequence[Any]) -> int:
+        """Commit ``records``; the offset of the last one (of the last committed record when
+        there are none)."""
+        return int(await self._quorum.append(records)) if records else self._image().offset
 
     # -- for sibling controllers (mirrors.py) that share this lock, image and quorum ----------
 
@@ -139,8 +140,8 @@ class Controller:
     def current_image(self) -> MetadataImage:
         return self._image()
 
-    async def commit(self, records: Sequence[Any]) -> None:
-        await self._commit(records)
+    async def commit(self, records: Sequence[Any]) -> int:
+        return await self._commit(records)
 
     def seal(self, resource_type: int, name: str, key: str, value: str) -> str:
         """The value a ConfigRecord stores for ``key=value`` (encoded when it is a secret)."""
@@ -194,7 +195,11 @@ class Controller:
     # -- topics --------------------------------------------------------------------------
 
     def _live_brokers(self, img: MetadataImage) -> list[int]:
-        live = [b.broker_id for b in img.brokers.values() if not b.fenced]
+        live = [
+            b.broker_id
+            for b in img.brokers.values()
+            if not b.fenced and not b.in_controlled_shutdown
+        ]
         return live or [self._node_id]
 
     def _check_topic(self, img: MetadataImage, spec: TopicSpec) -> tuple[TopicResult, list[Any]]:
@@ -551,14 +556,16 @@ class Controller:
 
     # -- producer ids --------------------------------------------------------------------
 
-    async def allocate_producer_ids(self, broker_epoch: int) -> tuple[int, int]:
-        """A block (first id, size) of producer ids for this node."""
+    async def allocate_producer_ids(
+        self, broker_epoch: int, broker_id: int | None = None
+    ) -> tuple[int, int]:
+        """A block (first id, size) of producer ids for a broker (this node by default)."""
         async with self._lock:
             start = self._image().next_producer_id
             await self._commit(
                 [
                     ProducerIdsRecord(
-                        broker_id=self._node_id,
+                        broker_id=self._node_id if broker_id is None else broker_id,
                         broker_epoch=broker_epoch,
                         next_producer_id=start + PRODUCER_ID_BLOCK,
                     )

@@ -67,6 +67,11 @@ class BrokerImage:
     endpoints: tuple[EndpointImage, ...]
     rack: str | None
     fenced: bool
+    incarnation_id: uuid.UUID | None = None
+    # moving its leadership away before it stops (BrokerRegistrationChangeRecord); cannot lead
+    in_controlled_shutdown: bool = False
+    # offset of its RegisterBrokerRecord: the broker is unfenced once it has caught up to it
+    registered_offset: int = -1
 
     def endpoint(self, listener: str) -> EndpointImage | None:
         for e in self.endpoints:
@@ -146,6 +151,7 @@ class ImageBuilder:
         self.features = dict(base.features)
         self.next_producer_id = base.next_producer_id
         self.offset = base.offset
+        self._record_offset = base.offset  # of the record being applied
         self.delta = Delta()
         self._acls: dict[uuid.UUID, Acl] | None = None  # copied on the first ACL record
         self._scram: dict[tuple[str, int], ScramCredential] | None = None  # likewise
@@ -154,6 +160,7 @@ class ImageBuilder:
     def apply(self, record: Any, offset: int) -> None:
         handler = getattr(self, "_on_" + type(record).__name__, None)
         if handler is not None:
+            self._record_offset = offset
             handler(record)
         self.offset = offset
 
@@ -239,8 +246,23 @@ class ImageBuilder:
             ),
             r.rack,
             bool(r.fenced),
+            r.incarnation_id,
+            bool(getattr(r, "in_controlled_shutdown", False)),  # v1+
+            self._record_offset,
         )
         self.delta.brokers_changed = True
+
+    def _on_BrokerRegistrationChangeRecord(self, r: Any) -> None:
+        b = self.brokers.get(r.broker_id)
+        if b is None or b.epoch != r.broker_epoch:
+            return  # about a registration that is gone: Kafka refuses to replay it
+        fenced = {1: True, -1: False}.get(int(r.fenced), b.fenced)  # 0: unchanged
+        in_shutdown = b.in_controlled_shutdown or getattr(r, "in_controlled_shutdown", 0) == 1
+        if (fenced, in_shutdown) != (b.fenced, b.in_controlled_shutdown):
+            self.brokers[r.broker_id] = replace(
+                b, fenced=fenced, in_controlled_shutdown=in_shutdown
+            )
+            self.delta.brokers_changed = True
 
     def _on_UnfenceBrokerRecord(self, r: Any) -> None:
         b = self.brokers.get(r.id)

@@ -19,7 +19,7 @@ import struct
 import time
 import weakref
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias, cast
@@ -476,10 +476,14 @@ class KafkaServer:
         self.bytes_out = 0
         self.idle_closed = 0
 
-    async def start(self) -> None:
+    async def start(self, only: Collection[str] | None = None) -> None:
+        """Listen on every listener, or on those named in ``only`` (a node opens its controller
+        listener before it has metadata to serve clients with); a later call opens the rest."""
         loop = asyncio.get_running_loop()
         try:
             for listener in self.listeners:
+                if listener.name in self._bound or (only is not None and listener.name not in only):
+                    continue
                 server = await loop.create_server(
                     self._protocol_factory(listener),
                     listener.host,
@@ -493,7 +497,8 @@ class KafkaServer:
         except BaseException:
             await self.close(timeout=0)
             raise
-        self._sweeper = loop.create_task(self._sweep_idle())
+        if self._sweeper is None:
+            self._sweeper = loop.create_task(self._sweep_idle())
 
     def _protocol_factory(self, listener: Listener) -> Callable[[], _Connection]:
         return lambda: _Connection(self, listener)

@@ -443,8 +443,9 @@ class FakeController:
             return [TopicResult(s.name, ErrorCode.invalid_replication_factor) for s in specs]
         img = self.holder["img"]
         topics = dict(img.topics)
-        for s in specs:
-            topics[s.name] = TopicImage(s.name, uuid.uuid4(), MappingProxyType({}))
+        for s in specs:  # every partition led by broker 1, the node FindCoordinator names
+            parts = {p: PartitionImage(p, (1,), (1,), 1, 0, 0) for p in range(s.num_partitions)}
+            topics[s.name] = TopicImage(s.name, uuid.uuid4(), MappingProxyType(parts))
         self.holder["img"] = MetadataImage(topics=MappingProxyType(topics), brokers=img.brokers)
         return [TopicResult(s.name) for s in specs]
 

@@ -53,6 +53,7 @@ class Node:
         }
         self.settings.update({k.replace("__", "."): v for k, v in overrides.items()})
         self._formatted = False
+        self._seen = 0  # output size when the process was launched
         # every node its own cluster: a mirror refuses a source with its own cluster id
         self.cluster_id = random_uuid()
 
@@ -66,7 +67,7 @@ class Node:
 
     def format(self) -> None:
         self.write_config()
-        subprocess.run(
+        done = subprocess.run(
             [
                 str(ROOT / "bin" / "kafka-storage.sh"),
                 "format",
@@ -75,17 +76,26 @@ class Node:
                 "-c",
                 str(self.config_path),
             ],
-            check=True,
             capture_output=True,
             timeout=60,
         )
+        if done.returncode != 0:
+            raise RuntimeError(
+                f"kafka-storage.sh format exited {done.returncode}:\n"
+                f"{done.stdout.decode(errors='replace')}{done.stderr.decode(errors='replace')}"
+            )
         self._formatted = True
 
     def start(self, timeout: float = 30.0) -> "Node":
+        self.launch()
+        return self.wait_started(timeout)
+
+    def launch(self) -> None:
+        """Start the process without waiting (nodes of one cluster wait for each other)."""
         if not self._formatted:
             self.format()
         out = self.output.open("ab")
-        seen = self.output.stat().st_size  # earlier runs' lines are in the same file
+        self._seen = self.output.stat().st_size  # earlier runs' lines are in the same file
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "broker", str(self.config_path)],
             cwd=ROOT,
@@ -93,6 +103,10 @@ class Node:
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
+
+    def wait_started(self, timeout: float = 30.0) -> "Node":
+        assert self.proc is not None, "launch() first"
+        seen = self._seen
         # Started means this process says so: a port that merely accepts connections may
         # belong to someone who took it after free_port() let it go.
         started = f"kmirror node {self.node_id} started".encode()

@@ -1,0 +1,150 @@
+"""A broker's channel to the active controller (Kafka's NodeToControllerChannelManager).
+
+Forwarded admin requests (Envelope) and the broker's own BrokerRegistration / BrokerHeartbeat go
+to whichever node leads the metadata quorum, on its controller listener. Leadership moves, so a
+request is retried, as Kafka's NodeToControllerRequestThread does, when
+
+- no leader is known yet (an election is running): look again after a short backoff;
+- the connection to the leader fails or drops before the answer: ask the quorum again;
+- the answer's top-level error code is NOT_CONTROLLER (the node lost the leadership since):
+  ask the quorum again;
+
+until the channel's timeout from the first attempt, then `TimeoutError`. Any other answer,
+errors included, is the caller's. A request the controller cannot serve at any common version
+is not retried (`broker.network.errors.UnsupportedVersionError`).
+
+Retrying a request that may have reached the old controller is what Kafka does too: the
+controllers' own checks (topic exists, broker epoch) make the repeat harmless or an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from kio.schema.errors import ErrorCode
+
+from protocol.build import build
+from protocol.registry import REGISTRY, Registry
+
+from ..network.client import ReconnectingClient
+from ..network.errors import NetworkError, UnsupportedVersionError
+from .driver import ClientFactory
+
+log = logging.getLogger(__name__)
+
+# (node id, host, port) of the active controller's controller listener, or None: none known.
+LeaderEndpoint = Callable[[], tuple[int, str, int] | None]
+
+NOT_CONTROLLER: Final = int(ErrorCode.not_controller)
+DEFAULT_RETRY_BACKOFF_MS: Final = 100  # Kafka's wait when no controller is known
+
+
+class ControllerChannel:
+    def __init__(
+        self,
+        leader: LeaderEndpoint,
+        client_factory: ClientFactory,
+        timeout_ms: int,
+        *,
+        retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS,
+        registry: Registry = REGISTRY,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._leader = leader
+        self._client_factory = client_factory
+        self.timeout_ms = timeout_ms
+        self._retry_backoff_ms = retry_backoff_ms
+        self._registry = registry
+        self._monotonic = monotonic
+        # node id -> (host, port, client); a node's client is replaced if its endpoint changes
+        self._clients: dict[int, tuple[str, int, ReconnectingClient]] = {}
+        self._closed = False
+
+    async def request(self, api_key: int, body: Any, version: int | None = None) -> Any:
+        """Send to the active controller and return its decoded response body.
+
+        ``body`` is a kio request body (sent at its own version unless ``version`` says
+        otherwise) or a mapping of field values, built at ``version`` or else at the highest
+        version both sides support. Raises `TimeoutError` when no controller answered (other
+        than NOT_CONTROLLER) within the channel's timeout.
+        """
+        name = self._api_name(api_key)
+        deadline = self._monotonic() + self.timeout_ms / 1000
+        last = "no active controller known"
+        while True:
+            if self._closed:
+                raise RuntimeError("the controller channel is closed")
+            remaining = deadline - self._monotonic()
+            if remaining <= 0:
+                raise TimeoutError(
+                    f"{name}: no answer from the active controller within "
+                    f"{self.timeout_ms} ms (last: {last})"
+                )
+            endpoint = self._leader()
+            if endpoint is None:
+                last = "no active controller known"
+            else:
+                node, host, port = endpoint
+                client = self._client(node, host, port)
+                try:
+                    response = await asyncio.wait_for(
+                        self._send(client, api_key, body, version), remaining
+                    )
+                except UnsupportedVersionError:
+                    raise
+                except (NetworkError, TimeoutError) as e:
+                    last = f"controller {node} at {host}:{port}: {e or type(e).__name__}"
+                    log.debug("%s to the controller: %s; retrying", name, last)
+                else:
+                    if _top_level_error(response) != NOT_CONTROLLER:
+                        return response
+                    last = f"node {node} answered NOT_CONTROLLER"
+                    log.debug("%s: %s; looking for the new controller", name, last)
+            pause = min(self._retry_backoff_ms / 1000, deadline - self._monotonic())
+            if pause > 0:
+                await asyncio.sleep(pause)
+
+    async def _send(
+        self, client: ReconnectingClient, api_key: int, body: Any, version: int | None
+    ) -> Any:
+        if isinstance(body, Mapping):
+            if version is None:
+                version = await client.version_for(api_key)
+            body = build(self._registry.spec(api_key).request_type(version), body)
+        return await client.send(body, version)
+
+    def _client(self, node: int, host: str, port: int) -> ReconnectingClient:
+        known = self._clients.get(node)
+        if known is not None:
+            if known[0] == host and known[1] == port:
+                return known[2]
+            known[2].close()
+        client = self._client_factory(node, host, port)
+        self._clients[node] = (host, port, client)
+        return client
+
+    def _api_name(self, api_key: int) -> str:
+        try:
+            return f"{self._registry.spec(api_key).name} (api key {api_key})"
+        except KeyError:
+            return f"api key {api_key}"
+
+    async def close(self) -> None:
+        self._closed = True
+        clients = [c for _, _, c in self._clients.values()]
+        self._clients.clear()
+        for client in clients:
+            client.close()
+        for client in clients:
+            with contextlib.suppress(Exception):
+                await client.wait_closed()
+
+
+def _top_level_error(response: Any) -> int:
+    code = getattr(response, "error_code", 0)
+    return int(getattr(code, "value", code))

@@ -1,0 +1,204 @@
+"""The node's seat in the KRaft metadata quorum: a voter or an observer of ``controller.quorum.voters``.
+
+One ``RaftCore`` over the node's ``MetadataLog`` (``__cluster_metadata-0``), driven by a
+``QuorumDriver`` that reaches the other voters on their controller listeners. Records reach the
+node only once committed: the driver's commit callback (Kafka's ``RaftClient.Listener.
+handle_commit``) reads the log from where the node last applied up to the new high watermark,
+decodes the metadata records and hands them to ``apply`` in offset order. An ``append`` (the
+active controller's) returns once its records are committed *and applied*, so the controller's
+next request is checked against an image that holds them.
+
+A single voter is the same code: it elects itself at start and commits what it flushes.
+Logs written by the earlier one-voter quorum (every batch at epoch 1, no ``quorum-state``) are
+read as they are: the first start elects an epoch above them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from protocol.errors import DecodeError
+from protocol.metadata_records import decode_metadata_record, encode_metadata_record
+
+from ..log.partition_log import PartitionLog
+from ..raft.core import RaftConfig, RaftCore
+from ..raft.messages import SnapshotId
+from ..raft.quorum_state import FileQuorumStateStore
+from .driver import ClientFactory, NotLeaderError, QuorumDriver
+from .metadata_log import MetadataLog
+
+log = logging.getLogger(__name__)
+
+QUORUM_STATE_FILE = "quorum-state"
+_READ_ENTRIES = 4096
+
+# Committed (offset, record) pairs, oldest first.
+ApplyRecords = Callable[[list[tuple[int, Any]]], None]
+OnLeaderChange = Callable[[int, int], None]
+
+
+class MetadataQuorum:
+    def __init__(
+        self,
+        node_id: int,
+        voters: Mapping[int, tuple[str, int]],
+        plog: PartitionLog,
+        cluster_id: str,
+        now_ms: Callable[[], int],
+        client_factory: ClientFactory,
+        apply: ApplyRecords,
+        on_leader_change: OnLeaderChange | None = None,
+        config: RaftConfig | None = None,
+    ) -> None:
+        self.node_id = node_id
+        self.voters = dict(voters)
+        self._log = MetadataLog(plog, now_ms)
+        core = RaftCore(
+            node_id,
+            frozenset(voters),
+            self._log,
+            FileQuorumStateStore(Path(plog.dir) / QUORUM_STATE_FILE, cluster_id),
+            random.Random(),
+            config or RaftConfig(cluster_id=cluster_id),
+        )
+        self.driver = QuorumDriver(core, voters, self, now_ms, client_factory)
+        self._apply = apply
+        self._on_leader_change = on_leader_change
+        self._next = self._log.start_offset  # the next offset to apply
+        self._hw = 0
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._first_commit: asyncio.Future[None] | None = None
+        self._started = False
+
+    # --- what the node asks -------------------------------------------------------------------
+
+    @property
+    def is_voter(self) -> bool:
+        return self.node_id in self.voters
+
+    @property
+    def is_leader(self) -> bool:
+        return self.driver.core.is_leader
+
+    @property
+    def leader_id(self) -> int:
+        return self.driver.core.leader_id
+
+    @property
+    def epoch(self) -> int:
+        return self.driver.core.epoch
+
+    @property
+    def high_watermark(self) -> int:
+        return self._hw
+
+    @property
+    def applied_offset(self) -> int:
+        """The offset of the last record applied (-1: none)."""
+        return self._next - 1
+
+    @property
+    def end_offset(self) -> int:
+        return self._log.end_offset
+
+    def leader_endpoint(self) -> tuple[int, str, int] | None:
+        """(id, host, port) of the current leader's controller listener, if one is known."""
+        leader = self.leader_id
+        if leader < 0 or leader not in self.voters:
+            return None
+        host, port = self.voters[leader]
+        return leader, host, port
+
+    def start(self) -> None:
+        if not self._started:
+            self._started = True
+            self._first_commit = asyncio.get_running_loop().create_future()
+            self.driver.start()
+
+    async def wait_caught_up(self) -> None:
+        """Until the first high watermark is known and everything under it applied."""
+        self.start()
+        assert self._first_commit is not None
+        await asyncio.shield(self._first_commit)
+
+    async def append(self, records: Sequence[Any]) -> int:
+        """Append as the leader; the offset of the last record, once committed and applied.
+        ``NotLeaderError`` when this node does not lead the quorum."""
+        if not records:
+            return self.applied_offset
+        self.start()
+        last = await self.driver.append([encode_metadata_record(r) for r in records])
+        await self.wait_applied(last)
+        return last
+
+    async def wait_applied(self, offset: int) -> None:
+        if self._next > offset:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append((offset, fut))
+        await fut
+
+    async def close(self) -> None:
+        await self.driver.close()
+        for _, fut in self._waiters:
+            if not fut.done():
+                fut.set_exception(NotLeaderError(self.leader_id, self.epoch))
+        self._waiters.clear()
+
+    # --- QuorumListener -----------------------------------------------------------------------
+
+    def handle_commit(self, high_watermark: int) -> None:
+        self._hw = max(self._hw, high_watermark)
+        batch: list[tuple[int, Any]] = []
+        while self._next < self._hw:
+            entries = self._log.read(self._next, _READ_ENTRIES)
+            if not entries:
+                break
+            for e in entries:
+                if e.offset >= self._hw:
+                    break
+                if not e.control and e.payload:
+                    try:
+                        batch.append((e.offset, decode_metadata_record(e.payload)))
+                    except DecodeError as err:  # a record this version cannot read: say which
+                        log.error("metadata record at offset %d skipped: %s", e.offset, err)
+                self._next = e.offset + 1
+            else:
+                continue
+            break
+        if batch:
+            self._apply(batch)
+        self._release()
+
+    def _release(self) -> None:
+        if self._first_commit is not None and not self._first_commit.done():
+            self._first_commit.set_result(None)
+        if self._waiters:
+            still = []
+            for offset, fut in self._waiters:
+                if offset < self._next:
+                    if not fut.done():
+                        fut.set_result(None)
+                else:
+                    still.append((offset, fut))
+            self._waiters = still
+
+    def handle_leader_change(self, leader_id: int, epoch: int) -> None:
+        log.info("metadata quorum: leader %d at epoch %d", leader_id, epoch)
+        if self._on_leader_change is not None:
+            self._on_leader_change(leader_id, epoch)
+
+    def handle_load_snapshot(self, snapshot_id: SnapshotId) -> None:
+        # Metadata snapshots are not written yet (snapshot_state answers None), so a snapshot
+        # can only come from another implementation: say so rather than apply half a state.
+        log.error(
+            "metadata snapshot %s received but this version cannot load snapshots", snapshot_id
+        )
+
+    def snapshot_state(self, up_to: int) -> tuple[int, bytes] | None:
+        return None  # metadata snapshots of the image: not written yet

@@ -1,0 +1,86 @@
+"""Several real node processes forming one cluster, from the shipped ``config/node-N.properties``.
+
+The shipped files are used as they are, except what a test machine must change: every port is
+replaced by a free one (the same port in every file that names it, so ``controller.quorum.voters``
+still points at each node's controller listener), ``log.dirs`` goes under the test's directory,
+and every node is formatted with one cluster id.
+"""
+
+import re
+import time
+from pathlib import Path
+
+from broker.config.meta_properties import random_uuid
+
+from .node import ROOT, Node, free_port
+
+_PORT = re.compile(r":(\d{4,5})\b")
+
+
+def _read_properties(path: Path) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            key, value = line.split("=", 1)
+            out[key.strip()] = value.strip()
+    return out
+
+
+class Cluster:
+    def __init__(self, workdir: Path, size: int = 3, **overrides: str) -> None:
+        self.cluster_id = random_uuid()
+        shipped = [
+            _read_properties(ROOT / "config" / f"node-{i}.properties") for i in range(1, size + 1)
+        ]
+        ports: dict[str, str] = {}
+
+        def free(m: re.Match[str]) -> str:
+            if m.group(1) not in ports:
+                ports[m.group(1)] = str(free_port())
+            return ":" + ports[m.group(1)]
+
+        self.nodes: list[Node] = []
+        for props in shipped:
+            node_id = int(props["node.id"])
+            node = Node(workdir / f"node{node_id}", node_id)
+            settings = {
+                k: _PORT.sub(free, v).replace("localhost", "127.0.0.1") for k, v in props.items()
+            }
+            settings["log.dirs"] = str(node.log_dir)
+            metrics = settings.get("metrics.port")
+            if metrics and metrics != "0":
+                settings["metrics.port"] = ports.setdefault(metrics, str(free_port()))
+                settings["metrics.host"] = "127.0.0.1"
+            settings.update({k.replace("__", "."): v for k, v in overrides.items()})
+            node.settings = settings
+            node.cluster_id = self.cluster_id
+            node.port = int(settings["advertised.listeners"].rsplit(":", 1)[1])
+            node.metrics_port = int(settings.get("metrics.port", "0"))
+            self.nodes.append(node)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(n.bootstrap for n in self.nodes)
+
+    def node(self, node_id: int) -> Node:
+        return next(n for n in self.nodes if n.node_id == node_id)
+
+    def start(self, timeout: float = 60.0) -> "Cluster":
+        for n in self.nodes:
+            n.launch()
+        deadline = time.monotonic() + timeout
+        for n in self.nodes:
+            n.wait_started(max(1.0, deadline - time.monotonic()))
+        return self
+
+    def stop(self) -> None:
+        for n in self.nodes:
+            try:
+                n.stop()
+            except Exception:
+                n.kill()
+
+    def kill(self) -> None:
+        for n in self.nodes:
+            n.kill()
