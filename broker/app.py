@@ -7,10 +7,12 @@ the next start skips CRC recovery.
 """
 
 import asyncio
+import contextlib
 import logging
 import signal
 import sys
 import time
+import uuid
 from collections.abc import Awaitable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -22,6 +24,8 @@ from . import topic_configs
 from .api.acls import AclsApi
 from .api.api_versions import FEATURES
 from .api.api_versions import make_handler as api_versions_handler
+from .api.authz import allowed_on_cluster
+from .api.broker_lifecycle import BrokerLifecycleApi
 from .api.cluster import OFFSETS_TOPIC, ClusterApi
 from .api.config_resources import ConfigResourcesApi
 from .api.configs import ConfigsApi
@@ -52,6 +56,7 @@ from .config.meta_properties import MetaPropertiesError, read_meta_properties
 from .config.server_config import ConfigError, ServerConfig, load_server_config
 from .config.throttled_replicas import ThrottledReplicasError, parse_throttled_replicas
 from .controller.acls import AclController
+from .controller.cluster_control import ClusterControl
 from .controller.config_secrets import ConfigSecrets
 from .controller.controller import Controller, Validators
 from .controller.mirrors import MirrorController
@@ -92,11 +97,15 @@ from .mirror.metrics_snapshot import build_snapshot
 from .mirror.source import SourceClient
 from .network.client import ReconnectingClient
 from .network.server import KafkaServer, Listener
+from .quorum.broker_lifecycle import BrokerLifecycleManager, BrokerState
 from .quorum.controller_channel import ControllerChannel
+from .quorum.driver import NotLeaderError
 from .quorum.node_quorum import MetadataQuorum
+from .quorum.quorum_metrics import quorum_snapshot
 from .raft.outputs import RaftConfig
 from .replication.replica_manager import ReplicaManager
 from .security import password_encoder
+from .security.acls import AclOperation
 from .security.authorizer import build_authorizer
 from .security.errors import SecurityConfigError
 from .security.listeners import ListenerSecurity, build_listener_security
@@ -117,6 +126,13 @@ THROTTLED_REPLICAS_KEY = "mirror.replication.throttled.replicas"
 
 QUORUM_REQUEST_TIMEOUT_MS = 2000  # controller.quorum.request.timeout.ms (Kafka's default)
 CONTROLLER_CHANNEL_TIMEOUT_MS = 60_000  # Kafka's forwarding channel retries as long
+SESSION_CHECK_INTERVAL_S = 1.0
+CONTROLLED_SHUTDOWN_TIMEOUT_S = 5.0
+
+
+def _monotonic_ms() -> int:
+    """Broker sessions are measured on a monotonic clock, not wall time."""
+    return time.monotonic_ns() // 1_000_000
 
 
 class StartupError(Exception):
@@ -188,7 +204,7 @@ class Node:
         self._loaded = False  # the first committed records load the image (load_metadata)
         self.quorum = MetadataQuorum(
             config.node_id,
-            {v.node_id: (v.host, v.port) for v in config.controller_quorum_voters},
+            quorum_voters(config),
             metadata_log,
             cluster_id,
             now_ms=self.clock.now_ms,
@@ -208,6 +224,14 @@ class Node:
             timeout_ms=CONTROLLER_CHANNEL_TIMEOUT_MS,
         )
         self.broker_epoch = -1
+        self.lifecycle: BrokerLifecycleManager | None = None
+        self._duties: asyncio.Future[None] | None = None
+        # Kafka gives the lifecycle RPCs their own channel, bounded by half a session (KAFKA-14392)
+        self.lifecycle_channel = ControllerChannel(
+            self.quorum.leader_endpoint,
+            self._controller_client,
+            timeout_ms=config.broker_session_timeout_ms // 2,
+        )
         self.replicas = ReplicaManager(config.node_id, self.logs, self._log_config_for, self.clock)
         self.controller = Controller(
             PublishingQuorum(self),
@@ -246,7 +270,10 @@ class Node:
             config.mirror_topic_num_partitions, LoopScheduler()
         )
         self._loaded_mirror_partitions: set[int] = set()
-        self.producer_ids = ProducerIdManager(lambda: self.controller.allocate_producer_ids(0))
+        # from the active controller wherever it is (services.controller routes the request)
+        self.producer_ids = ProducerIdManager(
+            lambda: self.services.controller.allocate_producer_ids(0)
+        )
         self.txn_markers = LocalMarkerWriter(
             self.replicas,
             self.clock.now_ms,
@@ -275,6 +302,12 @@ class Node:
         self._group_tasks: set[asyncio.Task[None]] = set()
         self.server: KafkaServer | None = None
         self.acl_controller = AclController(self.controller)
+        self.cluster_control = ClusterControl(
+            self.controller,
+            cluster_id,
+            config.broker_session_timeout_ms,
+            next_offset=lambda: self.quorum.end_offset,
+        )
         self.authorizer = build_authorizer(
             config.authorizer_class_name,
             config.super_users or "",
@@ -303,6 +336,11 @@ class Node:
             ),
             describe_broker_configs=self._describe_broker_configs,
             authorizer=self.authorizer,
+            controller_endpoints=lambda: [
+                (v.node_id, v.host, v.port) for v in config.controller_quorum_voters
+            ],
+            active_controller=lambda: self.quorum.leader_id,
+            controller_listeners=frozenset(config.controller_listener_names),
             verify_txn=(
                 self.txn_coordinator.verify_partitions
                 if config.transaction_partition_verification_enable
@@ -406,7 +444,28 @@ class Node:
             self.publish(records)
 
     def _on_quorum_leader(self, leader_id: int, epoch: int) -> None:
-        pass  # the controller's sessions start over on a new leader (broker lifecycle)
+        if leader_id == self.config.node_id:
+            # every broker gets a fresh session from a new controller, not a mass fencing
+            self.cluster_control.became_active(_monotonic_ms())
+            self._spawn(self._on_became_active())
+
+    async def _on_became_active(self) -> None:
+        levels = {n: lvl for n, (_lo, _hi, lvl) in FEATURES.items() if n == "metadata.version"}
+        with contextlib.suppress(NotLeaderError):  # lost it meanwhile: the next leader does it
+            await self.controller.finalize_features(levels)
+
+    async def controller_duties(self) -> None:
+        """The active controller fences brokers whose sessions expired."""
+        while True:
+            await asyncio.sleep(SESSION_CHECK_INTERVAL_S)
+            if not self.quorum.is_leader:
+                continue
+            try:
+                await self.cluster_control.expire_sessions(_monotonic_ms())
+            except NotLeaderError:
+                pass
+            except Exception:
+                log.exception("controller: expiring broker sessions failed")
 
     def publish(self, records: list[tuple[int, Any]]) -> None:
         self.image, delta = apply_records(self.image, records, self.config_secrets.open)
@@ -610,8 +669,21 @@ class Node:
         meta = MetadataApi(s)
         produce = ProduceApi(s, m.on_bytes_in)
         fetch = FetchApi(s, m.on_bytes_out)
-        quorum = QuorumApi(lambda: self.quorum.driver, self.clock.now_ms)
+        cfg = self.config
+        quorum = QuorumApi(
+            lambda: self.quorum.driver,
+            self.clock.now_ms,
+            lambda: {
+                v.node_id: [(cfg.controller_listener_names[0], v.host, v.port)]
+                for v in cfg.controller_quorum_voters
+            },
+            lambda: self.authorizer,
+        )
         fetch.metadata_fetch = quorum.fetch
+        fetch.quorum_peer = lambda ctx: (
+            ctx.listener in cfg.controller_listener_names
+            and allowed_on_cluster(self.authorizer, ctx, AclOperation.CLUSTER_ACTION)
+        )
         offsets = OffsetsApi(s)
         topics = TopicsApi(s)
         configs = ConfigsApi(s)
@@ -637,8 +709,12 @@ class Node:
         self.sasl_api = sasl = SaslApi(self.listener_security, self._scram_credential)
         scram = ScramCredentialsApi(s, ScramController(self.controller))
         holder: dict[str, Dispatcher] = {}
-        from protocol.encoders.metadata import encode_metadata_response
-
+        self.lifecycle_api = BrokerLifecycleApi(
+            lambda: self.cluster_control if self.quorum.is_leader else None,
+            lambda ctx: ctx.listener in cfg.controller_listener_names,
+            _monotonic_ms,
+            authorizer=lambda: self.authorizer,
+        )
         apis = [
             Api(
                 18,
@@ -647,65 +723,29 @@ class Node:
                 ),
                 max_version=4,
             ),
-            Api(3, meta.handle, max_version=13, encoder=encode_metadata_response),
-            Api(0, raw=produce.handle_raw, min_version=3, max_version=13, advertised_min_version=0),
-            Api(1, raw=fetch.handle_raw, min_version=4, max_version=17),
-            Api(2, offsets.list_offsets, min_version=1, max_version=10),
-            Api(23, offsets.offset_for_leader_epoch, max_version=4),
-            Api(10, cluster.find_coordinator, max_version=6),
-            Api(60, cluster.describe_cluster, max_version=2),
-            Api(22, txn.init_producer_id, max_version=5),
-            Api(24, txn.add_partitions_to_txn, max_version=5),
-            Api(25, txn.add_offsets_to_txn, max_version=4),
-            Api(26, txn.end_txn, max_version=4),
-            Api(27, txn.write_txn_markers, min_version=1, max_version=2),
-            Api(28, txn.txn_offset_commit, max_version=4),
-            Api(65, txn.describe_transactions, max_version=0),
-            Api(66, txn.list_transactions, max_version=2),
-            Api(61, producers.describe_producers, max_version=0),
-            Api(19, topics.create_topics, min_version=2, max_version=8),
-            Api(20, topics.delete_topics, min_version=1, max_version=6),
-            Api(37, topics.create_partitions, max_version=3),
-            Api(32, configs.describe_configs, min_version=1, max_version=5),
-            Api(33, configs.alter_configs, max_version=2),
-            Api(44, configs.incremental_alter_configs, max_version=2),
-            Api(21, admin.delete_records, max_version=2),
-            Api(35, log_dirs.describe_log_dirs, min_version=1, max_version=4),
-            Api(34, log_dirs.alter_replica_log_dirs, min_version=1, max_version=2),
-            Api(75, TopicPartitionsApi(s).describe_topic_partitions, max_version=0),
-            Api(74, ConfigResourcesApi(s).list_config_resources, max_version=1),
-            Api(11, groups.handle_join_group, max_version=9),
-            Api(14, groups.handle_sync_group, max_version=5),
-            Api(12, groups.handle_heartbeat, max_version=4),
-            Api(13, groups.handle_leave_group, max_version=5),
-            Api(8, groups.handle_offset_commit, min_version=2, max_version=9),
-            Api(9, groups.handle_offset_fetch, min_version=1, max_version=9),
-            Api(15, groups.handle_describe_groups, max_version=6),
-            Api(16, groups.handle_list_groups, max_version=5),
-            Api(42, groups.handle_delete_groups, max_version=2),
-            Api(47, groups.handle_offset_delete, max_version=0),
-            Api(100, mirror_states.read_mirror_states, max_version=0),
-            Api(101, mirror_states.write_mirror_states, max_version=0),
-            Api(94, mirrors.create_mirror, max_version=0),
-            Api(95, mirrors.add_topics, max_version=0),
-            Api(96, mirrors.remove_topics, max_version=0),
-            Api(98, mirrors.list_mirrors, max_version=0),
-            Api(99, mirrors.describe_mirrors, max_version=0),
-            Api(102, mirrors.pause_topics, max_version=0),
-            Api(103, mirrors.resume_topics, max_version=0),
-            Api(104, mirrors.delete_mirror, max_version=0),
-            Api(105, mirrors.bump_leader_epochs, max_version=0),
-            Api(29, acls.describe_acls, min_version=1, max_version=3),
-            Api(30, acls.create_acls, min_version=1, max_version=3),
-            Api(31, acls.delete_acls, min_version=1, max_version=3),
-            Api(17, sasl.handshake, min_version=1, max_version=1),  # v0 (unframed): removed in 4.0
-            Api(36, sasl.authenticate, max_version=2),
-            Api(50, scram.describe, max_version=0),
-            Api(51, scram.alter, max_version=0),
+            *meta.apis(),
+            *produce.apis(),
+            *fetch.apis(),
+            *offsets.apis(),
+            *cluster.apis(),
+            *txn.apis(),
+            *producers.apis(),
+            *topics.apis(),
+            *configs.apis(),
+            *admin.apis(),
+            *log_dirs.apis(),
+            *TopicPartitionsApi(s).apis(),
+            *ConfigResourcesApi(s).apis(),
+            *groups.apis(),
+            *mirror_states.apis(),
+            *mirrors.apis(),
+            *acls.apis(),
+            *sasl.apis(),
+            *scram.apis(),
             *quorum.apis(),
+            *self.lifecycle_api.apis(),
             *ProducerIdBlocksApi(s, self._allocate_producer_ids).apis(),
         ]
-        cfg = self.config
         is_active = lambda: self.quorum.is_leader  # noqa: E731 - False on a broker-only node
         if cfg.is_controller:
             apis += EnvelopeApi(
@@ -726,6 +766,13 @@ class Node:
         d = Dispatcher(apis, on_request=m.on_request, forwarding=forwarding)
         holder["d"] = d
         return d
+
+    async def _to_controller(self, api_key: int, body: Any) -> Any:
+        """The broker lifecycle's requests: in process when this node is the active controller
+        (its own controller needs no listener or ACL to register it), else over the channel."""
+        if self.quorum.is_leader:
+            return await self.lifecycle_api.local(api_key, body)
+        return await self.lifecycle_channel.request(api_key, body)
 
     def _allocate_producer_ids(
         self, broker_id: int, broker_epoch: int
@@ -814,6 +861,7 @@ class Node:
         # the image comes from what the quorum has committed before clients are let in.
         await self.server.start(only=cfg.controller_listener_names)
         self.quorum.start()
+        self._duties = asyncio.ensure_future(self.controller_duties())
         await self.quorum.wait_caught_up()
         if not self._loaded:
             self.load_metadata([])
@@ -832,10 +880,26 @@ class Node:
                     SECURITY_PROTOCOL_IDS.get(adv.security_protocol, 0),
                 )
             )
-        levels = {
-            name: lvl for name, (_lo, _hi, lvl) in FEATURES.items() if name in ("metadata.version",)
-        }
-        await self.controller.register_broker(endpoints, None, levels)
+        if "broker" in cfg.process_roles:  # a controller-only node hosts no partitions
+            # Registered through the active controller like any broker (in process when this
+            # node is that controller), serving once unfenced: caught up with the metadata log.
+            self.lifecycle = BrokerLifecycleManager(
+                cfg.node_id,
+                self.cluster_id,
+                uuid.uuid4(),
+                endpoints,
+                cfg.broker_rack,
+                {name: (lo, hi) for name, (lo, hi, _lvl) in FEATURES.items()},
+                self._to_controller,
+                lambda: self.quorum.applied_offset,
+                interval_ms=cfg.broker_heartbeat_interval_ms,
+                session_timeout_ms=cfg.broker_session_timeout_ms,
+            )
+            self.lifecycle.start()
+            await self.lifecycle.wait_unfenced()
+            if self.lifecycle.state is not BrokerState.RUNNING:
+                raise StartupError(f"the broker was not unfenced: {self.lifecycle.last_error}")
+            self.broker_epoch = self.lifecycle.broker_epoch
         self.metadata_sync.on_metadata(self.image)
         if cfg.metrics_port:
             self.metrics.watch_state(
@@ -861,6 +925,17 @@ class Node:
                         self.image, self.mirrors, self.fetchers, self.metadata_sync
                     ),
                     "mirror metrics",
+                )
+            )
+            self.metrics.watch_quorum(
+                read_on_loop(
+                    asyncio.get_running_loop(),
+                    lambda: quorum_snapshot(
+                        self.quorum.driver.core,
+                        self.clock.now_ms(),
+                        lambda: sum(1 for b in self.image.brokers.values() if b.fenced),
+                    ),
+                    "quorum metrics",
                 )
             )
             self.metrics.watch_cleaner(
@@ -898,6 +973,20 @@ class Node:
             self.mirrors.reconcile_all()
 
     async def stop(self) -> None:
+        if self._duties is not None:
+            self._duties.cancel()
+        if self.lifecycle is not None:
+            # Kafka's controlled shutdown: the controller moves this node's partition leadership
+            # away while it still serves, then approves the exit
+            running = self.lifecycle.state is BrokerState.RUNNING
+            if running and not await self.lifecycle.controlled_shutdown(
+                CONTROLLED_SHUTDOWN_TIMEOUT_S
+            ):
+                log.warning(
+                    "controlled shutdown not approved within %.0fs: stopping anyway",
+                    CONTROLLED_SHUTDOWN_TIMEOUT_S,
+                )
+            await self.lifecycle.close()
         if self.server is not None:
             await self.server.close()
         await self.metadata_sync.close()
@@ -909,11 +998,28 @@ class Node:
         self.replicas.snapshot_all()
         await self.cleaner.close()
         await self.controller_channel.close()
+        await self.lifecycle_channel.close()
         await self.quorum.close()
         self.logs.close()
         if self.meta_logs is not self.logs:
             self.meta_logs.close()
         log.info("kmirror node %d stopped", self.config.node_id)
+
+
+def quorum_voters(config: ServerConfig) -> dict[int, tuple[str, int]]:
+    """The static voters (``controller.quorum.voters``). Kafka 4's stock server.properties names
+    only ``controller.quorum.bootstrap.servers`` (a dynamic quorum formatted ``--standalone``):
+    a controller whose one bootstrap server is itself is that standalone quorum's only voter.
+    Dynamic quorums of several controllers (KIP-853) are not served."""
+    if config.controller_quorum_voters:
+        return {v.node_id: (v.host, v.port) for v in config.controller_quorum_voters}
+    bootstrap = config.controller_quorum_bootstrap_servers
+    if config.is_controller and len(bootstrap) == 1:
+        return {config.node_id: (bootstrap[0].host or "localhost", bootstrap[0].port)}
+    raise ConfigError(
+        f"{config.source}: controller.quorum.bootstrap.servers: a dynamic quorum (KIP-853) is "
+        "not supported: list the controllers in controller.quorum.voters (id@host:port,...)"
+    )
 
 
 def _epoch_of(hosted: Any) -> Any:

@@ -23,6 +23,7 @@ from ..controller.acls import AclController
 from ..security.acls import Acl, AclFilter, AclOperation, PatternType, filter_error
 from .authz import allowed_on_cluster
 from .context import RequestContext
+from .dispatcher import Api
 from .services import Services
 
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
@@ -56,6 +57,14 @@ class AclsApi:
     def __init__(self, services: Services, acls: AclController) -> None:
         self.s = services
         self.acls = acls
+
+    def apis(self) -> list[Api]:
+        """The API keys and versions this module serves (the node's handler table)."""
+        return [
+            Api(29, self.describe_acls, min_version=1, max_version=3),
+            Api(30, self.create_acls, min_version=1, max_version=3),
+            Api(31, self.delete_acls, min_version=1, max_version=3),
+        ]
 
     @staticmethod
     def _respond(key: int, ctx: RequestContext, data: dict[str, Any]) -> Any:

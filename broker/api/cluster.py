@@ -1,4 +1,5 @@
-"""DescribeCluster v0-v2, FindCoordinator v0-v6.
+"""DescribeCluster v0-v2 (endpoint type 2, the controllers, on a controller listener: KIP-919),
+FindCoordinator v0-v6.
 
 Group coordinators live on this node's ``__consumer_offsets`` partitions (created on first use,
 as Kafka does). Transaction coordinators (key type 1) live on its ``__transaction_state``
@@ -25,11 +26,13 @@ from ..metadata.mirror_states import MIRROR_STATE_TOPIC
 from ..security.acls import AclOperation, ResourceType
 from .authz import allowed, allowed_on_cluster
 from .context import RequestContext
+from .dispatcher import Api
 from .metadata import broker_rows
 from .services import Services
 
 DESCRIBE_CLUSTER, FIND_COORDINATOR = 60, 10
 GROUP_KEY, TXN_KEY, MIRROR_KEY = 0, 1, 3
+BROKER_ENDPOINTS, CONTROLLER_ENDPOINTS = 1, 2  # DescribeCluster v1+ EndpointType (KIP-919)
 OFFSETS_TOPIC = "__consumer_offsets"
 
 
@@ -39,21 +42,58 @@ class ClusterApi:
         self._offsets_partitions = offsets_partitions
         self._offsets_rf = offsets_rf
 
-    async def describe_cluster(self, ctx: RequestContext, req: Any) -> Any:
-        img = self.s.image()
-        brokers = [
-            {**b, "broker_id": b["node_id"], "is_fenced": False}
-            for b in broker_rows(self.s, img, ctx.listener)
+    def apis(self) -> list[Api]:
+        """The API keys and versions this module serves (the node's handler table)."""
+        return [
+            Api(FIND_COORDINATOR, self.find_coordinator, max_version=6),
+            Api(DESCRIBE_CLUSTER, self.describe_cluster, max_version=2),
         ]
+
+    async def describe_cluster(self, ctx: RequestContext, req: Any) -> Any:
+        endpoint_type = getattr(req, "endpoint_type", BROKER_ENDPOINTS)
+        on_controller_listener = ctx.listener in self.s.controller_listeners
+        error, message = ErrorCode.none, None
+        brokers: list[dict[str, Any]] = []
+        # Clients see a broker as "the controller" (they cannot reach a KRaft controller; the
+        # broker forwards); tools asking for controller endpoints (KIP-919) get the voters.
+        controller_id = self.s.node_id
+        if endpoint_type == CONTROLLER_ENDPOINTS and on_controller_listener:
+            brokers = [
+                {"broker_id": n, "host": h, "port": p, "rack": None, "is_fenced": False}
+                for n, h, p in self.s.controller_endpoints()
+            ]
+            controller_id = self.s.active_controller()
+        elif endpoint_type == CONTROLLER_ENDPOINTS or (
+            endpoint_type == BROKER_ENDPOINTS and on_controller_listener
+        ):
+            error = ErrorCode.unsupported_endpoint_type
+            message = (
+                "The request was sent to an endpoint of type BROKER, but we wanted an endpoint "
+                "of type CONTROLLER"
+                if endpoint_type == CONTROLLER_ENDPOINTS
+                else "The request was sent to an endpoint of type CONTROLLER, but we wanted an "
+                "endpoint of type BROKER"
+            )
+        elif endpoint_type != BROKER_ENDPOINTS:
+            error, message = (
+                ErrorCode.unsupported_endpoint_type,
+                f"Unknown endpoint type {endpoint_type}",
+            )
+        else:
+            brokers = [
+                {**b, "broker_id": b["node_id"], "is_fenced": False}
+                for b in broker_rows(self.s, self.s.image(), ctx.listener)
+            ]
         cls = REGISTRY.spec(DESCRIBE_CLUSTER).response_type(ctx.api_version)
         return build(
             cls,
             {
                 "throttle_time": 0,
-                "error_code": ErrorCode.none,
-                "endpoint_type": getattr(req, "endpoint_type", 1),
+                "error_code": error,
+                "error_message": message,
+                "endpoint_type": endpoint_type,
                 "cluster_id": self.s.cluster_id,
-                "controller_id": self.s.node_id,
+                "controller_id": controller_id,
                 "brokers": brokers,
                 "cluster_authorized_operations": -(2**31),
             },

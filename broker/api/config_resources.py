@@ -27,6 +27,7 @@ from ..metadata.image import (
 from ..security.acls import AclOperation
 from .authz import allowed_on_cluster
 from .context import RequestContext
+from .dispatcher import Api
 from .services import Services
 
 API_KEY: Final = 74
@@ -65,6 +66,12 @@ def resource_names(image: MetadataImage, resource_type: int, listener: str) -> l
 class ConfigResourcesApi:
     def __init__(self, services: Services) -> None:
         self.s = services
+
+    def apis(self) -> list[Api]:
+        """The API keys and versions this module serves (the node's handler table)."""
+        return [
+            Api(74, self.list_config_resources, max_version=1),
+        ]
 
     async def list_config_resources(self, ctx: RequestContext, req: Any) -> Any:
         version = ctx.api_version

@@ -30,6 +30,7 @@ from ..metadata.image import (
 from ..security.acls import AclOperation, ResourceType
 from .authz import allowed, allowed_on_cluster
 from .context import RequestContext
+from .dispatcher import Api
 from .services import Services
 
 DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
@@ -39,6 +40,14 @@ Code = ErrorCode | MirrorErrorCode
 class ConfigsApi:
     def __init__(self, services: Services) -> None:
         self.s = services
+
+    def apis(self) -> list[Api]:
+        """The API keys and versions this module serves (the node's handler table)."""
+        return [
+            Api(32, self.describe_configs, min_version=1, max_version=5),
+            Api(33, self.alter_configs, max_version=2),
+            Api(44, self.incremental_alter_configs, max_version=2),
+        ]
 
     def _denied(
         self, ctx: RequestContext, op: AclOperation, resource_type: int, name: str

@@ -1,4 +1,4 @@
-"""Fetch v4-v18 (consumers; replica fetching arrives with replication; a Fetch of
+"""Fetch v4-v17 (consumers; replica fetching arrives with replication; a Fetch of
 ``__cluster_metadata-0`` goes to the KRaft quorum): long-poll reads.
 
 Reads return the log's byte ranges untouched; the hand encoder puts them on the wire without
@@ -30,13 +30,14 @@ from ..replication.replica_manager import leader_epoch_error
 from ..security.acls import AclOperation, ResourceType
 from .authz import allowed
 from .context import RequestContext
+from .dispatcher import Api
 from .fetch_sessions import FetchSessionCache, SessionError, SessionPartition
 from .services import Services
 
 log = logging.getLogger(__name__)
 
 API_KEY = 1
-VERSIONS = (4, 18)  # the parser knows up to 19; the node advertises up to 17
+VERSIONS = (4, 17)  # served (Kafka 4.1's range); the request parser knows up to 19
 READ_COMMITTED = 1
 
 
@@ -47,6 +48,15 @@ class FetchApi:
         self._on_bytes_out = on_bytes_out
         # KRaft's Fetch of __cluster_metadata-0 (QuorumApi.fetch), set where the node has a quorum
         self.metadata_fetch: Callable[[RequestContext, Any], Awaitable[Any]] | None = None
+        # Only a quorum peer reads the metadata log: on a controller listener, with
+        # CLUSTER_ACTION (Kafka's controller); anyone else gets the topic as unknown.
+        self.quorum_peer: Callable[[RequestContext], bool] = lambda ctx: False
+
+    def apis(self) -> list[Api]:
+        """The API keys and versions this module serves (the node's handler table)."""
+        return [
+            Api(API_KEY, raw=self.handle_raw, min_version=VERSIONS[0], max_version=VERSIONS[1]),
+        ]
 
     async def handle_raw(
         self, ctx: RequestContext, frame: memoryview, pos: int
@@ -59,7 +69,7 @@ class FetchApi:
             raise RequestBodyError(
                 str(e), h.api_key, version, h.correlation_id, h.client_id
             ) from None
-        if self.metadata_fetch is not None and _is_metadata_fetch(req):
+        if self.metadata_fetch is not None and _is_metadata_fetch(req) and self.quorum_peer(ctx):
             # a voter or observer fetching __cluster_metadata-0: the quorum answers it
             body = decode_body(REGISTRY.spec(API_KEY).request_type(version), frame, pos)
             return [body_bytes(await self.metadata_fetch(ctx, body))]

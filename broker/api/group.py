@@ -32,6 +32,7 @@ from broker.security.authorizer import Authorizer
 from protocol.registry import REGISTRY
 
 from .authz import allowed, allowed_on_cluster
+from .dispatcher import Api
 
 JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP = 11, 14, 12, 13
 OFFSET_COMMIT, OFFSET_FETCH = 8, 9
@@ -102,6 +103,21 @@ class GroupApi:
         self.coordinator = coordinator
         self.topic_exists = topic_exists
         self.authorizer = authorizer
+
+    def apis(self) -> list[Api]:
+        """The API keys and versions this module serves (the node's handler table)."""
+        return [
+            Api(11, self.handle_join_group, max_version=9),
+            Api(14, self.handle_sync_group, max_version=5),
+            Api(12, self.handle_heartbeat, max_version=4),
+            Api(13, self.handle_leave_group, max_version=5),
+            Api(8, self.handle_offset_commit, min_version=2, max_version=9),
+            Api(9, self.handle_offset_fetch, min_version=1, max_version=9),
+            Api(15, self.handle_describe_groups, max_version=6),
+            Api(16, self.handle_list_groups, max_version=5),
+            Api(42, self.handle_delete_groups, max_version=2),
+            Api(47, self.handle_offset_delete, max_version=0),
+        ]
 
     def _group_denied(self, ctx: RequestContext, op: AclOperation, group_id: str) -> bool:
         a = self.authorizer

@@ -14,6 +14,7 @@ from protocol.registry import REGISTRY
 from ..security.acls import AclOperation, ResourceType
 from .authz import allowed
 from .context import RequestContext
+from .dispatcher import Api
 from .services import Services
 
 DELETE_RECORDS = 21
@@ -22,6 +23,12 @@ DELETE_RECORDS = 21
 class LogAdminApi:
     def __init__(self, services: Services) -> None:
         self.s = services
+
+    def apis(self) -> list[Api]:
+        """The API keys and versions this module serves (the node's handler table)."""
+        return [
+            Api(21, self.delete_records, max_version=2),
+        ]
 
     async def delete_records(self, ctx: RequestContext, req: Any) -> Any:
         topics = []

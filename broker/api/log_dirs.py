@@ -33,6 +33,7 @@ from ..metadata.image import METADATA_TOPIC
 from ..security.acls import AclOperation
 from .authz import allowed_on_cluster
 from .context import RequestContext
+from .dispatcher import Api
 from .services import Services
 
 ALTER_REPLICA_LOG_DIRS: Final = 34
@@ -59,6 +60,13 @@ def dir_usage(log_dir: Path) -> tuple[int, int] | None:
 class LogDirsApi:
     def __init__(self, services: Services) -> None:
         self.s = services
+
+    def apis(self) -> list[Api]:
+        """The API keys and versions this module serves (the node's handler table)."""
+        return [
+            Api(35, self.describe_log_dirs, min_version=1, max_version=4),
+            Api(34, self.alter_replica_log_dirs, min_version=1, max_version=2),
+        ]
 
     def _dirs(self) -> dict[str, Path]:
         """Absolute path as Kafka reports it -> configured dir, in config order."""

@@ -15,6 +15,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from protocol.build import build
+from protocol.encoders.metadata import encode_metadata_response
 from protocol.registry import REGISTRY
 
 from ..controller.controller import TopicSpec
@@ -23,6 +24,7 @@ from ..metadata.image import METADATA_TOPIC, MetadataImage, TopicImage
 from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from .authz import allowed, allowed_on_cluster, operations_bits
 from .context import RequestContext
+from .dispatcher import Api
 from .services import Services
 
 API_KEY = 3
@@ -65,6 +67,12 @@ def topic_row(t: TopicImage) -> dict[str, Any]:
 class MetadataApi:
     def __init__(self, services: Services) -> None:
         self.s = services
+
+    def apis(self) -> list[Api]:
+        """The API keys and versions this module serves (the node's handler table)."""
+        return [
+            Api(3, self.handle, max_version=13, encoder=encode_metadata_response),
+        ]
 
     async def handle(self, ctx: RequestContext, req: Any) -> Any:
         s = self.s

@@ -56,6 +56,7 @@ from ..metadata.mirror_states import MIRROR_NAME_CONFIG, PAUSED_SUFFIX
 from ..security.acls import AclOperation, ResourceType
 from .authz import allowed, allowed_on_cluster
 from .context import RequestContext
+from .dispatcher import Api
 from .mirror_freshness import FreshnessFn, source_view
 from .services import Services
 
@@ -131,6 +132,20 @@ class MirrorApi:
         self._tasks: set[asyncio.Task[None]] = set()
 
     # -- helpers ---------------------------------------------------------------------------
+
+    def apis(self) -> list[Api]:
+        """The API keys and versions this module serves (the node's handler table)."""
+        return [
+            Api(94, self.create_mirror, max_version=0),
+            Api(95, self.add_topics, max_version=0),
+            Api(96, self.remove_topics, max_version=0),
+            Api(98, self.list_mirrors, max_version=0),
+            Api(99, self.describe_mirrors, max_version=0),
+            Api(102, self.pause_topics, max_version=0),
+            Api(103, self.resume_topics, max_version=0),
+            Api(104, self.delete_mirror, max_version=0),
+            Api(105, self.bump_leader_epochs, max_version=0),
+        ]
 
     def _mirror_denied(self, ctx: RequestContext, op: AclOperation, mirror: str) -> bool:
         a = self.s.authorizer

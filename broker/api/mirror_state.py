@@ -34,6 +34,7 @@ from ..security.acls import AclOperation
 from ..security.authorizer import Authorizer
 from .authz import allowed_on_cluster
 from .context import RequestContext
+from .dispatcher import Api
 
 READ_MIRROR_STATES, WRITE_MIRROR_STATES = 100, 101
 _STATES = frozenset(int(s) for s in MirrorState)
@@ -49,6 +50,13 @@ class MirrorStateApi:
         self.coordinator = coordinator
         self._image = image
         self.authorizer = authorizer
+
+    def apis(self) -> list[Api]:
+        """The API keys and versions this module serves (the node's handler table)."""
+        return [
+            Api(100, self.read_mirror_states, max_version=0),
+            Api(101, self.write_mirror_states, max_version=0),
+        ]
 
     def _refused(self, key: int, ctx: RequestContext) -> Any:
         """The CLUSTER_AUTHORIZATION_FAILED answer, or None when the caller may proceed."""

@@ -17,6 +17,7 @@ from ..replication.replica_manager import leader_epoch_error
 from ..security.acls import AclOperation, ResourceType
 from .authz import allowed
 from .context import RequestContext
+from .dispatcher import Api
 from .services import Services
 
 LIST_OFFSETS = 2
@@ -27,6 +28,13 @@ LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD = -1, -
 class OffsetsApi:
     def __init__(self, services: Services) -> None:
         self.s = services
+
+    def apis(self) -> list[Api]:
+        """The API keys and versions this module serves (the node's handler table)."""
+        return [
+            Api(2, self.list_offsets, min_version=1, max_version=10),
+            Api(23, self.offset_for_leader_epoch, max_version=4),
+        ]
 
     def _denied(self, ctx: RequestContext, topic: str) -> bool:
         authz = self.s.authorizer

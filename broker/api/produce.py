@@ -39,6 +39,7 @@ from protocol.registry import REGISTRY
 from ..security.acls import AclOperation, ResourceType
 from .authz import allowed
 from .context import RequestContext
+from .dispatcher import Api
 from .services import Services
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,12 @@ class ProduceApi:
     def __init__(self, services: Services, on_bytes_in: Any = None) -> None:
         self.s = services
         self._on_bytes_in = on_bytes_in
+
+    def apis(self) -> list[Api]:
+        """The API keys and versions this module serves (the node's handler table)."""
+        return [
+            Api(0, raw=self.handle_raw, min_version=3, max_version=13, advertised_min_version=0),
+        ]
 
     async def handle_raw(
         self, ctx: RequestContext, frame: memoryview, pos: int

@@ -20,6 +20,7 @@ from ..controller.topics import topic_name_error
 from ..security.acls import AclOperation, ResourceType
 from .authz import allowed
 from .context import RequestContext
+from .dispatcher import Api
 from .services import Services
 
 API_KEY = 61
@@ -29,6 +30,12 @@ VERSIONS = (0, 0)
 class ProducersApi:
     def __init__(self, services: Services) -> None:
         self.s = services
+
+    def apis(self) -> list[Api]:
+        """The API keys and versions this module serves (the node's handler table)."""
+        return [
+            Api(61, self.describe_producers, max_version=0),
+        ]
 
     async def describe_producers(self, ctx: RequestContext, req: Any) -> Any:
         image = self.s.image()

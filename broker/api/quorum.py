@@ -1,15 +1,22 @@
 """KRaft quorum RPCs: Vote (52) v0-2, BeginQuorumEpoch (53) v0-1, EndQuorumEpoch (54) v0-1,
-FetchSnapshot (59) v0-1, and Fetch (1) on ``__cluster_metadata-0`` from voters and observers.
+FetchSnapshot (59) v0-1, DescribeQuorum (55) v0-2, and Fetch (1) on ``__cluster_metadata-0``
+from voters and observers.
 
 Each request is turned into the Raft core's message (``broker.quorum.wire``), served by the
 node's ``QuorumDriver`` (a Fetch may wait there up to its MaxWaitMs for new entries) and the
 core's answer is built at the request's version. A request about another partition than
 ``__cluster_metadata-0`` is INVALID_REQUEST, as Kafka answers it.
+
+DescribeQuorum needs DESCRIBE on the cluster (CLUSTER_AUTHORIZATION_FAILED otherwise, as
+Kafka's ControllerApis checks it) and is answered by this node's quorum directly: the leader
+describes every replica, another node answers NOT_LEADER_OR_FOLLOWER (``describe_wire.py``).
+Sent to a broker listener of a node that is not the active controller, it is forwarded there
+first (``forwarding.py``, Envelope), as Kafka's brokers do.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -17,19 +24,34 @@ from kio.schema.errors import ErrorCode
 from protocol.build import build
 from protocol.registry import REGISTRY
 
-from ..quorum import wire
+from ..quorum import describe_wire, wire
 from ..quorum.driver import QuorumDriver
 from ..raft import messages as m
+from ..security.acls import AclOperation
+from .authz import allowed_on_cluster
 from .context import RequestContext
 from .dispatcher import Api
+
+# node id -> its endpoints (listener name, host, port), for DescribeQuorum v2's Nodes
+VoterEndpoints = Callable[[], Mapping[int, Sequence[describe_wire.Endpoint]]]
+
+
+def _no_endpoints() -> Mapping[int, Sequence[describe_wire.Endpoint]]:
+    return {}
 
 
 class QuorumApi:
     def __init__(
-        self, driver: Callable[[], QuorumDriver | None], now_ms: Callable[[], int]
+        self,
+        driver: Callable[[], QuorumDriver | None],
+        now_ms: Callable[[], int],
+        voter_endpoints: VoterEndpoints = _no_endpoints,
+        authorizer: Callable[[], Any] = lambda: None,
     ) -> None:
         self._driver = driver
         self._now_ms = now_ms
+        self._voter_endpoints = voter_endpoints
+        self._authorizer = authorizer
 
     def apis(self) -> list[Api]:
         return [
@@ -37,6 +59,7 @@ class QuorumApi:
             Api(wire.BEGIN_QUORUM_EPOCH, self.begin_quorum_epoch, max_version=1),
             Api(wire.END_QUORUM_EPOCH, self.end_quorum_epoch, max_version=1),
             Api(wire.FETCH_SNAPSHOT, self.fetch_snapshot, max_version=1),
+            Api(describe_wire.DESCRIBE_QUORUM, self.describe_quorum, max_version=2),
         ]
 
     @staticmethod
@@ -103,3 +126,29 @@ class QuorumApi:
         if not isinstance(resp, m.FetchResponse):
             return self._refuse(wire.FETCH, ctx, ErrorCode.broker_not_available)
         return self._respond(wire.FETCH, ctx, wire.fetch_response_body(resp, self._now_ms()))
+
+    async def describe_quorum(self, ctx: RequestContext, body: Any) -> Any:
+        key = describe_wire.DESCRIBE_QUORUM
+        if not allowed_on_cluster(self._authorizer(), ctx, AclOperation.DESCRIBE):
+            return self._respond(
+                key,
+                ctx,
+                describe_wire.top_level_error_body(
+                    ErrorCode.cluster_authorization_failed, "Cluster authorization failed."
+                ),
+            )
+        if not describe_wire.names_metadata_partition(body):
+            return self._respond(key, ctx, describe_wire.unknown_partition_body(body))
+        driver = self._driver()
+        if driver is None:
+            return self._respond(
+                key,
+                ctx,
+                describe_wire.top_level_error_body(
+                    ErrorCode.broker_not_available, "The broker is not available."
+                ),
+            )
+        described = driver.describe()
+        return self._respond(
+            key, ctx, describe_wire.describe_response_body(described, self._voter_endpoints())
+        )

@@ -27,6 +27,7 @@ from ..security.errors import AuthenticationFailed
 from ..security.listeners import ListenerSecurity
 from ..security.sasl_server import SaslSession, ScramLookup, State
 from .context import RequestContext
+from .dispatcher import Api
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,13 @@ class SaslApi:
         self._scram = scram
 
     # -- the gate, called by the composition root for every request ----------------------
+
+    def apis(self) -> list[Api]:
+        """The API keys and versions this module serves (the node's handler table)."""
+        return [
+            Api(17, self.handshake, min_version=1, max_version=1),  # v0 (unframed): removed in 4.0
+            Api(36, self.authenticate, max_version=2),
+        ]
 
     def admit(self, state: dict[str, Any], listener: str, api_key: int, peer_cert: Any) -> bool:
         """May this request be served? False: close the connection without an answer."""

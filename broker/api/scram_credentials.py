@@ -18,6 +18,7 @@ from ..controller.scram import Deletion, ScramController, Upsertion
 from ..security.acls import AclOperation
 from .authz import allowed_on_cluster
 from .context import RequestContext
+from .dispatcher import Api
 from .services import Services
 
 DESCRIBE, ALTER = 50, 51
@@ -27,6 +28,13 @@ class ScramCredentialsApi:
     def __init__(self, services: Services, controller: ScramController) -> None:
         self.s = services
         self.controller = controller
+
+    def apis(self) -> list[Api]:
+        """The API keys and versions this module serves (the node's handler table)."""
+        return [
+            Api(50, self.describe, max_version=0),
+            Api(51, self.alter, max_version=0),
+        ]
 
     async def describe(self, ctx: RequestContext, req: Any) -> Any:
         cls = REGISTRY.spec(DESCRIBE).response_type(ctx.api_version)

@@ -39,6 +39,12 @@ class Services:
         | None
     ) = None
 
+    # KIP-919 DescribeCluster for controllers: (node id, host, port) of each voter's controller
+    # listener, the active controller's id (-1: none known), the controller listener names
+    controller_endpoints: Callable[[], list[tuple[int, str, int]]] = lambda: []
+    active_controller: Callable[[], int] = lambda: -1
+    controller_listeners: frozenset[str] = frozenset()
+
     def not_hosted_error(self, topic: str, partition: int) -> ErrorCode:
         """For a partition this node does not host: NOT_LEADER_OR_FOLLOWER when the cluster
         has it (another node leads it; the client refreshes its metadata and goes there),

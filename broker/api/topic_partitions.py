@@ -31,6 +31,7 @@ from ..metadata.image import METADATA_TOPIC, MetadataImage, PartitionImage, Topi
 from ..security.acls import AclOperation, ResourceType
 from .authz import allowed, operations_bits
 from .context import RequestContext
+from .dispatcher import Api
 from .services import Services
 
 API_KEY: Final = 75
@@ -43,6 +44,12 @@ NO_LEADER: Final = -1
 class TopicPartitionsApi:
     def __init__(self, services: Services) -> None:
         self.s = services
+
+    def apis(self) -> list[Api]:
+        """The API keys and versions this module serves (the node's handler table)."""
+        return [
+            Api(75, self.describe_topic_partitions, max_version=0),
+        ]
 
     def _limit_config(self) -> int:
         return int(

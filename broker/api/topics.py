@@ -19,6 +19,7 @@ from ..controller.controller import TopicResult, TopicSpec
 from ..security.acls import AclOperation, ResourceType
 from .authz import allowed, allowed_on_cluster
 from .context import RequestContext
+from .dispatcher import Api
 from .services import Services
 
 CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
@@ -37,6 +38,14 @@ def _merge(names: list[str], denied: set[str], results: list[TopicResult]) -> li
 class TopicsApi:
     def __init__(self, services: Services) -> None:
         self.s = services
+
+    def apis(self) -> list[Api]:
+        """The API keys and versions this module serves (the node's handler table)."""
+        return [
+            Api(19, self.create_topics, min_version=2, max_version=8),
+            Api(20, self.delete_topics, min_version=1, max_version=6),
+            Api(37, self.create_partitions, max_version=3),
+        ]
 
     async def create_topics(self, ctx: RequestContext, req: Any) -> Any:
         specs = []

@@ -43,6 +43,7 @@ from ..coordinator.txn.metadata import TopicPartition
 from ..security.acls import AclOperation, ResourceType
 from .authz import allowed, allowed_on_any, allowed_on_cluster
 from .context import RequestContext
+from .dispatcher import Api
 from .services import Services
 
 INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN = 22, 24, 25, 26
@@ -96,6 +97,19 @@ class TxnApi:
         self.txns = txns
         self.groups = groups
         self.markers = markers
+
+    def apis(self) -> list[Api]:
+        """The API keys and versions this module serves (the node's handler table)."""
+        return [
+            Api(22, self.init_producer_id, max_version=5),
+            Api(24, self.add_partitions_to_txn, max_version=5),
+            Api(25, self.add_offsets_to_txn, max_version=4),
+            Api(26, self.end_txn, max_version=4),
+            Api(27, self.write_txn_markers, min_version=1, max_version=2),
+            Api(28, self.txn_offset_commit, max_version=4),
+            Api(65, self.describe_transactions, max_version=0),
+            Api(66, self.list_transactions, max_version=2),
+        ]
 
     def _may(self, ctx: RequestContext, op: AclOperation, kind: ResourceType, name: str) -> bool:
         return allowed(self.s.authorizer, ctx, op, kind, name)

@@ -108,7 +108,7 @@ IMPLEMENTED_KEYS: frozenset[str] = frozenset(
         "producer.id.expiration.ms",
         "replica.lag.time.max.ms", "replica.fetch.max.bytes", "replica.fetch.wait.max.ms",
         "replica.fetch.min.bytes", "replica.fetch.response.max.bytes", "num.replica.fetchers",
-        "broker.heartbeat.interval.ms", "broker.session.timeout.ms",
+        "broker.heartbeat.interval.ms", "broker.session.timeout.ms", "broker.rack",
         "unstable.api.versions.enable", "unstable.feature.versions.enable",
         "metrics.port", "metrics.host",
         "mirror.topic.num.partitions", "mirror.topic.replication.factor",
@@ -251,6 +251,7 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     replica_fetch_response_max_bytes: int
     num_replica_fetchers: int
     broker_heartbeat_interval_ms: int
+    broker_rack: str | None
     broker_session_timeout_ms: int
     unstable_api_versions_enable: bool
     unstable_feature_versions_enable: bool

@@ -192,6 +192,18 @@ class Controller:
                     records.append(FeatureLevelRecord(name=name, feature_level=level))
             await self._commit(records)
 
+    async def finalize_features(self, features: Mapping[str, int]) -> None:
+        """Record the finalized feature levels (metadata.version) the log does not hold yet:
+        what a newly active controller of a freshly formatted cluster writes first."""
+        async with self._lock:
+            img = self._image()
+            records = [
+                FeatureLevelRecord(name=name, feature_level=level)
+                for name, level in features.items()
+                if img.features.get(name) != level
+            ]
+            await self._commit(records)
+
     # -- topics --------------------------------------------------------------------------
 
     def _live_brokers(self, img: MetadataImage) -> list[int]:
@@ -270,7 +282,9 @@ class Controller:
                 res.error = ErrorCode.invalid_replication_factor
                 res.message = f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {len(brokers)} broker(s) are registered."
                 return res, []
-            assignment = assign_replicas(brokers, range(n), rf, random.randrange(len(brokers)))
+            assignment = assign_replicas(
+                brokers, range(n), rf, random.randrange(len(brokers)), _racks(img)
+            )
         configs: dict[str, str] = {}
         for key, value in spec.configs.items():
             if key == MIRROR_NAME_CONFIG:
@@ -407,7 +421,9 @@ class Controller:
                         continue
                     placed = {p: list(a) for p, a in zip(new, assignments, strict=True)}
                 else:
-                    placed = assign_replicas(brokers, new, rf, random.randrange(len(brokers)))
+                    placed = assign_replicas(
+                        brokers, new, rf, random.randrange(len(brokers)), _racks(img)
+                    )
                 for p in new:
                     reps = tuple(placed[p])
                     records.append(
@@ -572,3 +588,7 @@ class Controller:
                 ]
             )
             return start, PRODUCER_ID_BLOCK
+
+
+def _racks(img: MetadataImage) -> dict[int, str | None]:
+    return {b.broker_id: b.rack for b in img.brokers.values()}

@@ -19,6 +19,7 @@ from protocol.registry import REGISTRY
 
 from .cleaner_metrics import CleanerCollector, CleanerSnapshot
 from .mirror_metrics import MirrorCollector, MirrorSnapshot
+from .raft_metrics import QuorumCollector, QuorumSnapshot
 
 _LATENCY_BUCKETS = (
     0.0005,
@@ -213,6 +214,11 @@ class BrokerMetrics:
     def watch_cleaner(self, read: Callable[[], CleanerSnapshot | None]) -> None:
         """The log cleaner's ``kafka_log_logcleaner*`` gauges, from ``read`` per scrape."""
         self.registry.register(CleanerCollector(read))
+
+    def watch_quorum(self, read: Callable[[], QuorumSnapshot | None]) -> None:
+        """The metadata quorum's ``kafka_server_raft_metrics_*`` and controller gauges, from
+        the snapshot ``read`` returns per scrape (``quorum.quorum_metrics.quorum_snapshot``)."""
+        self.registry.register(QuorumCollector(read))
 
     def serve(self, host: str, port: int) -> Any:
         try:

@@ -34,6 +34,7 @@ from ..raft.core import (
     LeaderChange,
     NotLeader,
     Output,
+    QuorumDescription,
     RaftCore,
     Send,
     SnapshotLoaded,
@@ -100,6 +101,7 @@ class QuorumDriver:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._timer: asyncio.Task[None] | None = None
         self._closed = False
+        self._foreign: set[int] = set()  # voters that answered INCONSISTENT_CLUSTER_ID
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -158,6 +160,10 @@ class QuorumDriver:
         self._commit_waiters.append((result, fut))
         await fut
         return result
+
+    def describe(self) -> QuorumDescription | NotLeader:
+        """DescribeQuorum's data, as the core answers it now."""
+        return self.core.describe_quorum(self._now_ms())
 
     # --- inbound ------------------------------------------------------------------------------
 
@@ -231,6 +237,19 @@ class QuorumDriver:
                     self.core.request_failed(self._now_ms(), out.dest, out.correlation_id)
                 )
             return
+        if response.error_code == m.INCONSISTENT_CLUSTER_ID and out.dest not in self._foreign:
+            # a voter formatted for another cluster never counts towards this quorum: say so
+            # once, naming it, rather than wait in silence
+            self._foreign.add(out.dest)
+            host, port = self._endpoints[out.dest]
+            log.error(
+                "quorum: voter %d at %s:%d belongs to another cluster (INCONSISTENT_CLUSTER_ID):"
+                " check that every node was formatted with this node's cluster id %s",
+                out.dest,
+                host,
+                port,
+                self.core.config.cluster_id,
+            )
         if not self._closed:
             self._process(self.core.handle(self._now_ms(), out.dest, out.correlation_id, response))
 

@@ -31,6 +31,7 @@ from broker.raft.states import (
     Resigned,
     Unattached,
 )
+from broker.raft.stats import RaftStats
 
 RETRY_BACKOFF_BASE_MS = 100  # Kafka's base for the candidate's exponential election backoff
 
@@ -66,6 +67,7 @@ class CoreBase:
         self._bytes_since_snapshot = 0
         self._snapshot_wanted = False
         self._completing = False
+        self.stats = RaftStats()
 
     @property
     def epoch(self) -> int:
@@ -133,6 +135,10 @@ class CoreBase:
                 self._persisted = election
         old = self.state
         self.state = new
+        if isinstance(new, (Prospective, Candidate)):
+            self.stats.election_started(now)
+        elif isinstance(new, (LeaderState, Follower)):
+            self.stats.leader_known(now)
         self._inflight.clear()
         self._backoff.clear()
         if isinstance(old, LeaderState) and old is not new:

@@ -54,6 +54,7 @@ from broker.raft.outputs import (
     SnapshotLoaded,
     SnapshotWanted,
 )
+from broker.raft.progress import QuorumDescription, ReplicaDescription
 from broker.raft.quorum_state import ElectionState, QuorumStateError
 from broker.raft.replication import ReplicationHandlers
 from broker.raft.states import (
@@ -71,9 +72,11 @@ __all__ = [
     "LeaderChange",
     "NotLeader",
     "Output",
+    "QuorumDescription",
     "RaftConfig",
     "RaftCore",
     "RaftInvariantError",
+    "ReplicaDescription",
     "Send",
     "SnapshotLoaded",
     "SnapshotWanted",
@@ -182,6 +185,14 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
             self._poll(now_ms)
         return self._drain()
 
+    def describe_quorum(self, now_ms: int) -> QuorumDescription | NotLeader:
+        """DescribeQuorum's data (Kafka's handleDescribeQuorumRequest): the leader's view of
+        every voter and of the observers that fetch from it, or who leads as far as we know."""
+        st = self.state
+        if not isinstance(st, LeaderState):
+            return NotLeader(st.leader_id, st.epoch)
+        return st.describe(now_ms)
+
     def next_wakeup_ms(self) -> int:
         t = NEVER
         for _, deadline in self._inflight.values():
@@ -206,7 +217,8 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
         for _ in range(8):  # a transition may enable another (e.g. a lone voter elects itself)
             self._expire_requests(now)
             if not self._poll_state(now):
-                return
+                break
+        self.stats.settle(now, self._hw, isinstance(self.state, LeaderState))
 
     def _expire_requests(self, now: int) -> None:
         if self._inflight:

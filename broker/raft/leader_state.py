@@ -14,11 +14,20 @@ a set of voters that fetched since the last reset, so a voter that fetched just 
 partition can keep a cut-off leader in office for up to two windows; we keep each voter's last
 fetch time instead, which bounds that at one window. A fetch counts when it arrives (not when a
 long-polled one is answered).
+
+Replica progress for DescribeQuorum (end offset, last fetch, last caught up; observers too):
+see ``progress.py``. Unlike check-quorum, it is updated when a fetch is answered, as Kafka does.
 """
 
 from dataclasses import dataclass
 
 from broker.raft.messages import FetchRequest
+from broker.raft.progress import (
+    ObserverTable,
+    QuorumDescription,
+    ReplicaDescription,
+    ReplicaProgress,
+)
 
 CHECK_QUORUM_FACTOR = 1.5
 
@@ -41,8 +50,9 @@ class LeaderState:
         "high_watermark",
         "last_fetch",
         "node_id",
-        "observer_offsets",
+        "observers",
         "parked",
+        "progress",
         "voters",
     )
 
@@ -62,7 +72,8 @@ class LeaderState:
         self.epoch_start_offset = epoch_start_offset
         self.voters = voters
         self.end_offsets: dict[int, int] = dict.fromkeys(voters, -1)
-        self.observer_offsets: dict[int, int] = {}
+        self.progress = {v: ReplicaProgress() for v in voters if v != node_id}
+        self.observers = ObserverTable()
         self.high_watermark = -1  # unknown until a majority holds an entry of this epoch
         self.check_quorum_timeout_ms = int(fetch_timeout_ms * CHECK_QUORUM_FACTOR)
         # each other voter's last Fetch arrival; a new leader gets one full window
@@ -82,16 +93,24 @@ class LeaderState:
         self.end_offsets[self.node_id] = end_offset
         return self._maybe_update_high_watermark()
 
-    def update_replica(self, replica_id: int, fetch_offset: int, now_ms: int | None) -> bool:
+    def update_replica(
+        self, replica_id: int, fetch_offset: int, now_ms: int | None, fetched_ms: int | None = None
+    ) -> bool:
         """A valid Fetch at ``fetch_offset`` (arrived at ``now_ms``; None when answering one
-        that was held back); True if the high watermark moved."""
+        that was held back), answered at ``fetched_ms`` (default ``now_ms``); True if the high
+        watermark moved."""
+        at = now_ms if fetched_ms is None else fetched_ms
+        leader_end = self.end_offsets.get(self.node_id, -1)
         if replica_id in self.end_offsets:
             self.end_offsets[replica_id] = fetch_offset
+            progress = self.progress.get(replica_id)
+            if progress is not None:
+                progress.on_fetch(at, fetch_offset, leader_end)
             if now_ms is not None:
                 self.note_voter_fetch(replica_id, now_ms)
             return self._maybe_update_high_watermark()
-        if replica_id >= 0:
-            self.observer_offsets[replica_id] = fetch_offset
+        if replica_id >= 0:  # an observer (a negative id is a consumer, not a replica)
+            self.observers.touch(replica_id).on_fetch(at, fetch_offset, leader_end)
         return False
 
     def note_voter_fetch(self, replica_id: int, now_ms: int) -> None:
@@ -122,3 +141,23 @@ class LeaderState:
         """Other voters, most caught up first (the preferred successors on resignation)."""
         others = [v for v in self.end_offsets if v != self.node_id]
         return tuple(sorted(others, key=lambda v: (-self.end_offsets[v], v)))
+
+    def describe(self, now_ms: int) -> QuorumDescription:
+        """DescribeQuorum's answer (Kafka's LeaderState.describeQuorum)."""
+        self.observers.expire(now_ms)
+        voters = []
+        for v in sorted(self.voters):
+            p = self.progress.get(v)
+            if p is None:  # the leader itself
+                voters.append(ReplicaDescription(v, self.end_offsets[v], now_ms, now_ms))
+            else:
+                voters.append(
+                    ReplicaDescription(v, self.end_offsets[v], p.last_fetch_ms, p.last_caught_up_ms)
+                )
+        observers = tuple(
+            ReplicaDescription(r, p.end_offset, p.last_fetch_ms, p.last_caught_up_ms)
+            for r, p in self.observers.items()
+        )
+        return QuorumDescription(
+            self.node_id, self.epoch, self.high_watermark, tuple(voters), observers
+        )

@@ -68,7 +68,11 @@ class ReplicationHandlers(CoreBase):
 
     def _leader_appended(self, now: int, st: LeaderState) -> None:
         self.log.flush()  # count our own end offset only once it is durable
-        if st.update_local(self.log.end_offset):
+        end = self.log.end_offset
+        before = max(st.end_offsets[self.node_id], st.epoch_start_offset)
+        if end > before:
+            self.stats.leader_appended(now, end - 1, end - before)
+        if st.update_local(end):
             self._set_hw(st.high_watermark)
         self._complete_parked(now, st)
 
@@ -146,7 +150,7 @@ class ReplicationHandlers(CoreBase):
                 diverging = m.EpochEndOffset(found.epoch, found.offset)
                 return m.FetchResponse(m.NONE, leader, hw, start, diverging_epoch=diverging)
         entries = log.read(f, min(req.max_entries, self.config.fetch_max_entries))
-        if st.update_replica(sender, f, now if arrived else None):
+        if st.update_replica(sender, f, now if arrived else None, fetched_ms=now):
             self._set_hw(st.high_watermark)
             self._complete_parked(now, st)
         return m.FetchResponse(m.NONE, leader, st.high_watermark, start, records=tuple(entries))
@@ -201,6 +205,7 @@ class ReplicationHandlers(CoreBase):
                     return False  # not what we asked for
                 log.append_as_follower(resp.records)
                 self._bytes_since_snapshot += sum(len(r.payload) for r in resp.records)
+                self.stats.follower_fetched(len(resp.records))
                 if self.is_voter:
                     log.flush()
             if resp.high_watermark >= 0:

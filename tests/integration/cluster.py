@@ -7,6 +7,8 @@ and every node is formatted with one cluster id.
 """
 
 import re
+import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -56,6 +58,12 @@ class Cluster:
             node.settings = settings
             node.cluster_id = self.cluster_id
             node.port = int(settings["advertised.listeners"].rsplit(":", 1)[1])
+            controller = settings["controller.listener.names"].split(",")[0].strip()
+            node.controller_port = next(
+                int(li.rsplit(":", 1)[1])
+                for li in settings["listeners"].split(",")
+                if li.strip().startswith(controller + "://")
+            )
             node.metrics_port = int(settings.get("metrics.port", "0"))
             self.nodes.append(node)
 
@@ -67,18 +75,31 @@ class Cluster:
         return next(n for n in self.nodes if n.node_id == node_id)
 
     def start(self, timeout: float = 60.0) -> "Cluster":
-        for n in self.nodes:
-            n.launch()
-        deadline = time.monotonic() + timeout
-        for n in self.nodes:
-            n.wait_started(max(1.0, deadline - time.monotonic()))
+        """Launch every node, then wait for each; if one fails, none is left running."""
+        try:
+            for n in self.nodes:
+                n.launch()
+            deadline = time.monotonic() + timeout
+            for n in self.nodes:
+                n.wait_started(max(1.0, deadline - time.monotonic()))
+        except BaseException:
+            self.kill()
+            raise
         return self
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 20.0) -> None:
+        """SIGTERM to every node at once (one by one, the last ones would wait for a quorum
+        that has already left), then wait; a node that does not exit in time is killed."""
         for n in self.nodes:
+            if n.proc is not None and n.proc.poll() is None:
+                n.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for n in self.nodes:
+            if n.proc is None:
+                continue
             try:
-                n.stop()
-            except Exception:
+                n.proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
                 n.kill()
 
     def kill(self) -> None:

@@ -65,7 +65,8 @@ class Node:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in self.settings.items()))
 
-    def format(self) -> None:
+    def format(self, *extra: str) -> None:
+        """``kafka-storage.sh format`` (``extra``: more flags, e.g. ``--standalone``)."""
         self.write_config()
         done = subprocess.run(
             [
@@ -75,6 +76,7 @@ class Node:
                 self.cluster_id,
                 "-c",
                 str(self.config_path),
+                *extra,
             ],
             capture_output=True,
             timeout=60,

@@ -14,8 +14,8 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from .clients import wait_for
-from .node import ROOT, Node
+from .clients import create_topic, wait_for
+from .node import ROOT, Node, free_port
 
 START_TIMEOUT = 30.0
 
@@ -259,3 +259,29 @@ def test_metrics_after_produce_and_consume(shared: Node) -> None:
     # The scrape reflects the disk: a partition's size is its segment files' size.
     on_disk = sum(f.stat().st_size for f in (shared.log_dir / f"{topic}-0").glob("*.log"))
     assert sizes[0] == on_disk
+
+
+def test_standalone_quorum_from_bootstrap_servers(tmp_path: Path) -> None:
+    """Kafka 4's stock server.properties names only controller.quorum.bootstrap.servers (a
+    standalone dynamic quorum): the node is its quorum's one voter. Several bootstrap servers
+    (a dynamic quorum of several controllers) are refused, naming the key."""
+    node = Node(tmp_path / "n")
+    del node.settings["controller.quorum.voters"]
+    node.settings["controller.quorum.bootstrap.servers"] = f"127.0.0.1:{node.controller_port}"
+    node.format("--standalone")
+    try:
+        node.start(START_TIMEOUT)
+        create_topic(node.bootstrap, "standalone", 1)
+        assert node.stop() == 0
+    finally:
+        node.kill()
+    many = Node(tmp_path / "m")
+    del many.settings["controller.quorum.voters"]
+    many.settings["controller.quorum.bootstrap.servers"] = (
+        f"127.0.0.1:{many.controller_port},127.0.0.1:{free_port()}"
+    )
+    many.format("--standalone")
+    res = _run_broker(many.config_path)
+    assert res.returncode == 1, res
+    assert "controller.quorum.bootstrap.servers" in res.stderr, res.stderr
+    assert "controller.quorum.voters" in res.stderr, res.stderr

@@ -1,0 +1,415 @@
+"""Broker registrations, heartbeats and sessions on the active controller (Kafka's
+ClusterControlManager, BrokerHeartbeatManager and the broker half of ReplicationControlManager).
+
+Registrations live in the metadata log (RegisterBrokerRecord, Fence/UnfenceBrokerRecord,
+BrokerRegistrationChangeRecord) and so in the image; sessions (when each broker last heartbeated,
+the metadata offset it reported, where its controlled shutdown started) are soft state of the
+active controller only. A controller that becomes active gives every registered broker a fresh
+session (``became_active``), so a failover does not fence the whole cluster at once.
+
+- register: the broker epoch is the offset of the RegisterBrokerRecord; a new registration starts
+  fenced. Another incarnation of an id whose session is live (heartbeat within
+  ``broker.session.timeout.ms``) and which is active gets DUPLICATE_BROKER_REGISTRATION; the
+  same incarnation registering again keeps its epoch and state (KAFKA-16952). A new incarnation
+  replacing a registration that was never fenced moves leadership away first, as the expiry of
+  the old session would have.
+- heartbeat: unknown broker or another epoch -> STALE_BROKER_EPOCH (Kafka answers both so).
+  Then Kafka's state machine: FENCED -> UNFENCED once the broker does not want fencing and has
+  reached the offset of its RegisterBrokerRecord; UNFENCED + WantShutDown -> CONTROLLED_SHUTDOWN
+  while it leads partitions (leadership moved away), SHUTDOWN_NOW when it leads none and every
+  active broker has seen the records that moved it; WantFence or SHUTDOWN_NOW fence it.
+- expire_sessions: an unfenced broker silent for longer than the session timeout is fenced, one
+  broker per commit so each fencing's elections see the previous ones.
+
+Fencing, controlled shutdown and unfencing move partition leadership through
+``partition_change`` (another in-sync replica, or no leader: a one-replica partition goes
+offline until its broker is back).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import sys
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from kio.schema.errors import ErrorCode
+
+from protocol.metadata_records import latest_type
+
+from ..metadata.image import BrokerImage, MetadataImage
+from .partition_change import (
+    leader_and_isr_changes,
+    leaderless,
+    leads_any,
+    partitions_with,
+)
+
+log = logging.getLogger(__name__)
+
+RegisterBrokerRecord = latest_type("RegisterBrokerRecord")
+FenceBrokerRecord = latest_type("FenceBrokerRecord")
+UnfenceBrokerRecord = latest_type("UnfenceBrokerRecord")
+BrokerRegistrationChangeRecord = latest_type("BrokerRegistrationChangeRecord")
+_BrokerEndpoint = sys.modules[RegisterBrokerRecord.__module__].BrokerEndpoint
+_BrokerFeature = sys.modules[RegisterBrokerRecord.__module__].BrokerFeature
+
+# (listener name, host, port, security protocol id)
+Endpoint = tuple[str, str, int, int]
+
+
+class ControllerCore(Protocol):
+    """What this needs of ``Controller``: its lock, the image it validates against, commit."""
+
+    @property
+    def lock(self) -> asyncio.Lock: ...
+
+    def current_image(self) -> MetadataImage: ...
+
+    async def commit(self, records: Sequence[Any]) -> int:
+        """Commit and apply ``records``; the offset of the last one."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatResult:
+    error: ErrorCode
+    is_caught_up: bool = False
+    is_fenced: bool = True
+    should_shutdown: bool = False
+
+
+class _State(enum.Enum):
+    FENCED = "fenced"
+    UNFENCED = "unfenced"
+    CONTROLLED_SHUTDOWN = "controlled shutdown"
+    SHUTDOWN_NOW = "shutdown now"
+
+
+@dataclass(slots=True)
+class _Session:
+    epoch: int  # the registration this session belongs to
+    last_contact_ms: int
+    metadata_offset: int = -1
+    # offset of the last record of the heartbeat that began the controlled shutdown; -1: none
+    shutdown_offset: int = -1
+
+
+class ClusterControl:
+    def __init__(
+        self,
+        core: ControllerCore,
+        cluster_id: str,
+        session_timeout_ms: int,
+        next_offset: Callable[[], int] | None = None,
+    ) -> None:
+        """``next_offset``: the offset the next appended record gets (the quorum's log end
+        offset, Kafka's nextWriteOffset); without it, one past the last offset known here."""
+        self._core = core
+        self._cluster_id = cluster_id
+        self._timeout_ms = session_timeout_ms
+        self._next_offset = next_offset
+        self._last_offset = -1  # of the last commit made here
+        self._sessions: dict[int, _Session] = {}
+
+    # -- activation ----------------------------------------------------------------------
+
+    def became_active(self, now_ms: int) -> None:
+        """This node now leads the quorum: every registered broker gets a fresh session and no
+        controlled shutdown is in progress (the soft state of the previous controller is lost)."""
+        img = self._core.current_image()
+        self._sessions = {b.broker_id: _Session(b.epoch, now_ms) for b in img.brokers.values()}
+
+    # -- registration --------------------------------------------------------------------
+
+    async def register(
+        self,
+        broker_id: int,
+        cluster_id: str,
+        incarnation_id: uuid.UUID,
+        endpoints: Sequence[Endpoint],
+        rack: str | None,
+        features: Mapping[str, tuple[int, int]],
+        now_ms: int,
+    ) -> tuple[ErrorCode, int]:
+        """Register a broker process; (error, broker epoch). ``features``: name -> supported
+        (min, max) levels."""
+        if cluster_id != self._cluster_id:
+            log.info(
+                "broker %d registering for cluster %s, this is cluster %s",
+                broker_id,
+                cluster_id,
+                self._cluster_id,
+            )
+            return ErrorCode.inconsistent_cluster_id, -1
+        async with self._core.lock:
+            img = self._core.current_image()
+            old = img.brokers.get(broker_id)
+            same = old is not None and old.incarnation_id == incarnation_id
+            if old is not None and not same and self._has_live_session(old, now_ms):
+                log.info(
+                    "broker %d: incarnation %s refused, incarnation %s has a live session",
+                    broker_id,
+                    incarnation_id,
+                    old.incarnation_id,
+                )
+                return ErrorCode.duplicate_broker_registration, -1
+            why = unsupported_feature(img.features, features)
+            if why is not None:
+                log.info("broker %d cannot register: %s", broker_id, why)
+                return ErrorCode.unsupported_version, -1
+            if same:
+                assert old is not None
+                epoch, fenced, in_shutdown = old.epoch, old.fenced, old.in_controlled_shutdown
+            else:
+                epoch, fenced, in_shutdown = self._next_write_offset(img), True, False
+            records: list[Any] = [
+                RegisterBrokerRecord(
+                    broker_id=broker_id,
+                    incarnation_id=incarnation_id,
+                    broker_epoch=epoch,
+                    end_points=tuple(
+                        _BrokerEndpoint(name=n, host=h, port=p, security_protocol=sp)
+                        for n, h, p, sp in endpoints
+                    ),
+                    features=tuple(
+                        _BrokerFeature(
+                            name=name, min_supported_version=lo, max_supported_version=hi
+                        )
+                        for name, (lo, hi) in sorted(features.items())
+                    ),
+                    rack=rack,
+                    fenced=fenced,
+                    in_controlled_shutdown=in_shutdown,
+                )
+            ]
+            if old is not None and not same and not old.fenced:
+                # the old process never got fenced: it leads nothing from now on
+                records += leader_and_isr_changes(
+                    img, partitions_with(img, broker_id), remove=broker_id
+                )
+            last = await self._commit(records)
+            first = last - len(records) + 1
+            if not same and first != epoch:
+                log.warning(
+                    "broker %d: RegisterBrokerRecord landed at offset %d, epoch %d was predicted",
+                    broker_id,
+                    first,
+                    epoch,
+                )
+            session = self._sessions.get(broker_id)
+            if same and session is not None and session.epoch == epoch:
+                session.last_contact_ms = now_ms
+            else:
+                self._sessions[broker_id] = _Session(epoch, now_ms)
+            log.info(
+                "broker %d %s (incarnation %s, epoch %d)",
+                broker_id,
+                "amended its registration" if same else "registered",
+                incarnation_id,
+                epoch,
+            )
+            return ErrorCode.none, epoch
+
+    # -- heartbeats ----------------------------------------------------------------------
+
+    async def heartbeat(
+        self,
+        broker_id: int,
+        broker_epoch: int,
+        current_metadata_offset: int,
+        want_fence: bool,
+        want_shutdown: bool,
+        now_ms: int,
+    ) -> HeartbeatResult:
+        async with self._core.lock:
+            img = self._core.current_image()
+            b = img.brokers.get(broker_id)
+            if b is None or b.epoch != broker_epoch:
+                return HeartbeatResult(ErrorCode.stale_broker_epoch)
+            session = self._session(b, now_ms)
+            registered_at = b.registered_offset if b.registered_offset >= 0 else b.epoch
+            caught_up = current_metadata_offset >= registered_at
+            current = self._state_of(b, session)
+            after = self._next_state(current, img, b, session, caught_up, want_fence, want_shutdown)
+            records: list[Any] = []
+            if after is not current:
+                log.info("broker %d: %s -> %s", broker_id, current.value, after.value)
+                if after in (_State.FENCED, _State.SHUTDOWN_NOW):
+                    if not b.fenced:
+                        records = _fence_records(img, b)
+                elif after is _State.UNFENCED:
+                    records = _unfence_records(img, b)
+                else:
+                    records = _controlled_shutdown_records(img, b)
+            elif after is _State.CONTROLLED_SHUTDOWN and leads_any(img, broker_id):
+                # a partition placed on it since (the placement did not skip it): move it too
+                records = _controlled_shutdown_records(img, b)
+            last = await self._commit(records) if records else self._known_end(img)
+            session.last_contact_ms = now_ms
+            session.metadata_offset = current_metadata_offset
+            if after in (_State.FENCED, _State.SHUTDOWN_NOW):
+                session.shutdown_offset = -1
+            elif after is _State.CONTROLLED_SHUTDOWN and session.shutdown_offset < 0:
+                session.shutdown_offset = last
+            return HeartbeatResult(
+                ErrorCode.none,
+                is_caught_up=caught_up,
+                is_fenced=after in (_State.FENCED, _State.SHUTDOWN_NOW),
+                should_shutdown=after is _State.SHUTDOWN_NOW,
+            )
+
+    def _next_state(
+        self,
+        current: _State,
+        img: MetadataImage,
+        b: BrokerImage,
+        session: _Session,
+        caught_up: bool,
+        want_fence: bool,
+        want_shutdown: bool,
+    ) -> _State:
+        if current is _State.FENCED:
+            if want_shutdown:
+                return _State.SHUTDOWN_NOW
+            if not want_fence and caught_up:
+                return _State.UNFENCED
+            return _State.FENCED
+        if current is _State.UNFENCED:
+            if want_fence:
+                return _State.SHUTDOWN_NOW if want_shutdown else _State.FENCED
+            if want_shutdown:
+                if leads_any(img, b.broker_id):
+                    return _State.CONTROLLED_SHUTDOWN
+                return _State.SHUTDOWN_NOW
+            return _State.UNFENCED
+        # in controlled shutdown: done once it leads nothing and every active broker has
+        # reached the records that took its leadership away
+        if leads_any(img, b.broker_id):
+            return _State.CONTROLLED_SHUTDOWN
+        if session.shutdown_offset <= self._lowest_active_offset(img, b.broker_id):
+            return _State.SHUTDOWN_NOW
+        return _State.CONTROLLED_SHUTDOWN
+
+    def _lowest_active_offset(self, img: MetadataImage, except_id: int) -> int:
+        lowest: int | None = None
+        for other in img.brokers.values():
+            if other.broker_id == except_id or other.fenced or other.in_controlled_shutdown:
+                continue
+            s = self._sessions.get(other.broker_id)
+            if s is not None and s.shutdown_offset >= 0:
+                continue  # shutting down as well
+            offset = s.metadata_offset if s is not None and s.epoch == other.epoch else -1
+            lowest = offset if lowest is None else min(lowest, offset)
+        return sys.maxsize if lowest is None else lowest
+
+    # -- sessions ------------------------------------------------------------------------
+
+    async def expire_sessions(self, now_ms: int) -> None:
+        """Fence every unfenced broker whose session has expired, one commit per broker."""
+        for _ in range(len(self._core.current_image().brokers)):
+            async with self._core.lock:
+                img = self._core.current_image()
+                stale = next(
+                    (b for b in img.brokers.values() if self._expired(b, now_ms)),
+                    None,
+                )
+                if stale is None:
+                    return
+                log.info(
+                    "fencing broker %d: no heartbeat for more than %d ms",
+                    stale.broker_id,
+                    self._timeout_ms,
+                )
+                await self._commit(_fence_records(img, stale))
+                self._sessions.pop(stale.broker_id, None)
+
+    def _expired(self, b: BrokerImage, now_ms: int) -> bool:
+        if b.fenced:
+            return False
+        return self._session(b, now_ms).last_contact_ms + self._timeout_ms < now_ms
+
+    def _has_live_session(self, b: BrokerImage, now_ms: int) -> bool:
+        """Kafka 4.1's test for refusing another incarnation: a heartbeat within the session
+        timeout, from a broker that is neither fenced nor in controlled shutdown."""
+        if b.fenced or b.in_controlled_shutdown:
+            return False
+        s = self._sessions.get(b.broker_id)
+        return (
+            s is not None and s.epoch == b.epoch and s.last_contact_ms + self._timeout_ms >= now_ms
+        )
+
+    def _session(self, b: BrokerImage, now_ms: int) -> _Session:
+        """The session of ``b``'s registration; a fresh one when none is known (a broker this
+        controller has not heard from yet is given a full session timeout)."""
+        s = self._sessions.get(b.broker_id)
+        if s is None or s.epoch != b.epoch:
+            s = self._sessions[b.broker_id] = _Session(b.epoch, now_ms)
+        return s
+
+    @staticmethod
+    def _state_of(b: BrokerImage, s: _Session) -> _State:
+        if b.fenced:
+            return _State.FENCED
+        if s.shutdown_offset >= 0:
+            return _State.CONTROLLED_SHUTDOWN
+        return _State.UNFENCED
+
+    # -- offsets -------------------------------------------------------------------------
+
+    def _known_end(self, img: MetadataImage) -> int:
+        """The offset of the last record written, as far as this controller knows."""
+        if self._next_offset is not None:
+            return self._next_offset() - 1
+        return max(img.offset, self._last_offset)
+
+    def _next_write_offset(self, img: MetadataImage) -> int:
+        return self._known_end(img) + 1
+
+    async def _commit(self, records: Sequence[Any]) -> int:
+        last = await self._core.commit(records)
+        self._last_offset = max(self._last_offset, last)
+        return last
+
+
+def unsupported_feature(
+    finalized: Mapping[str, int], supported: Mapping[str, tuple[int, int]]
+) -> str | None:
+    """Why a broker supporting ``supported`` cannot join a cluster at ``finalized`` levels, or
+    None. A feature the broker does not list counts as supported at level 0 only."""
+    for name, level in sorted(finalized.items()):
+        lo, hi = supported.get(name, (0, 0))
+        if not lo <= level <= hi:
+            return (
+                f"the broker does not support version {level} of {name}: it wants a version "
+                f"between {lo} and {hi}, inclusive"
+            )
+    return None
+
+
+def _fence_records(img: MetadataImage, b: BrokerImage) -> list[Any]:
+    records = leader_and_isr_changes(img, partitions_with(img, b.broker_id), remove=b.broker_id)
+    records.append(FenceBrokerRecord(id=b.broker_id, epoch=b.epoch))
+    return records
+
+
+def _unfence_records(img: MetadataImage, b: BrokerImage) -> list[Any]:
+    records: list[Any] = [UnfenceBrokerRecord(id=b.broker_id, epoch=b.epoch)]
+    return records + leader_and_isr_changes(img, leaderless(img), add=b.broker_id)
+
+
+def _controlled_shutdown_records(img: MetadataImage, b: BrokerImage) -> list[Any]:
+    records: list[Any] = []
+    if not b.in_controlled_shutdown:
+        records.append(
+            BrokerRegistrationChangeRecord(
+                broker_id=b.broker_id, broker_epoch=b.epoch, in_controlled_shutdown=1
+            )
+        )
+    return records + leader_and_isr_changes(
+        img, partitions_with(img, b.broker_id), remove=b.broker_id
+    )

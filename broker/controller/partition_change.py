@@ -1,0 +1,94 @@
+"""Leader and ISR changes when a broker leaves or rejoins service (Kafka's PartitionChangeBuilder,
+as ReplicationControlManager.generateLeaderAndIsrUpdates uses it, without ELR or reassignments).
+
+For each partition the target ISR is the ISR without the broker leaving. The current leader stays
+when it is still in that ISR and acceptable; otherwise the first replica (in assignment order) in
+the target ISR that is acceptable leads; otherwise nobody (leader -1). Acceptable means active
+(registered, unfenced, not in controlled shutdown), except that the broker leaving never is and
+the broker rejoining always is (its unfencing is in the same batch, not yet in the image).
+
+As Kafka without eligible leader replicas: an ISR is never emptied, so the last member stays in
+it (a partition of one replica keeps ``isr=[b]`` with no leader, and its broker is elected again
+when it comes back). Only a leader change bumps the leader epoch (metadata.version 3.6+).
+"""
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Final
+
+from protocol.metadata_records import latest_type
+
+from ..metadata.image import MetadataImage, PartitionImage, TopicImage
+
+PartitionChangeRecord = latest_type("PartitionChangeRecord")
+
+NO_LEADER: Final = -1
+NO_CHANGE: Final = -2  # PartitionChangeRecord.leader when the leader stays
+
+
+def is_active(img: MetadataImage, broker_id: int) -> bool:
+    """Can lead: registered, unfenced and not in controlled shutdown (Kafka's isActive)."""
+    b = img.brokers.get(broker_id)
+    return b is not None and not b.fenced and not b.in_controlled_shutdown
+
+
+def partitions_with(
+    img: MetadataImage, broker_id: int
+) -> Iterator[tuple[TopicImage, PartitionImage]]:
+    """Partitions whose ISR holds ``broker_id`` or that it leads."""
+    for t in img.topics.values():
+        for p in t.partitions.values():
+            if broker_id in p.isr or p.leader == broker_id:
+                yield t, p
+
+
+def leaderless(img: MetadataImage) -> Iterator[tuple[TopicImage, PartitionImage]]:
+    for t in img.topics.values():
+        for p in t.partitions.values():
+            if p.leader == NO_LEADER:
+                yield t, p
+
+
+def leads_any(img: MetadataImage, broker_id: int) -> bool:
+    return any(p.leader == broker_id for t in img.topics.values() for p in t.partitions.values())
+
+
+def leader_and_isr_changes(
+    img: MetadataImage,
+    partitions: Iterable[tuple[TopicImage, PartitionImage]],
+    *,
+    remove: int = NO_LEADER,
+    add: int = NO_LEADER,
+) -> list[Any]:
+    """PartitionChangeRecords taking ``remove`` out of ISRs and leadership and/or letting ``add``
+    lead; partitions that would not change get no record."""
+
+    def acceptable(r: int) -> bool:
+        return r != remove and (r == add or is_active(img, r))
+
+    records = []
+    for t, p in partitions:
+        rec = _change(t, p, remove, acceptable)
+        if rec is not None:
+            records.append(rec)
+    return records
+
+
+def _change(
+    t: TopicImage, p: PartitionImage, remove: int, acceptable: Callable[[int], bool]
+) -> Any | None:
+    target_isr = tuple(r for r in p.isr if r != remove)
+
+    def valid(r: int) -> bool:
+        return r in target_isr and acceptable(r)
+
+    # the leader stays while it may; else the first eligible replica in assignment order
+    leader = p.leader if valid(p.leader) else next((r for r in p.replicas if valid(r)), NO_LEADER)
+    isr = target_isr if target_isr and target_isr != p.isr else None
+    if leader == p.leader and isr is None:
+        return None
+    return PartitionChangeRecord(
+        partition_id=p.partition,
+        topic_id=t.topic_id,
+        isr=isr,
+        leader=leader if leader != p.leader else NO_CHANGE,
+    )
