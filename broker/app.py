@@ -73,6 +73,7 @@ from .coordinator.txn import (
     TransactionCoordinator,
     TxnConfig,
 )
+from .coordinator.txn.remote import ClusterMarkerWriter, TxnVerification
 from .log.cleaner import CleanerConfig, LogCleaner
 from .log.clock import SystemClock
 from .log.config import LogConfig
@@ -88,6 +89,7 @@ from .metadata.image import (
     apply_records,
 )
 from .metadata.mirror_states import MIRROR_STATE_TOPIC, MirrorState
+from .metadata.snapshot import image_info, image_records, snapshot_delta
 from .metrics.broker_metrics import BrokerMetrics, StateSnapshot
 from .metrics.on_loop import read_on_loop
 from .mirror.fetcher import MirrorFetcherManager
@@ -95,6 +97,7 @@ from .mirror.manager import MirrorManager, SourceRefused
 from .mirror.metadata_sync import MirrorMetadataSync
 from .mirror.metrics_snapshot import build_snapshot
 from .mirror.source import SourceClient
+from .network.broker_clients import BrokerClients
 from .network.client import ReconnectingClient
 from .network.server import KafkaServer, Listener
 from .quorum.broker_lifecycle import BrokerLifecycleManager, BrokerState
@@ -215,7 +218,11 @@ class Node:
                 cluster_id=cluster_id,
                 election_timeout_ms=config.controller_quorum_election_timeout_ms,
                 fetch_timeout_ms=config.controller_quorum_fetch_timeout_ms,
+                max_bytes_between_snapshots=config.metadata_log_max_record_bytes_between_snapshots,
+                max_snapshot_interval_ms=config.metadata_log_max_snapshot_interval_ms,
             ),
+            snapshot_source=lambda: (self.image.offset, image_records(self.image)),
+            load_snapshot=self._load_snapshot,
         )
         # to whichever node leads the quorum: forwarded requests, broker registration/heartbeats
         self.controller_channel = ControllerChannel(
@@ -252,6 +259,7 @@ class Node:
                 secrets=self.config_secrets,
             ),
             config.node_id,
+            ready=self.quorum.wait_writable,
         )
         self.groups = GroupCoordinator(
             GroupConfig(
@@ -274,6 +282,8 @@ class Node:
         self.producer_ids = ProducerIdManager(
             lambda: self.services.controller.allocate_producer_ids(0)
         )
+        # to the other brokers (inter-broker listener): markers, transaction verification
+        self.broker_clients = BrokerClients(self._broker_endpoint, self._broker_client)
         self.txn_markers = LocalMarkerWriter(
             self.replicas,
             self.clock.now_ms,
@@ -294,11 +304,20 @@ class Node:
                 ),
             ),
             self.producer_ids.next_id,
-            self.txn_markers,
+            ClusterMarkerWriter(
+                self.txn_markers, self._partition_leader, config.node_id, self.broker_clients
+            ),
             lambda group_id: (OFFSETS_TOPIC, self.groups.partition_for(group_id)),
             LoopScheduler(),
         )
         self._loaded_txn_partitions: set[int] = set()
+        # KIP-890 checks with the transaction coordinator, on this node or another
+        self.txn_verification = TxnVerification(
+            self.txn_coordinator,
+            self._txn_coordinator_node,
+            config.node_id,
+            self.broker_clients,
+        )
         self._group_tasks: set[asyncio.Task[None]] = set()
         self.server: KafkaServer | None = None
         self.acl_controller = AclController(self.controller)
@@ -342,7 +361,7 @@ class Node:
             active_controller=lambda: self.quorum.leader_id,
             controller_listeners=frozenset(config.controller_listener_names),
             verify_txn=(
-                self.txn_coordinator.verify_partitions
+                self.txn_verification.verify_partitions
                 if config.transaction_partition_verification_enable
                 else None
             ),
@@ -436,12 +455,55 @@ class Node:
             host, port, f"broker-{self.config.node_id}", request_timeout_ms=30_000
         )
 
+    def _broker_client(self, host: str, port: int) -> ReconnectingClient:
+        return ReconnectingClient(
+            host, port, f"broker-{self.config.node_id}", request_timeout_ms=30_000
+        )
+
+    def _broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        """A live broker's endpoint on the inter-broker listener."""
+        b = self.image.brokers.get(broker_id)
+        ep = b.endpoint(self._inter_broker_listener) if b is not None and not b.fenced else None
+        return None if ep is None else (ep.host, ep.port)
+
+    @property
+    def _inter_broker_listener(self) -> str:
+        cfg = self.config
+        if cfg.inter_broker_listener_name:
+            return cfg.inter_broker_listener_name
+        names = [
+            a.name for a in cfg.advertised_listeners if a.name not in cfg.controller_listener_names
+        ]
+        return names[0] if names else ""
+
+    def _partition_leader(self, topic: str, partition: int) -> int | None:
+        t = self.image.topics.get(topic)
+        part = t.partitions.get(partition) if t is not None else None
+        return None if part is None else part.leader
+
+    def _txn_coordinator_node(self, transactional_id: str) -> int | None:
+        """The node leading the transactional id's ``__transaction_state`` partition."""
+        return self._partition_leader(
+            TRANSACTION_STATE_TOPIC, self.txn_coordinator.partition_for(transactional_id)
+        )
+
     def _apply_committed(self, records: list[tuple[int, Any]]) -> None:
         """The quorum's commit listener: records under the high watermark, in offset order."""
         if not self._loaded:
             self.load_metadata(records)
         else:
             self.publish(records)
+
+    def _load_snapshot(self, end_offset: int, records: list[tuple[int, Any]]) -> None:
+        """A metadata snapshot replaces the image: at start as the first records, later (fetched
+        from the leader) rebuilt from nothing and diffed with the image it replaces."""
+        if not self._loaded:
+            self.load_metadata(records)
+            return
+        old = self.image
+        self.image, _ = apply_records(MetadataImage(), records, self.config_secrets.open)
+        self._react(snapshot_delta(old, self.image))
+        log.info("metadata snapshot below offset %d replaced the image", end_offset)
 
     def _on_quorum_leader(self, leader_id: int, epoch: int) -> None:
         if leader_id == self.config.node_id:
@@ -696,7 +758,7 @@ class Node:
         producers = ProducersApi(s)
         self.cluster_api = cluster
         groups = GroupApi(self.groups, lambda t: t in self.image.topics, self.authorizer)
-        txn = TxnApi(s, self.txn_coordinator, self.groups, self.txn_markers)
+        txn = TxnApi(s, self.txn_verification, self.groups, self.txn_markers)
         mirror_states = MirrorStateApi(self.mirror_coordinator, lambda: self.image, self.authorizer)
         self.mirror_controller = MirrorController(
             self.controller,
@@ -938,6 +1000,7 @@ class Node:
                     "quorum metrics",
                 )
             )
+            self.metrics.watch_image(lambda: image_info(self.image))  # immutable: any thread
             self.metrics.watch_cleaner(
                 read_on_loop(
                     asyncio.get_running_loop(), self.cleaner.metrics_snapshot, "cleaner metrics"
@@ -998,6 +1061,7 @@ class Node:
         self.replicas.snapshot_all()
         await self.cleaner.close()
         await self.controller_channel.close()
+        await self.broker_clients.close()
         await self.lifecycle_channel.close()
         await self.quorum.close()
         self.logs.close()

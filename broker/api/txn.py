@@ -40,6 +40,7 @@ from ..coordinator.runtime import EndMarker
 from ..coordinator.txn import TransactionCoordinator
 from ..coordinator.txn.markers import MarkerWriter
 from ..coordinator.txn.metadata import TopicPartition
+from ..coordinator.txn.remote import TxnVerification
 from ..security.acls import AclOperation, ResourceType
 from .authz import allowed, allowed_on_any, allowed_on_cluster
 from .context import RequestContext
@@ -89,7 +90,7 @@ class TxnApi:
     def __init__(
         self,
         services: Services,
-        txns: TransactionCoordinator,
+        txns: TransactionCoordinator | TxnVerification,  # verification reaches other nodes
         groups: GroupCoordinator,
         markers: MarkerWriter,
     ) -> None:

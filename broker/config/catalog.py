@@ -137,6 +137,8 @@ _BROKER_VALIDATORS: dict[str, Validator] = {
     "producer.id.expiration.ms": Range(1),
     # ours (Kafka sets no range): 0 would heartbeat in a busy loop, or fence every broker at once
     "broker.heartbeat.interval.ms": Range(1),
+    "metadata.log.max.record.bytes.between.snapshots": Range(1),
+    "metadata.log.max.snapshot.interval.ms": Range(0),
     "broker.session.timeout.ms": Range(1),
     "fetch.max.bytes": Range(1024),
     "replica.fetch.max.bytes": Range(0),

@@ -75,6 +75,7 @@ IMPLEMENTED_KEYS: frozenset[str] = frozenset(
         "controller.quorum.voters", "controller.quorum.bootstrap.servers",
         "controller.quorum.election.timeout.ms", "controller.quorum.fetch.timeout.ms",
         "log.dirs", "log.dir", "metadata.log.dir",
+        "metadata.log.max.record.bytes.between.snapshots", "metadata.log.max.snapshot.interval.ms",
         "num.partitions", "default.replication.factor", "min.insync.replicas",
         "auto.create.topics.enable", "delete.topic.enable", "message.max.bytes",
         "socket.request.max.bytes", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
@@ -179,6 +180,10 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     controller_quorum_fetch_timeout_ms: int
     log_dirs: tuple[str, ...]
     metadata_log_dir: str  # defaults to the first log dir, as in Kafka
+    # metadata snapshots (KIP-630, KIP-876): after this many bytes of records, or once a record
+    # no snapshot holds is this old (0: never by time)
+    metadata_log_max_record_bytes_between_snapshots: int = 20 * 1024 * 1024
+    metadata_log_max_snapshot_interval_ms: int = 3_600_000
     num_partitions: int
     default_replication_factor: int
     min_insync_replicas: int

@@ -28,7 +28,7 @@ offline until its broker is back).
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import enum
 import logging
 import sys
@@ -66,7 +66,7 @@ class ControllerCore(Protocol):
     """What this needs of ``Controller``: its lock, the image it validates against, commit."""
 
     @property
-    def lock(self) -> asyncio.Lock: ...
+    def lock(self) -> contextlib.AbstractAsyncContextManager[None]: ...
 
     def current_image(self) -> MetadataImage: ...
 

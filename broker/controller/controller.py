@@ -9,7 +9,7 @@ import logging
 import random
 import sys
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
@@ -112,6 +112,25 @@ class Validators:
     secrets: "ConfigSealer | None" = None
 
 
+class ControllerLock:
+    """The controller's one lock, taken only once the image holds every record the quorum's log
+    had when this node became leader (``ready``): a new active controller must not check a
+    request against an image that lacks what the previous one committed (Kafka's controller
+    replays the log up to its LeaderChange before it serves writes)."""
+
+    def __init__(self, ready: Callable[[], Awaitable[None]] | None) -> None:
+        self._ready = ready
+        self._lock = asyncio.Lock()
+
+    async def __aenter__(self) -> None:
+        if self._ready is not None:
+            await self._ready()
+        await self._lock.acquire()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
 class Controller:
     def __init__(
         self,
@@ -119,12 +138,13 @@ class Controller:
         image: Callable[[], MetadataImage],
         validators: Validators,
         node_id: int,
+        ready: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._quorum = quorum
         self._image = image
         self._v = validators
         self._node_id = node_id
-        self._lock = asyncio.Lock()
+        self._lock = ControllerLock(ready)
 
     async def _commit(self, records: Sequence[Any]) -> int:
         """Commit ``records``; the offset of the last one (of the last committed record when
@@ -134,7 +154,7 @@ class Controller:
     # -- for sibling controllers (mirrors.py) that share this lock, image and quorum ----------
 
     @property
-    def lock(self) -> asyncio.Lock:
+    def lock(self) -> ControllerLock:
         return self._lock
 
     def current_image(self) -> MetadataImage:

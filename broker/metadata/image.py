@@ -99,6 +99,11 @@ class MetadataImage:
     unreadable_configs: Mapping[tuple[int, str], Mapping[str, str]] = field(
         default_factory=lambda: _EMPTY
     )
+    # The stored form of values ``configs`` holds decoded (secrets at rest): what a snapshot of
+    # the image writes, so that it never holds a decoded secret.
+    encoded_configs: Mapping[tuple[int, str], Mapping[str, str]] = field(
+        default_factory=lambda: _EMPTY
+    )
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
         name = self.topic_names.get(topic_id)
@@ -156,6 +161,7 @@ class ImageBuilder:
         self._acls: dict[uuid.UUID, Acl] | None = None  # copied on the first ACL record
         self._scram: dict[tuple[str, int], ScramCredential] | None = None  # likewise
         self.unreadable = {k: dict(v) for k, v in base.unreadable_configs.items()}
+        self.encoded = {k: dict(v) for k, v in base.encoded_configs.items()}
 
     def apply(self, record: Any, offset: int) -> None:
         handler = getattr(self, "_on_" + type(record).__name__, None)
@@ -219,6 +225,7 @@ class ImageBuilder:
         t = self.topics.pop(name)
         self.configs.pop((TOPIC_RESOURCE, name), None)
         self.unreadable.pop((TOPIC_RESOURCE, name), None)
+        self.encoded.pop((TOPIC_RESOURCE, name), None)
         self.delta.deleted_topics.append(t)
 
     def _on_ConfigRecord(self, r: Any) -> None:
@@ -234,6 +241,10 @@ class ImageBuilder:
             self.configs.setdefault(key, {})[r.name] = value
         if value is not None or r.value is None:
             _pop(self.unreadable, key, r.name)
+        if value is not None and value != r.value:
+            self.encoded.setdefault(key, {})[r.name] = r.value
+        else:
+            _pop(self.encoded, key, r.name)
         self.delta.changed_configs.append(key)
 
     def _on_RegisterBrokerRecord(self, r: Any) -> None:
@@ -330,12 +341,15 @@ class ImageBuilder:
             next_producer_id=self.next_producer_id,
             acls=self._base.acls if self._acls is None else MappingProxyType(self._acls),
             scram=self._base.scram if self._scram is None else MappingProxyType(self._scram),
-            unreadable_configs=MappingProxyType(
-                {k: MappingProxyType(v) for k, v in self.unreadable.items()}
-            )
-            if self.unreadable
-            else _EMPTY,
+            unreadable_configs=_frozen(self.unreadable),
+            encoded_configs=_frozen(self.encoded),
         )
+
+
+def _frozen(configs: dict[tuple[int, str], dict[str, str]]) -> Mapping[Any, Mapping[str, str]]:
+    if not configs:
+        return _EMPTY
+    return MappingProxyType({k: MappingProxyType(v) for k, v in configs.items()})
 
 
 def _pop(configs: dict[tuple[int, str], dict[str, str]], key: tuple[int, str], name: str) -> None:

@@ -18,6 +18,7 @@ from protocol.errors import MirrorErrorCode
 from protocol.registry import REGISTRY
 
 from .cleaner_metrics import CleanerCollector, CleanerSnapshot
+from .image_metrics import ImageCollector, ImageInfo
 from .mirror_metrics import MirrorCollector, MirrorSnapshot
 from .raft_metrics import QuorumCollector, QuorumSnapshot
 
@@ -219,6 +220,10 @@ class BrokerMetrics:
         """The metadata quorum's ``kafka_server_raft_metrics_*`` and controller gauges, from
         the snapshot ``read`` returns per scrape (``quorum.quorum_metrics.quorum_snapshot``)."""
         self.registry.register(QuorumCollector(read))
+
+    def watch_image(self, read: Callable[[], ImageInfo | None]) -> None:
+        """``kmirror_metadata_image_info{digest,offset}``, from ``read`` per scrape."""
+        self.registry.register(ImageCollector(read))
 
     def serve(self, host: str, port: int) -> Any:
         try:

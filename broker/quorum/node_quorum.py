@@ -8,6 +8,14 @@ decodes the metadata records and hands them to ``apply`` in offset order. An ``a
 active controller's) returns once its records are committed *and applied*, so the controller's
 next request is checked against an image that holds them.
 
+Snapshots (Kafka's SnapshotGenerator and MetadataLoader): when the core asks (``SnapshotWanted``:
+``metadata.log.max.record.bytes.between.snapshots`` of records, or a record no snapshot holds
+``metadata.log.max.snapshot.interval.ms`` old), ``snapshot_state`` encodes the records the node's
+``snapshot_source`` gives for its image, ending where it has applied; the core stores them and
+drops the log below. A snapshot replaces the node's state through ``load_snapshot``: at start
+when the log begins at one (or holds a newer one), and when a follower behind the leader's log
+start fetched one (``handle_load_snapshot``); applying then goes on from its end offset.
+
 A single voter is the same code: it elects itself at start and commits what it flushes.
 Logs written by the earlier one-voter quorum (every batch at epoch 1, no ``quorum-state``) are
 read as they are: the first start elects an epoch above them.
@@ -26,6 +34,7 @@ from protocol.errors import DecodeError
 from protocol.metadata_records import decode_metadata_record, encode_metadata_record
 
 from ..log.partition_log import PartitionLog
+from ..metadata.snapshot import decode_snapshot, encode_snapshot, records_digest
 from ..raft.core import RaftConfig, RaftCore
 from ..raft.messages import SnapshotId
 from ..raft.quorum_state import FileQuorumStateStore
@@ -40,6 +49,14 @@ _READ_ENTRIES = 4096
 # Committed (offset, record) pairs, oldest first.
 ApplyRecords = Callable[[list[tuple[int, Any]]], None]
 OnLeaderChange = Callable[[int, int], None]
+# The image's offset and the (offset, record) pairs that rebuild it (snapshot.image_records).
+SnapshotSource = Callable[[], tuple[int, list[tuple[int, Any]]]]
+# A snapshot's end offset and its (offset, record) pairs: the node rebuilds its state from them.
+LoadSnapshot = Callable[[int, list[tuple[int, Any]]], None]
+
+
+class SnapshotLoadError(Exception):
+    """A snapshot the node must load cannot be read: its state would be wrong."""
 
 
 class MetadataQuorum:
@@ -54,6 +71,8 @@ class MetadataQuorum:
         apply: ApplyRecords,
         on_leader_change: OnLeaderChange | None = None,
         config: RaftConfig | None = None,
+        snapshot_source: SnapshotSource | None = None,
+        load_snapshot: LoadSnapshot | None = None,
     ) -> None:
         self.node_id = node_id
         self.voters = dict(voters)
@@ -69,6 +88,8 @@ class MetadataQuorum:
         self.driver = QuorumDriver(core, voters, self, now_ms, client_factory)
         self._apply = apply
         self._on_leader_change = on_leader_change
+        self._snapshot_source = snapshot_source
+        self._load_snapshot = load_snapshot
         self._next = self._log.start_offset  # the next offset to apply
         self._hw = 0
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
@@ -118,7 +139,24 @@ class MetadataQuorum:
         if not self._started:
             self._started = True
             self._first_commit = asyncio.get_running_loop().create_future()
+            self._load_latest_snapshot()
             self.driver.start()
+
+    def _load_latest_snapshot(self) -> None:
+        """At start: the newest snapshot, if the log has one, before any committed record."""
+        sid = self._log.latest_snapshot_id
+        if sid is None:
+            if self._log.start_offset > 0:
+                raise SnapshotLoadError(
+                    f"the metadata log starts at offset {self._log.start_offset} "
+                    "without a snapshot there"
+                )
+            return
+        if self._load_snapshot is None:
+            if self._log.start_offset > 0:
+                raise SnapshotLoadError(f"metadata snapshot {sid} cannot be loaded by this node")
+            return  # nothing lost: the log still holds everything from offset 0
+        self._load(sid)
 
     async def wait_caught_up(self) -> None:
         """Until the first high watermark is known and everything under it applied."""
@@ -135,6 +173,13 @@ class MetadataQuorum:
         last = await self.driver.append([encode_metadata_record(r) for r in records])
         await self.wait_applied(last)
         return last
+
+    async def wait_writable(self) -> None:
+        """As the leader: until every entry before this leadership's LeaderChange is applied
+        (they are committed with it); at once otherwise (an append will say NotLeader)."""
+        start = self.driver.core.epoch_start_offset()
+        if start is not None:
+            await self.wait_applied(start)
 
     async def wait_applied(self, offset: int) -> None:
         if self._next > offset:
@@ -194,11 +239,57 @@ class MetadataQuorum:
             self._on_leader_change(leader_id, epoch)
 
     def handle_load_snapshot(self, snapshot_id: SnapshotId) -> None:
-        # Metadata snapshots are not written yet (snapshot_state answers None), so a snapshot
-        # can only come from another implementation: say so rather than apply half a state.
-        log.error(
-            "metadata snapshot %s received but this version cannot load snapshots", snapshot_id
+        """The core installed a snapshot fetched from the leader: the log now starts at its end."""
+        if self._load_snapshot is None:
+            log.error("metadata snapshot %s received but this node cannot load it", snapshot_id)
+            return
+        self._load(snapshot_id)
+        self._release()
+
+    def _load(self, snapshot_id: SnapshotId) -> None:
+        assert self._load_snapshot is not None
+        data = self._log.read_snapshot(snapshot_id)
+        if data is None:
+            raise SnapshotLoadError(f"metadata snapshot {snapshot_id} is gone")
+        try:
+            entries = decode_snapshot(data)
+        except DecodeError as e:
+            raise SnapshotLoadError(f"metadata snapshot {snapshot_id} is damaged: {e}") from e
+        end = snapshot_id.end_offset
+        self._load_snapshot(end, entries)
+        self._next = end
+        self._hw = max(self._hw, end)
+        log.info(
+            "metadata snapshot loaded: offsets below %d, %d records, image digest %s",
+            end,
+            len(entries),
+            records_digest(entries),
         )
 
     def snapshot_state(self, up_to: int) -> tuple[int, bytes] | None:
-        return None  # metadata snapshots of the image: not written yet
+        """The core wants a snapshot: the image's records, up to where this node has applied."""
+        if self._snapshot_source is None:
+            return None
+        end = self._next  # <= up_to: the commit that led to the request was applied first
+        image_offset, entries = self._snapshot_source()
+        if image_offset >= end or end > up_to:
+            # the image is not the state below ``end``: never store a snapshot that lies
+            log.error(
+                "metadata snapshot skipped: image at offset %d, applied below %d, wanted below %d",
+                image_offset,
+                self._next,
+                up_to,
+            )
+            return None
+        data = encode_snapshot(entries)
+        latest = self._log.latest_snapshot_id
+        if end > max(self._log.start_offset, latest.end_offset if latest is not None else 0):
+            log.info(
+                "metadata snapshot written: offsets below %d, %d records, %d bytes, "
+                "image digest %s",
+                end,
+                len(entries),
+                len(data),
+                records_digest(entries),
+            )
+        return end, data

@@ -66,6 +66,8 @@ class CoreBase:
         self._bootstrap = rng.randrange(len(voters)) if voters else 0
         self._bytes_since_snapshot = 0
         self._snapshot_wanted = False
+        # since when committed entries are in no snapshot (-1: none are)
+        self._uncovered_since_ms = -1
         self._completing = False
         self.stats = RaftStats()
 
@@ -91,6 +93,11 @@ class CoreBase:
     @property
     def is_leader(self) -> bool:
         return isinstance(self.state, LeaderState)
+
+    def epoch_start_offset(self) -> int | None:
+        """As the leader, the offset of this epoch's LeaderChange entry; None otherwise."""
+        st = self.state
+        return st.epoch_start_offset if isinstance(st, LeaderState) else None
 
     def _drain(self) -> list[Output]:
         out, self._out = self._out, []
@@ -254,6 +261,22 @@ class CoreBase:
         ):
             self._snapshot_wanted = True
             self._out.append(SnapshotWanted(hw))
+
+    def _want_snapshot_by_time(self, now: int) -> None:
+        """KIP-876: a committed entry that no snapshot holds has waited
+        ``max_snapshot_interval_ms`` (its wait starts at the first poll that sees it)."""
+        interval = self.config.max_snapshot_interval_ms
+        if interval <= 0 or self._snapshot_wanted:
+            return
+        latest = self.log.latest_snapshot_id
+        base = max(self.log.start_offset, latest.end_offset if latest is not None else 0)
+        if self._hw <= base:
+            self._uncovered_since_ms = -1
+        elif self._uncovered_since_ms < 0:
+            self._uncovered_since_ms = now
+        elif now - self._uncovered_since_ms >= interval:
+            self._snapshot_wanted = True
+            self._out.append(SnapshotWanted(self._hw))
 
     def _common(self, now: int, error: int, leader_id: int, epoch: int) -> bool | None:
         """Kafka's maybeHandleCommonResponse: None if the specific handler should go on."""

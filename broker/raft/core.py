@@ -14,7 +14,8 @@ the outputs the shell must act on, in order:
 - ``Committed(high_watermark)``: entries below it are committed; the state machine applies them.
 - ``LeaderChange(leader_id, epoch)``: the known leader or epoch changed (-1: unknown).
 - ``SnapshotWanted(end_offset)``: more than ``max_bytes_between_snapshots`` of payload went into
-  the log since the last snapshot; the state machine answers with ``snapshot(...)`` when it has
+  the log since the last snapshot, or (KIP-876) a committed entry no snapshot holds is
+  ``max_snapshot_interval_ms`` old; the state machine answers with ``snapshot(...)`` when it has
   applied up to some offset <= the high watermark.
 - ``SnapshotLoaded(snapshot_id)``: a snapshot fetched from the leader replaced the log; the
   state machine reloads its state from ``log.read_snapshot(snapshot_id)``.
@@ -163,6 +164,7 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
         """Store the state machine's snapshot of everything below ``end_offset`` (which must be
         committed) and drop the log before it. A stale request is ignored."""
         self._snapshot_wanted = False
+        self._uncovered_since_ms = -1  # a stale answer: asked again after another interval
         log = self.log
         latest = log.latest_snapshot_id
         if end_offset <= log.start_offset or (
@@ -218,6 +220,7 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
             self._expire_requests(now)
             if not self._poll_state(now):
                 break
+        self._want_snapshot_by_time(now)
         self.stats.settle(now, self._hw, isinstance(self.state, LeaderState))
 
     def _expire_requests(self, now: int) -> None:

@@ -18,6 +18,9 @@ class RaftConfig:
     fetch_max_entries: int = 1 << 16
     snapshot_chunk_bytes: int = 1 << 20
     max_bytes_between_snapshots: int = 20 * 1024 * 1024
+    # KIP-876: ask for a snapshot once a committed entry no snapshot holds is this old;
+    # 0: never by time
+    max_snapshot_interval_ms: int = 3_600_000
     cluster_id: str | None = None
 
 

@@ -239,6 +239,7 @@ class ReplicationHandlers(CoreBase):
             self.log.install_snapshot(sf.snapshot_id, bytes(sf.data))
             st.snapshot_fetch = None
             self._bytes_since_snapshot = 0
+            self._uncovered_since_ms = -1
             self._out.append(SnapshotLoaded(sf.snapshot_id))
             self._set_hw(sf.snapshot_id.end_offset)
         st.has_fetched = True

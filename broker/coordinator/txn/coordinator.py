@@ -75,7 +75,7 @@ class TransactionCoordinator:
         self.config = config
         self._next_pid = next_producer_id
         self._markers = markers
-        self._offsets_partition = offsets_partition
+        self.offsets_partition = offsets_partition
         self._epochs: dict[int, int] = {}  # coordinator epoch of each loaded partition
         self._completing: dict[str, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -237,7 +237,7 @@ class TransactionCoordinator:
         self, transactional_id: str, producer_id: int, epoch: int, group_id: str
     ) -> ErrorCode:
         """AddOffsetsToTxn: the group's `__consumer_offsets` partition joins the transaction."""
-        tp = self._offsets_partition(group_id)
+        tp = self.offsets_partition(group_id)
         return await self.add_partitions(transactional_id, producer_id, epoch, frozenset({tp}))
 
     async def verify_partitions(
@@ -262,7 +262,7 @@ class TransactionCoordinator:
         self, transactional_id: str, producer_id: int, epoch: int, group_id: str
     ) -> ErrorCode:
         """Is the group's offsets partition in the transaction (before a TxnOffsetCommit)?"""
-        tp = self._offsets_partition(group_id)
+        tp = self.offsets_partition(group_id)
         found = await self.verify_partitions(transactional_id, producer_id, epoch, frozenset({tp}))
         return found[tp]
 

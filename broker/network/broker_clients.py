@@ -1,0 +1,68 @@
+"""Connections from this node to the other brokers of the cluster (the inter-broker listener).
+
+What one node asks of another: transaction markers for partitions the other leads
+(WriteTxnMarkers), KIP-890 checks with the transaction coordinator of another node
+(AddPartitionsToTxn v4, verify only). One ``ReconnectingClient`` per broker, created on first
+use from ``endpoint(broker_id)`` (the caller resolves it from the metadata image) and replaced
+when the broker's endpoint changes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from protocol.build import build
+from protocol.registry import REGISTRY
+
+from .client import ReconnectingClient
+from .errors import NetworkError
+
+# broker id -> (host, port) on the inter-broker listener, None: not known or fenced
+Endpoint = Callable[[int], tuple[str, int] | None]
+ClientFactory = Callable[[str, int], ReconnectingClient]
+
+
+class UnknownBroker(NetworkError):
+    pass
+
+
+class BrokerClients:
+    def __init__(self, endpoint: Endpoint, client_factory: ClientFactory) -> None:
+        self._endpoint = endpoint
+        self._factory = client_factory
+        self._clients: dict[int, tuple[str, int, ReconnectingClient]] = {}
+
+    async def request(
+        self, broker_id: int, api_key: int, body: Mapping[str, Any], version: int | None = None
+    ) -> Any:
+        """Send to ``broker_id``; its decoded response. ``NetworkError`` when it cannot be
+        reached (unknown, fenced, connection lost) or serves no common version."""
+        client = self._client(broker_id)
+        if version is None:
+            version = await client.version_for(api_key)
+        request: Any = build(REGISTRY.spec(api_key).request_type(version), dict(body))
+        return await client.send(request, version)
+
+    def _client(self, broker_id: int) -> ReconnectingClient:
+        ep = self._endpoint(broker_id)
+        if ep is None:
+            raise UnknownBroker(f"broker {broker_id} has no live endpoint in the metadata")
+        known = self._clients.get(broker_id)
+        if known is not None and (known[0], known[1]) == ep:
+            return known[2]
+        if known is not None:
+            known[2].close()
+        client = self._factory(*ep)
+        self._clients[broker_id] = (ep[0], ep[1], client)
+        return client
+
+    async def close(self) -> None:
+        clients = [c for _, _, c in self._clients.values()]
+        self._clients.clear()
+        for c in clients:
+            c.close()
+        for c in clients:
+            with contextlib.suppress(Exception):
+                await c.wait_closed()
