@@ -33,12 +33,20 @@ _UNSET_OPS = -(2**31)
 
 
 def broker_rows(s: Services, img: MetadataImage, listener: str) -> list[dict[str, Any]]:
+    """The unfenced brokers with an endpoint on ``listener``. Never none while this node
+    answers: a node fenced at the end of its controlled shutdown (or not yet unfenced) that is
+    the only broker lists itself, since a client given an empty list forgets every broker it
+    knows (librdkafka decommissions them) and stalls until it re-bootstraps, minutes later."""
     rows = []
     for b in sorted(img.brokers.values(), key=lambda b: b.broker_id):
         ep = b.endpoint(listener)
         if ep is None or b.fenced:
             continue
         rows.append({"node_id": b.broker_id, "host": ep.host, "port": ep.port, "rack": b.rack})
+    me = img.brokers.get(s.node_id)
+    ep = me.endpoint(listener) if me is not None else None
+    if not rows and me is not None and ep is not None:
+        rows.append({"node_id": me.broker_id, "host": ep.host, "port": ep.port, "rack": me.rack})
     return rows
 
 

@@ -1,6 +1,7 @@
 """Start real kmirror node processes on loopback for integration tests (and kill only those)."""
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -13,8 +14,22 @@ from broker.config.meta_properties import random_uuid
 ROOT = Path(__file__).resolve().parents[2]
 
 
+_PORTS = random.Random()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
+    """A port free now, below the kernel's ephemeral range (32768+ on Linux): a port the kernel
+    handed out (bind to 0) is soon handed to some client connection again, and a node started a
+    few seconds later would find it taken."""
+    for _ in range(200):
+        port = _PORTS.randrange(15_000, 32_000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:  # a crowded range: let the kernel choose
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 

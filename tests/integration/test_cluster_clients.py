@@ -9,7 +9,7 @@ bootstraps from ONE node and must find the rest through metadata and FindCoordin
 - a transaction whose coordinator is on another node writes to partitions led by all three
   nodes: read_committed sees exactly the committed records; producer ids handed out by
   different nodes never collide;
-- kafkajs creates, produces and consumes in a group across the three nodes;
+- kafkajs produces to the three leaders and consumes in a group coordinated on another node;
 - controlled shutdown (SIGTERM) of a node that does not lead the metadata quorum: its
   partitions go offline (one replica each), the others keep taking records, and when it
   comes back it leads them again with every acknowledged record intact.
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import re
 import threading
 from collections.abc import Callable, Iterator
@@ -72,16 +73,18 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     c = Cluster(tmp_path_factory.mktemp("cluster-clients")).start()
     try:
         for n in c.nodes:  # each node has learnt the others' registrations
-            wait_value(
-                lambda n=n: (
-                    sorted(admin(n.bootstrap).list_topics(timeout=10).brokers) == [1, 2, 3] or None
-                ),
+            wait_for(
+                functools.partial(lists_brokers, n, [1, 2, 3]),
                 timeout=15,
                 what=f"node {n.node_id} to list brokers 1, 2 and 3",
             )
         yield c
     finally:
         c.stop()
+
+
+def lists_brokers(node: Node, ids: list[int]) -> bool:
+    return sorted(admin(node.bootstrap).list_topics(timeout=10).brokers) == ids
 
 
 # --- where things are ---------------------------------------------------------------------------
@@ -168,7 +171,8 @@ MEMBER_CONF = {"heartbeat_ms": 300, "session_ms": 6000}
 
 @dataclass
 class MemberState:
-    """What one member thread saw; read by the test thread (lists and sets swapped whole)."""
+    """What one member thread saw, read by the test thread (appends and whole replacements
+    only, so a read never sees a half-made value)."""
 
     name: str
     got: list[tuple[int, int]] = field(default_factory=list)  # (partition, offset)
@@ -194,7 +198,7 @@ def _ck_member(bootstrap: str, group: str, stop: threading.Event, st: MemberStat
             for m in msgs:
                 if m.error():
                     raise KafkaException(m.error())
-                st.got.append((m.partition(), m.offset()))
+                st.got.append((int(m.partition() or 0), int(m.offset() or 0)))
             # nothing to commit yet, or a rebalance is running: the next loop retries
             with contextlib.suppress(KafkaException):
                 c.commit(asynchronous=False)
@@ -356,6 +360,7 @@ def test_group_with_its_coordinator_on_another_node(
         stop.set()
         for t in threads:
             t.join(15)
+    assert not [t.name for t in threads if t.is_alive()], "members that did not close in 15 s"
     for st in states:
         assert st.error is None, f"{st.name}: {st.error!r}"
     # left cleanly (LeaveGroup through the coordinator): the group is empty, its offsets stay
@@ -370,8 +375,15 @@ def test_group_with_its_coordinator_on_another_node(
 
 def txn_topic_leaders(c: Cluster) -> dict[int, int]:
     def touch() -> None:
-        p = Producer({"bootstrap.servers": c.nodes[0].bootstrap, "transactional.id": "warm-up"})
-        p.init_transactions(30)
+        def answered() -> bool | None:  # asked again, as for groups (see group_topic_leaders)
+            p = Producer({"bootstrap.servers": c.nodes[0].bootstrap, "transactional.id": "warm-up"})
+            try:
+                p.init_transactions(10)
+            except KafkaException:
+                return None
+            return True
+
+        wait_value(answered, timeout=30, what="a transaction coordinator to answer", step=0.2)
 
     return coordinator_topic_leaders(c, TXN_STATE, touch)
 
@@ -493,8 +505,9 @@ def test_kafkajs_across_three_nodes(cluster: Cluster) -> None:
     The topic is created, and awaited on every node, by confluent-kafka: kafkajs's
     createTopics(waitForLeaders) retries only LEADER_NOT_AVAILABLE, so when the node it asks
     has not applied the new topic yet (the forwarded CreateTopics returns once the controller
-    committed it; the other nodes learn it a fetch later, as in Kafka) it fails with
-    UNKNOWN_TOPIC_OR_PARTITION (kafkajs issues #815, #1222 on Kafka clusters)."""
+    committed it; the other nodes learn it one metadata fetch later, ~50-200 ms here) it fails
+    with UNKNOWN_TOPIC_OR_PARTITION, as kafkajs users report on Kafka clusters (kafkajs issues
+    #815, #1222)."""
     topic, parts, per = "js-spread", 6, 5
     create_topic(cluster.nodes[0].bootstrap, topic, parts)
     for n in cluster.nodes:
@@ -565,10 +578,13 @@ def test_controlled_shutdown_of_a_node_and_its_return(cluster: Cluster) -> None:
     assert ck_produce(cluster.bootstrap, topic, acked, acks="all") == []
 
     assert victim.stop(timeout=30) == 0, victim.log_tail()
-    # one replica each: the victim's partitions have no leader now, the others keep theirs
+    # one replica each: the victim's partitions have no leader now, the others keep theirs.
+    # The controller took its leadership away before approving the exit, so the survivors know
+    # at once; a node that just vanished would be fenced only after broker.session.timeout.ms
+    # (9 s), hence the short wait.
     wait_for(
         lambda: all(leaders(survivors[0].bootstrap, topic).get(p) == -1 for p in mine),
-        timeout=10,
+        timeout=4,
         what=f"partitions {mine} offline after node {victim.node_id} stopped",
         detail=lambda: leaders(survivors[0].bootstrap, topic),
     )
