@@ -4,7 +4,7 @@ import ctypes
 import os
 import sys
 
-from .app import main
+from .node_process import main
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3

@@ -20,6 +20,7 @@ from ..controller.controller import Controller, TopicResult, TopicSpec
 
 CREATE_TOPICS: Final = 19
 ALLOCATE_PRODUCER_IDS: Final = 67
+BUMP_LEADER_EPOCHS: Final = 105
 _CREATE_TOPICS_VERSION: Final = 7
 _TIMEOUT_MS: Final = 30_000
 
@@ -98,3 +99,52 @@ def _creatable(spec: TopicSpec) -> dict[str, Any]:
         ],
         "configs": [{"name": k, "value": v} for k, v in spec.configs.items()],
     }
+
+
+class RoutedMirrorController:
+    """The mirror manager's controller calls (STOPPING: BumpLeaderEpochs, 105, then the topic
+    leaving its mirror) from whichever node leads the mirror partition."""
+
+    def __init__(
+        self,
+        local: Any,  # broker.controller.mirrors.MirrorController
+        is_active: Callable[[], bool],
+        channel: Callable[[], Any],
+        topic_id: Callable[[str], Any],
+    ) -> None:
+        self._local = local
+        self._is_active = is_active
+        self._channel = channel
+        self._topic_id = topic_id
+
+    async def bump_leader_epoch(self, topic: str, partition: int, at_least: int) -> None:
+        if self._is_active():
+            await self._local.bump_leader_epoch(topic, partition, at_least)
+            return
+        topic_id = self._topic_id(topic)
+        if topic_id is None:
+            raise KeyError(f"unknown topic {topic}")
+        body = {
+            "topics": [
+                {
+                    "topic_id": topic_id,
+                    "partitions": [
+                        {"partition_index": partition, "min_leader_epoch": at_least - 1}
+                    ],
+                }
+            ]
+        }
+        resp = await self._channel().request(BUMP_LEADER_EPOCHS, body, 0)
+        codes = [p.error_code for t in resp.topics for p in t.partitions]
+        if resp.error_code != ErrorCode.none or any(c != ErrorCode.none for c in codes):
+            raise KeyError(
+                f"cannot bump the leader epoch of {topic}-{partition}: "
+                f"{ErrorCode(resp.error_code).name} {codes}"
+            )
+
+    async def clear_mirror_name(self, topic: str) -> None:
+        # Only the active controller rewrites mirror.name; elsewhere the topic keeps its
+        # ".removed" suffix (its STOPPED partitions are writable either way) until a node that
+        # is the active controller finishes a partition of it.
+        if self._is_active():
+            await self._local.clear_mirror_name(topic)

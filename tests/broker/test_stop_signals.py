@@ -1,4 +1,4 @@
-"""SIGTERM/SIGINT at any point of start-up (broker/stop_signals.py, broker/app.py run): before
+"""SIGTERM/SIGINT at any point of start-up (broker/stop_signals.py, node_process.run): before
 the event loop drives start-up they cut synchronous work short; after, they cancel start-up."""
 
 import asyncio
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from broker import app
+from broker import app, node_process
 from broker.config.server_config import load_server_config
 from broker.log.manager import CLEAN_SHUTDOWN_FILE
 from broker.stop_signals import StartupInterrupted, StopSignals
@@ -96,7 +96,7 @@ def test_a_signal_cancels_a_stalled_start_and_closes_the_node(
 
     monkeypatch.setattr(app.Node, "start", stalled_start)
     t0 = time.monotonic()
-    asyncio.run(asyncio.wait_for(app.run(config, "cluster", None, signals), 30))
+    asyncio.run(asyncio.wait_for(node_process.run(config, "cluster", None, signals), 30))
     assert time.monotonic() - t0 < 10
     assert cancelled == [True]
     assert (log_dir / CLEAN_SHUTDOWN_FILE).exists()  # what start-up opened was closed

@@ -1,0 +1,67 @@
+"""What the active controller does unasked.
+
+On becoming active (this node won the quorum's election): every registered broker gets a fresh
+session, so a failover does not fence the whole cluster at once, and the finalized feature
+levels (``metadata.version``) the log does not hold yet are written. While active: every
+``interval_s`` the brokers whose sessions expired are fenced. Losing the leadership meanwhile
+(`NotLeaderError`) is no failure: the next active controller does the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any
+
+from ..quorum.driver import NotLeaderError
+from .cluster_control import ClusterControl
+from .controller import Controller
+
+log = logging.getLogger(__name__)
+
+
+class ActiveControllerDuties:
+    def __init__(
+        self,
+        node_id: int,
+        controller: Controller,
+        cluster_control: ClusterControl,
+        is_active: Callable[[], bool],
+        feature_levels: Mapping[str, int],
+        spawn: Callable[[Coroutine[Any, Any, None]], None],
+        now_ms: Callable[[], int],
+        interval_s: float,
+    ) -> None:
+        self._node_id = node_id
+        self._controller = controller
+        self._cluster_control = cluster_control
+        self._is_active = is_active
+        self._feature_levels = dict(feature_levels)
+        self._spawn = spawn
+        self._now_ms = now_ms  # monotonic: sessions are not measured on wall time
+        self._interval_s = interval_s
+
+    def on_leader_change(self, leader_id: int, epoch: int) -> None:
+        """The quorum's leader-change listener."""
+        if leader_id == self._node_id:
+            self._cluster_control.became_active(self._now_ms())
+            self._spawn(self._finalize_features())
+
+    async def _finalize_features(self) -> None:
+        with contextlib.suppress(NotLeaderError):
+            await self._controller.finalize_features(self._feature_levels)
+
+    async def run(self) -> None:
+        """Fence brokers whose sessions expired, while this node is the active controller."""
+        while True:
+            await asyncio.sleep(self._interval_s)
+            if not self._is_active():
+                continue
+            try:
+                await self._cluster_control.expire_sessions(self._now_ms())
+            except NotLeaderError:
+                pass
+            except Exception:
+                log.exception("controller: expiring broker sessions failed")

@@ -1,0 +1,144 @@
+"""Mirror partition states kept by the ``__mirror_state`` coordinator wherever it is.
+
+A mirror partition's state lives in the ``__mirror_state`` partition its key hashes to, on the
+node leading that partition (KIP-1279). The mirror manager of the node leading the mirror
+partition reads and writes it: in process when the coordinator is this node, else with
+ReadMirrorStates (100) / WriteMirrorStates (101) to that node, as the KIP has remote callers do.
+A coordinator that cannot be found or reached is COORDINATOR_NOT_AVAILABLE, which the manager
+retries on its next pass. Everything else is the local coordinator's (``__getattr__``).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from typing import Any, Final
+
+from kio.schema.errors import ErrorCode
+
+from ..coordinator.runtime import CoordinatorError
+from ..metadata.mirror_states import MirrorState
+from ..network.broker_clients import BrokerClients
+from ..network.errors import NetworkError
+
+log = logging.getLogger(__name__)
+
+READ_MIRROR_STATES: Final = 100
+WRITE_MIRROR_STATES: Final = 101
+
+# __mirror_state partition -> the broker leading it (None or -1: none now)
+StateLeader = Callable[[int], int | None]
+# topic id -> its name in this node's metadata (None: unknown here)
+TopicName = Callable[[uuid.UUID], str | None]
+
+
+class RoutedMirrorStates:
+    def __init__(
+        self,
+        local: Any,  # broker.coordinator.mirror.MirrorCoordinator
+        state_leader: StateLeader,
+        topic_name: TopicName,
+        node_id: int,
+        clients: BrokerClients,
+    ) -> None:
+        self._local = local
+        self._state_leader = state_leader
+        self._topic_name = topic_name
+        self._node_id = node_id
+        self._clients = clients
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._local, name)
+
+    def _remote(self, mirror: str, topic_id: uuid.UUID, partition: int) -> tuple[int, str] | None:
+        """(coordinator node, topic name) when the coordinator is another node; None: here."""
+        node = self._state_leader(self._local.partition_for(mirror, topic_id, partition))
+        if node is None or node < 0:
+            raise CoordinatorError(ErrorCode.coordinator_not_available)
+        if node == self._node_id:
+            return None
+        name = self._topic_name(topic_id)
+        if name is None:
+            raise CoordinatorError(ErrorCode.unknown_topic_or_partition)
+        return node, name
+
+    async def _call(self, node: int, api_key: int, body: dict[str, Any]) -> Any:
+        try:
+            resp = await self._clients.request(node, api_key, body, 0)
+        except (NetworkError, TimeoutError, OSError) as e:
+            log.info("mirror state coordinator on broker %d: %s", node, e)
+            raise CoordinatorError(ErrorCode.coordinator_not_available) from None
+        if resp.error_code != ErrorCode.none:
+            raise CoordinatorError(ErrorCode(resp.error_code), resp.error_message or "")
+        return resp
+
+    async def read_state(
+        self, mirror: str, topic_id: uuid.UUID, partition: int
+    ) -> tuple[MirrorState, int | None]:
+        remote = self._remote(mirror, topic_id, partition)
+        if remote is None:
+            found: tuple[MirrorState, int | None] = await self._local.read_state(
+                mirror, topic_id, partition
+            )
+            return found
+        node, name = remote
+        body = {
+            "mirror_name": mirror,
+            "topics": [{"name": name, "partitions": [{"partition_index": partition}]}],
+        }
+        resp = await self._call(node, READ_MIRROR_STATES, body)
+        for t in resp.topics:
+            for p in t.partitions:
+                if p.partition_index != partition:
+                    continue
+                if p.error_code != ErrorCode.none:
+                    raise CoordinatorError(ErrorCode(p.error_code))
+                lme = int(p.last_mirror_epoch)
+                return MirrorState(int(p.state)), None if lme < 0 else lme
+        raise CoordinatorError(ErrorCode.unknown_server_error, "no state in the answer")
+
+    async def write_partition(
+        self,
+        mirror: str,
+        topic_id: uuid.UUID,
+        partition: int,
+        state: MirrorState | None,
+        epoch: int | None,
+        topic_name: str | None = None,
+    ) -> None:
+        remote = self._remote(mirror, topic_id, partition)
+        if remote is None:
+            await self._local.write_partition(mirror, topic_id, partition, state, epoch, topic_name)
+            return
+        node, name = remote
+        row = {
+            "partition_index": partition,
+            "last_mirror_epoch": -1 if epoch is None else epoch,
+            "state": int(MirrorState.UNKNOWN if state is None else state),
+        }
+        body = {
+            "mirror_name": mirror,
+            "topics": [{"name": name, "partitions": [row]}],
+            "removed_topics": [],
+        }
+        resp = await self._call(node, WRITE_MIRROR_STATES, body)
+        for t in resp.topics:
+            for p in t.partitions:
+                if p.partition_index == partition and p.error_code != ErrorCode.none:
+                    raise CoordinatorError(ErrorCode(p.error_code))
+
+    async def write_state(
+        self,
+        mirror: str,
+        topic_id: uuid.UUID,
+        partition: int,
+        new: MirrorState,
+        topic_name: str | None = None,
+    ) -> None:
+        await self.write_partition(mirror, topic_id, partition, new, None, topic_name)
+
+    async def write_last_mirror_epoch(
+        self, mirror: str, topic_id: uuid.UUID, partition: int, epoch: int
+    ) -> None:
+        await self.write_partition(mirror, topic_id, partition, None, epoch)
