@@ -114,7 +114,7 @@ from .quorum.broker_lifecycle import BrokerLifecycleManager, BrokerState
 from .quorum.controller_channel import ControllerChannel
 from .quorum.node_quorum import MetadataQuorum
 from .quorum.quorum_metrics import quorum_snapshot
-from .quorum.voters import quorum_voters
+from .quorum.voters import check_node_links, quorum_voters
 from .raft.outputs import RaftConfig
 from .replication.replica_manager import ReplicaManager
 from .security import password_encoder
@@ -236,9 +236,11 @@ class Node:
             METADATA_TOPIC_ID,
             LogConfig(segment_bytes=64 * 1024 * 1024, retention_ms=-1, retention_bytes=-1),
         )
+        voters = quorum_voters(config)
+        check_node_links(config, voters)
         self.quorum = MetadataQuorum(
             config.node_id,
-            quorum_voters(config),
+            voters,
             metadata_log,
             self.cluster_id,
             now_ms=self.clock.now_ms,

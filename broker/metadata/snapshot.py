@@ -200,6 +200,40 @@ def decode_snapshot(data: bytes) -> list[Entry]:
     return out
 
 
+_KEY: Final = struct.Struct(">q")  # a snapshot record's key: the entry's metadata log offset
+
+
+class RecordsCodec:
+    """``encode_snapshot``'s state as one ``.checkpoint`` record per metadata record, as Kafka
+    writes snapshots (its ``kafka-dump-log.sh --cluster-metadata-decoder`` reads them): the value
+    is the framed metadata record, the key the offset the image needs it at (Kafka leaves the
+    key null; readers of the value ignore it)."""
+
+    def split(self, data: bytes) -> list[tuple[bytes | None, bytes]] | None:
+        if len(data) < _HEADER.size or _HEADER.unpack_from(data, 0)[0] != FORMAT_VERSION:
+            return None
+        out: list[tuple[bytes | None, bytes]] = []
+        pos = _HEADER.size
+        while pos < len(data):
+            if pos + _FRAME.size > len(data):
+                return None
+            offset, size = _FRAME.unpack_from(data, pos)
+            pos += _FRAME.size
+            if size < 0 or pos + size > len(data):
+                return None
+            out.append((_KEY.pack(offset), data[pos : pos + size]))
+            pos += size
+        return out
+
+    def join(self, records: list[tuple[bytes | None, bytes]]) -> bytes:
+        parts = [_HEADER.pack(FORMAT_VERSION)]
+        for key, value in records:
+            offset = _KEY.unpack(key)[0] if key is not None and len(key) == _KEY.size else -1
+            parts.append(_FRAME.pack(offset, len(value)))
+            parts.append(value)
+        return b"".join(parts)
+
+
 # --- the digest ---------------------------------------------------------------------------------
 
 

@@ -24,7 +24,7 @@ import re
 import struct
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
 from protocol.records import ControlType, Record, build_batch, iter_records, scan_batches
 from protocol.records.control import control_key
@@ -38,6 +38,7 @@ from .entries import decode_entries, entry_batch, runs
 SNAPSHOT_SUFFIX: Final = ".checkpoint"
 PARTIAL_SUFFIX: Final = ".checkpoint.part"
 SNAPSHOT_CHUNK: Final = 512 * 1024
+SNAPSHOT_BATCH_RECORDS: Final = 1000  # records per batch of a snapshot written by a codec
 READ_BYTES: Final = 1 << 20  # a read of entries asks the log for at most this much per batch run
 _SNAPSHOT_NAME: Final = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 _HEADER_VALUE: Final = struct.Struct(">hq")  # version, last contained log timestamp
@@ -48,10 +49,29 @@ def snapshot_name(snapshot_id: SnapshotId) -> str:
     return f"{snapshot_id.end_offset:020d}-{snapshot_id.epoch:010d}{SNAPSHOT_SUFFIX}"
 
 
+class SnapshotCodec(Protocol):
+    """How a snapshot's state maps to records, so a ``.checkpoint`` holds one record per
+    metadata record (Kafka's layout, which its dump tool reads) rather than opaque chunks."""
+
+    def split(self, data: bytes) -> list[tuple[bytes | None, bytes]] | None:
+        """(key, value) records for ``data``; None: not this codec's data (stored as chunks)."""
+        ...
+
+    def join(self, records: list[tuple[bytes | None, bytes]]) -> bytes:
+        """``split``'s inverse."""
+        ...
+
+
 class MetadataLog:
-    def __init__(self, plog: PartitionLog, now_ms: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        plog: PartitionLog,
+        now_ms: Callable[[], int],
+        codec: SnapshotCodec | None = None,
+    ) -> None:
         self._log = plog
         self._now_ms = now_ms
+        self._codec = codec
         self._dir = Path(plog.dir)
         for part in self._dir.glob(f"*{PARTIAL_SUFFIX}"):
             part.unlink()  # a snapshot a crash interrupted: never complete, never used
@@ -210,12 +230,15 @@ class MetadataLog:
             raw = (self._dir / snapshot_name(snapshot_id)).read_bytes()
         except FileNotFoundError:
             return None
-        return b"".join(
-            bytes(rec.value or b"")
+        records = [
+            (None if rec.key is None else bytes(rec.key), bytes(rec.value or b""))
             for batch in scan_batches(raw)
             if not batch.is_control
             for rec in iter_records(batch)
-        )
+        ]
+        if self._codec is not None and all(k is not None for k, _ in records):
+            return self._codec.join(records)
+        return b"".join(v for _, v in records)
 
     def install_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
         self._write_snapshot(snapshot_id, data)
@@ -236,13 +259,25 @@ class MetadataLog:
 
     def _write_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
         now = self._now_ms()
-        chunks = [data[i : i + SNAPSHOT_CHUNK] for i in range(0, len(data), SNAPSHOT_CHUNK)]
+        records = self._codec.split(data) if self._codec is not None else None
+        if records is None:
+            records = [
+                (None, data[i : i + SNAPSHOT_CHUNK]) for i in range(0, len(data), SNAPSHOT_CHUNK)
+            ]
         header = _control_batch(
             0, snapshot_id.epoch, ControlType.SNAPSHOT_HEADER, _HEADER_VALUE.pack(0, now), now
         )
-        body = entry_batch(1, snapshot_id.epoch, False, chunks, now) if chunks else b""
+        body = b"".join(
+            build_batch(
+                [Record(key=k, value=v) for k, v in records[i : i + SNAPSHOT_BATCH_RECORDS]],
+                base_offset=1 + i,
+                partition_leader_epoch=snapshot_id.epoch,
+                base_timestamp=now,
+            )
+            for i in range(0, len(records), SNAPSHOT_BATCH_RECORDS)
+        )
         footer = _control_batch(
-            1 + len(chunks),
+            1 + len(records),
             snapshot_id.epoch,
             ControlType.SNAPSHOT_FOOTER,
             _FOOTER_VALUE.pack(0),

@@ -34,7 +34,7 @@ from protocol.errors import DecodeError
 from protocol.metadata_records import decode_metadata_record, encode_metadata_record
 
 from ..log.partition_log import PartitionLog
-from ..metadata.snapshot import decode_snapshot, encode_snapshot, records_digest
+from ..metadata.snapshot import RecordsCodec, decode_snapshot, encode_snapshot, records_digest
 from ..raft.core import RaftConfig, RaftCore
 from ..raft.messages import SnapshotId
 from ..raft.quorum_state import FileQuorumStateStore
@@ -76,7 +76,8 @@ class MetadataQuorum:
     ) -> None:
         self.node_id = node_id
         self.voters = dict(voters)
-        self._log = MetadataLog(plog, now_ms)
+        # snapshots of the image are stored one metadata record per record, as Kafka's are
+        self._log = MetadataLog(plog, now_ms, RecordsCodec())
         core = RaftCore(
             node_id,
             frozenset(voters),

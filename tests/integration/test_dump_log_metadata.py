@@ -10,7 +10,7 @@ from typing import Any
 from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient
 
-from .clients import create_topic
+from .clients import create_topic, wait_for
 from .node import ROOT, Node
 
 
@@ -63,3 +63,31 @@ def test_metadata_segment_decoded(tmp_path: Path) -> None:
 
     raw = _dump(segments, "--print-data-log")  # without the decoder: the bytes, as Kafka
     assert '"TOPIC_RECORD"' not in raw
+
+
+def test_metadata_snapshot_decoded(tmp_path: Path) -> None:
+    """A ``.checkpoint`` holds one metadata record per record, as Kafka writes snapshots, so the
+    same decoder prints the image it holds."""
+    node = Node(
+        tmp_path / "n1",
+        metadata__log__max__record__bytes__between__snapshots="2000",
+        metadata__log__max__snapshot__interval__ms="500",
+    )
+    node.start()
+    try:
+        for i in range(12):
+            create_topic(node.bootstrap, f"snap-{i}", 2)
+        snapshot_dir = node.log_dir / "__cluster_metadata-0"
+        wait_for(lambda: any(snapshot_dir.glob("*.checkpoint")), 30, "a metadata snapshot")
+    finally:
+        assert node.stop() == 0
+    (latest,) = sorted(snapshot_dir.glob("*.checkpoint"))[-1:]
+    out = _dump([latest], "--cluster-metadata-decoder")
+    records = [
+        json.loads(line.split(" payload: ", 1)[1])
+        for line in out.splitlines()
+        if " payload: " in line
+    ]
+    names = {r["data"]["name"] for r in records if r["type"] == "TOPIC_RECORD"}
+    assert {f"snap-{i}" for i in range(6)} <= names, out[-2000:]
+    assert any(r["type"] == "REGISTER_BROKER_RECORD" for r in records)
