@@ -60,19 +60,6 @@ Options:
 """
 
 
-STOP_DURING_STARTUP_TIMEOUT_S = 10.0  # bound on cancelling start-up and closing what it opened
-USAGE = "USAGE: kafka-server-start.sh server.properties"
-HELP = f"""{USAGE}
-Runs one kmirror node in the foreground. Format its log dirs first:
-  kafka-storage.sh format -t <cluster-id> -c server.properties
-SIGTERM or SIGINT stop it cleanly at any time, start-up included: exit 0.
-A node that cannot start prints one line on stderr (the config key and why) and exits 1.
-Options:
-  --help      this text
-  --version   the kmirror version
-"""
-
-
 def _start_step(node: Node) -> str:
     """What `Node.start` is doing, for the start-up progress log (read from another thread)."""
     if node.server is None:
