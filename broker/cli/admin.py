@@ -78,8 +78,9 @@ def servers(value: str) -> list[tuple[str, int]]:
 class Session:
     """One negotiated connection to a broker."""
 
-    def __init__(self, conn: ClientConnection) -> None:
+    def __init__(self, conn: ClientConnection, props: Mapping[str, str] | None = None) -> None:
         self.conn = conn
+        self.props: Mapping[str, str] = props or {}  # --command-config, for more connections
 
     @classmethod
     async def open(
@@ -111,7 +112,7 @@ class Session:
             )
             try:
                 await conn.connect()
-                return cls(conn)
+                return cls(conn, props)
             except NetworkError as e:
                 errors.append(str(e))
         raise CommandError(f"cannot connect to {what}: " + "; ".join(errors))

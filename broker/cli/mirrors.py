@@ -39,7 +39,7 @@ from broker.cli.admin import code_name as _code_name
 from broker.cli.admin import load as _load
 from broker.cli.admin import servers as _servers
 
-CREATE_TOPICS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 19, 32, 44
+METADATA, CREATE_TOPICS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 3, 19, 32, 44
 CREATE_MIRROR, ADD_TOPICS, REMOVE_TOPICS, LIST_MIRRORS, DESCRIBE_MIRRORS = 94, 95, 96, 98, 99
 PAUSE_TOPICS, RESUME_TOPICS, DELETE_MIRROR = 102, 103, 104
 MIRROR_RESOURCE = 64
@@ -217,6 +217,61 @@ def _age(age: datetime.timedelta | int | None) -> str:
     return f"{s // 3600}h{s % 3600 // 60}m"
 
 
+async def _describe_everywhere(s: Session, mirror: str | None) -> list[Any]:
+    """DescribeMirrors from every broker of the destination, merged: each node reports the
+    mirror partitions it leads (runs the fetchers of), so one node's answer is a part of the
+    mirror on a cluster of several nodes."""
+    body = {"mirror_names": [mirror] if mirror else [], "include_authorized_operations": False}
+    first = await s.call(DESCRIBE_MIRRORS, body)
+    _check(first)
+    answers = [first]
+    md = await s.call(METADATA, {"topics": [], "allow_auto_topic_creation": False})
+    here = (s.conn.host, s.conn.port)
+    for b in sorted(md.brokers, key=lambda b: int(b.node_id)):
+        if (b.host, int(b.port)) == here:
+            continue
+        other = await Session.open([(b.host, int(b.port))], s.props, what=f"broker {b.node_id}")
+        try:
+            resp = await other.call(DESCRIBE_MIRRORS, body)
+            _check(resp)
+            answers.append(resp)
+        finally:
+            other.close()
+    merged: dict[str, Any] = {}
+    parts: dict[tuple[str, str], dict[int, Any]] = {}
+    for resp in answers:
+        for m in resp.mirrors:
+            name = str(m.mirror_name)
+            merged.setdefault(name, m)
+            for t in m.topics:
+                found = parts.setdefault((name, str(t.topic_name)), {})
+                for p in t.partitions:
+                    found.setdefault(int(p.partition_index), p)
+    out = []
+    for name in sorted(merged):
+        m = merged[name]
+        topics = [
+            _Topic(topic, list(ps.values()))
+            for (mname, topic), ps in sorted(parts.items())
+            if mname == name
+        ]
+        out.append(_Mirror(m.mirror_name, m.error_code, topics))
+    return out
+
+
+class _Topic:
+    def __init__(self, topic_name: str, partitions: list[Any]) -> None:
+        self.topic_name = topic_name
+        self.partitions = partitions
+
+
+class _Mirror:
+    def __init__(self, mirror_name: str, error_code: int, topics: list[_Topic]) -> None:
+        self.mirror_name = mirror_name
+        self.error_code = error_code
+        self.topics = topics
+
+
 async def _describe_mirror_configs(s: Session, mirror: str) -> dict[str, str]:
     resp = await s.call(
         DESCRIBE_CONFIGS,
@@ -358,14 +413,9 @@ async def _dispatch(
         _table(("MIRROR", "TOPICS", "CLUSTER-ID", "BOOTSTRAP-SERVER"), listed, out)
         return 0
     if action == "describe":
-        resp = await s.call(
-            DESCRIBE_MIRRORS,
-            {"mirror_names": [mirror] if mirror else [], "include_authorized_operations": False},
-        )
-        _check(resp)
         rows: list[tuple[Any, ...]] = []
         notes: list[str] = []
-        for m in sorted(resp.mirrors, key=lambda m: str(m.mirror_name)):
+        for m in await _describe_everywhere(s, mirror):
             code = _code(m.error_code)
             if code:
                 raise CommandError(f"Mirror {m.mirror_name}: {_code_name(code)}")
