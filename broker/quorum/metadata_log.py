@@ -32,7 +32,13 @@ from protocol.records.control import control_key
 from ..log.checkpoint import fsync_dir
 from ..log.partition_log import PartitionLog
 from ..raft.messages import LogEntry, OffsetAndEpoch, SnapshotId
-from ..raft.replicated_log import LogError
+from ..raft.replicated_log import (
+    check_follower_entry,
+    check_leader_append,
+    check_read,
+    check_snapshot,
+    check_truncation,
+)
 from .entries import decode_entries, entry_batch, runs
 
 SNAPSHOT_SUFFIX: Final = ".checkpoint"
@@ -119,10 +125,7 @@ class MetadataLog:
     def append_as_leader(
         self, payloads: Sequence[bytes], epoch: int, *, control: bool = False
     ) -> int:
-        if epoch < self.last_fetched_epoch:
-            raise LogError(
-                f"leader epoch {epoch} below the log's last epoch {self.last_fetched_epoch}"
-            )
+        check_leader_append(epoch, self.last_fetched_epoch)
         offset = self.end_offset
         if not payloads:
             return offset - 1
@@ -136,10 +139,7 @@ class MetadataLog:
         now = self._now_ms()
         for run in runs(entries):
             first = run[0]
-            if first.offset != expected:
-                raise LogError(f"entry at {first.offset} appended at end offset {expected}")
-            if first.epoch < last_epoch:
-                raise LogError(f"entry epoch {first.epoch} below {last_epoch}")
+            check_follower_entry(first.offset, first.epoch, expected, last_epoch)
             batches.append(
                 entry_batch(first.offset, first.epoch, first.control, [e.payload for e in run], now)
             )
@@ -152,8 +152,7 @@ class MetadataLog:
         self._log.append_raw(data, now_ms=self._now_ms())
 
     def truncate_to(self, offset: int) -> None:
-        if offset < self.start_offset:
-            raise LogError(f"truncation to {offset} below the log start {self.start_offset}")
+        check_truncation(offset, self.start_offset)
         if offset >= self.end_offset:
             return
         self._log.truncate_to(offset)
@@ -170,10 +169,7 @@ class MetadataLog:
     # --- reads --------------------------------------------------------------------------------
 
     def read(self, from_offset: int, max_entries: int) -> list[LogEntry]:
-        if from_offset < self.start_offset or from_offset > self.end_offset:
-            raise LogError(
-                f"read at {from_offset} outside [{self.start_offset}, {self.end_offset}]"
-            )
+        check_read(from_offset, self.start_offset, self.end_offset)
         out: list[LogEntry] = []
         offset = from_offset
         end = self.end_offset
@@ -212,15 +208,9 @@ class MetadataLog:
         return s if s is not None and s.end_offset == self.start_offset else None
 
     def create_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
-        if snapshot_id.end_offset > self._hw:
-            raise LogError(f"snapshot {snapshot_id} above the high watermark {self._hw}")
-        if not self.start_offset <= snapshot_id.end_offset <= self.end_offset:
-            raise LogError(
-                f"snapshot {snapshot_id} outside the log [{self.start_offset}, {self.end_offset}]"
-            )
-        latest = self.latest_snapshot_id
-        if latest is not None and snapshot_id.end_offset <= latest.end_offset:
-            raise LogError(f"snapshot {snapshot_id} not after the latest {latest}")
+        check_snapshot(
+            snapshot_id, self._hw, self.start_offset, self.end_offset, self.latest_snapshot_id
+        )
         self._write_snapshot(snapshot_id, data)
 
     def read_snapshot(self, snapshot_id: SnapshotId) -> bytes | None:

@@ -26,6 +26,42 @@ class LogError(Exception):
     """An operation the log refuses: the core asked for something it must never ask."""
 
 
+# The contract every ReplicatedLog enforces the same way (MemoryLog here, MetadataLog on disk).
+
+
+def check_leader_append(epoch: int, last_epoch: int) -> None:
+    if epoch < last_epoch:
+        raise LogError(f"leader epoch {epoch} below the log's last epoch {last_epoch}")
+
+
+def check_follower_entry(offset: int, epoch: int, end_offset: int, last_epoch: int) -> None:
+    if offset != end_offset:
+        raise LogError(f"entry at {offset} appended at end offset {end_offset}")
+    if epoch < last_epoch:
+        raise LogError(f"entry epoch {epoch} below {last_epoch}")
+
+
+def check_truncation(offset: int, start: int) -> None:
+    if offset < start:
+        raise LogError(f"truncation to {offset} below the log start {start}")
+
+
+def check_read(from_offset: int, start: int, end: int) -> None:
+    if from_offset < start or from_offset > end:
+        raise LogError(f"read at {from_offset} outside [{start}, {end}]")
+
+
+def check_snapshot(
+    snapshot_id: SnapshotId, hw: int, start: int, end: int, latest: SnapshotId | None
+) -> None:
+    if snapshot_id.end_offset > hw:
+        raise LogError(f"snapshot {snapshot_id} above the high watermark {hw}")
+    if not start <= snapshot_id.end_offset <= end:
+        raise LogError(f"snapshot {snapshot_id} outside the log [{start}, {end}]")
+    if latest is not None and snapshot_id.end_offset <= latest.end_offset:
+        raise LogError(f"snapshot {snapshot_id} not after the latest {latest}")
+
+
 class ReplicatedLog(Protocol):
     @property
     def start_offset(self) -> int: ...
@@ -131,10 +167,7 @@ class MemoryLog:
     def append_as_leader(
         self, payloads: Sequence[bytes], epoch: int, *, control: bool = False
     ) -> int:
-        if epoch < self.last_fetched_epoch:
-            raise LogError(
-                f"leader epoch {epoch} below the log's last epoch {self.last_fetched_epoch}"
-            )
+        check_leader_append(epoch, self.last_fetched_epoch)
         offset = self.end_offset
         if not payloads:
             return offset - 1
@@ -146,10 +179,9 @@ class MemoryLog:
 
     def append_as_follower(self, entries: Sequence[LogEntry]) -> None:
         for entry in entries:
-            if entry.offset != self.end_offset:
-                raise LogError(f"entry at {entry.offset} appended at end offset {self.end_offset}")
-            if entry.epoch < self.last_fetched_epoch:
-                raise LogError(f"entry epoch {entry.epoch} below {self.last_fetched_epoch}")
+            check_follower_entry(
+                entry.offset, entry.epoch, self.end_offset, self.last_fetched_epoch
+            )
             self._note_epoch(entry.epoch, entry.offset)
             self._entries.append(entry)
 
@@ -158,8 +190,7 @@ class MemoryLog:
             self._epochs.append((epoch, offset))
 
     def truncate_to(self, offset: int) -> None:
-        if offset < self._start:
-            raise LogError(f"truncation to {offset} below the log start {self._start}")
+        check_truncation(offset, self._start)
         if offset >= self.end_offset:
             return
         del self._entries[offset - self._start :]
@@ -178,8 +209,7 @@ class MemoryLog:
     # --- reads --------------------------------------------------------------------------------
 
     def read(self, from_offset: int, max_entries: int) -> list[LogEntry]:
-        if from_offset < self._start or from_offset > self.end_offset:
-            raise LogError(f"read at {from_offset} outside [{self._start}, {self.end_offset}]")
+        check_read(from_offset, self._start, self.end_offset)
         i = from_offset - self._start
         return self._entries[i : i + max_entries]
 
@@ -208,15 +238,7 @@ class MemoryLog:
         return None
 
     def create_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
-        if snapshot_id.end_offset > self._hw:
-            raise LogError(f"snapshot {snapshot_id} above the high watermark {self._hw}")
-        if snapshot_id.end_offset < self._start or snapshot_id.end_offset > self.end_offset:
-            raise LogError(
-                f"snapshot {snapshot_id} outside the log [{self._start}, {self.end_offset}]"
-            )
-        latest = self._latest_snapshot
-        if latest is not None and snapshot_id.end_offset <= latest.end_offset:
-            raise LogError(f"snapshot {snapshot_id} not after the latest {latest}")
+        check_snapshot(snapshot_id, self._hw, self._start, self.end_offset, self._latest_snapshot)
         self._snapshots[snapshot_id] = bytes(data)
         self._latest_snapshot = snapshot_id
 

@@ -14,6 +14,7 @@ from broker.log import LogConfig, LogManager, ManualClock, PartitionLog, Produce
 from broker.log.cleaner import CLEANER_OFFSET_CHECKPOINT, CleanerConfig, LogCleaner
 from broker.log.segment_swap import CLEANED_SUFFIX, SWAP_SUFFIX, rename_suffix
 from protocol.records import Compression, Record, build_batch, iter_records, scan_batches
+from tests.waits import wait_for_async
 
 from .log_helpers import T0, TOPIC_ID, small_config
 
@@ -633,10 +634,12 @@ def clean_with(tmp: Path, cfg: CleanerConfig) -> tuple[float, int]:
     async def run() -> float:
         cleaner.tick(env.clock.now_ms())
         started = time.monotonic()
-        for _ in range(3000):
-            await asyncio.sleep(0.005)
-            if all(cleaner._checkpoints.get(("topic", p.partition)) for p in plogs):
-                break
+        await wait_for_async(
+            lambda: all(cleaner._checkpoints.get(("topic", p.partition)) for p in plogs),
+            15,
+            "every partition cleaned",
+            step=0.005,
+        )
         elapsed = time.monotonic() - started
         await cleaner.close()
         return elapsed
@@ -706,16 +709,16 @@ def test_a_failing_swap_marks_its_partition_and_a_failing_pick_kills_the_worker(
 
     async def run(cleaner: LogCleaner) -> None:
         cleaner.tick(env.clock.now_ms())
-        for _ in range(1000):
-            await asyncio.sleep(0.01)
-            if cleaner.uncleanable and ("topic", 1) in cleaner._checkpoints:
-                break
+        await wait_for_async(
+            lambda: bool(cleaner.uncleanable) and ("topic", 1) in cleaner._checkpoints,
+            10,
+            "the corrupt partition marked and the other cleaned",
+        )
         # Then the pick itself fails: the worker dies (Kafka's DeadThreadCount).
         monkeypatch.setattr(cleaner, "grab", lambda *a, **k: 1 / 0)
-        for _ in range(100):
-            await asyncio.sleep(0.01)
-            if cleaner.metrics_snapshot().dead_thread_count:
-                break
+        await wait_for_async(
+            lambda: cleaner.metrics_snapshot().dead_thread_count > 0, 5, "a dead cleaner worker"
+        )
         await cleaner.close()
 
     asyncio.run(run(env.cleaner))

@@ -7,34 +7,22 @@ from __future__ import annotations
 
 import asyncio
 import random
-import time
 from pathlib import Path
-from typing import Any
 
-from broker.api.api_versions import make_handler as api_versions_handler
-from broker.api.context import RequestContext
-from broker.api.dispatcher import Api, Dispatcher
-from broker.api.quorum import QuorumApi
 from broker.log import LogConfig, PartitionLog
 from broker.log.clock import SystemClock
-from broker.network.client import ReconnectingClient
-from broker.network.server import ConnectionContext, KafkaServer, Listener
 from broker.quorum.driver import NotLeaderError, QuorumDriver
 from broker.quorum.metadata_log import MetadataLog
-from broker.quorum.wire import FETCH
 from broker.raft.core import RaftConfig, RaftCore
 from broker.raft.messages import SnapshotId
 from broker.raft.quorum_state import FileQuorumStateStore
 from tests.waits import wait_for_async
 
 from .network_support import run
+from .quorum_peer import QuorumPeer, now_ms
 
 VOTERS = frozenset({1, 2, 3})
 CONFIG = LogConfig.from_properties({"retention.ms": "-1"})
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class Applied:
@@ -58,32 +46,12 @@ class Applied:
         return None
 
 
-class Voter:
+class Voter(QuorumPeer):
     def __init__(self, node_id: int, root: Path) -> None:
-        self.node_id = node_id
-        self.dir = root / f"node-{node_id}"
-        self.dir.mkdir(parents=True, exist_ok=True)
+        super().__init__(node_id, root, lambda: self.driver)
         self.driver: QuorumDriver | None = None
         self.plog: PartitionLog | None = None
         self.applied = Applied()
-        api = QuorumApi(lambda: self.driver, now_ms)
-        versions = api_versions_handler(lambda: self.dispatcher.supported_versions(), lambda: 0)
-        self.dispatcher = Dispatcher(
-            [Api(18, versions, max_version=4), *api.apis(), Api(FETCH, api.fetch, min_version=13)]
-        )
-        self.server = KafkaServer([Listener("CONTROLLER", "127.0.0.1", 0)], self._handle)
-        self.port = 0
-
-    async def _handle(self, conn: ConnectionContext, frame: memoryview) -> Any:
-        def ctx(header: Any) -> RequestContext:
-            return RequestContext(header, conn.connection_id, conn.listener, conn.peer_host)
-
-        return await self.dispatcher.handle(ctx, frame)
-
-    async def listen(self, port: int = 0) -> None:
-        self.server = KafkaServer([Listener("CONTROLLER", "127.0.0.1", port)], self._handle)
-        await self.server.start()
-        self.port = self.server.bound_ports["CONTROLLER"]
 
     def start(self, endpoints: dict[int, tuple[str, int]], seed: int) -> None:
         self.plog = PartitionLog.open(
@@ -98,12 +66,7 @@ class Voter:
             RaftConfig(cluster_id="test-cluster"),
         )
 
-        def client(dest: int, host: str, port: int) -> ReconnectingClient:
-            return ReconnectingClient(
-                host, port, f"raft-{self.node_id}", request_timeout_ms=2000, connect_timeout_ms=500
-            )
-
-        self.driver = QuorumDriver(core, endpoints, self.applied, now_ms, client)
+        self.driver = QuorumDriver(core, endpoints, self.applied, now_ms, self.raft_client)
         self.driver.start()
 
     async def crash(self) -> None:

@@ -9,34 +9,27 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from broker.api.api_versions import make_handler as api_versions_handler
-from broker.api.context import RequestContext
-from broker.api.dispatcher import Api, Dispatcher
-from broker.api.quorum import QuorumApi
 from broker.config.properties import parse_properties
 from broker.config.server_config import ConfigError, parse_server_config
 from broker.log import LogConfig, PartitionLog
 from broker.log.clock import SystemClock
 from broker.metadata.image import TOPIC_RESOURCE, MetadataImage, apply_records
 from broker.metadata.snapshot import image_digest, image_records
-from broker.network.client import ReconnectingClient
-from broker.network.server import ConnectionContext, KafkaServer, Listener
 from broker.quorum.driver import NotLeaderError
 from broker.quorum.metadata_log import SNAPSHOT_SUFFIX
 from broker.quorum.node_quorum import MetadataQuorum
-from broker.quorum.wire import FETCH
 from broker.raft.core import RaftConfig
 from protocol.metadata_records import latest_type
 from tests.waits import wait_for_async
 
 from .network_support import run
+from .quorum_peer import QuorumPeer, now_ms
 
 VOTERS = (1, 2, 3)
 CLUSTER = "snapshot-test"
@@ -47,10 +40,6 @@ TopicRecord = latest_type("TopicRecord")
 PartitionRecord = latest_type("PartitionRecord")
 ConfigRecord = latest_type("ConfigRecord")
 PartitionChangeRecord = latest_type("PartitionChangeRecord")
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class StateMachine:
@@ -71,32 +60,12 @@ class StateMachine:
         self.loaded.append(end_offset)
 
 
-class Voter:
+class Voter(QuorumPeer):
     def __init__(self, node_id: int, root: Path) -> None:
-        self.node_id = node_id
-        self.dir = root / f"node-{node_id}"
-        self.dir.mkdir(parents=True, exist_ok=True)
+        super().__init__(node_id, root, lambda: self.quorum.driver if self.quorum else None)
         self.quorum: MetadataQuorum | None = None
         self.plog: PartitionLog | None = None
         self.sm = StateMachine()
-        api = QuorumApi(lambda: self.quorum.driver if self.quorum else None, now_ms)
-        versions = api_versions_handler(lambda: self.dispatcher.supported_versions(), lambda: 0)
-        self.dispatcher = Dispatcher(
-            [Api(18, versions, max_version=4), *api.apis(), Api(FETCH, api.fetch, min_version=13)]
-        )
-        self.server = KafkaServer([Listener("CONTROLLER", "127.0.0.1", 0)], self._handle)
-        self.port = 0
-
-    async def _handle(self, conn: ConnectionContext, frame: memoryview) -> Any:
-        def ctx(header: Any) -> RequestContext:
-            return RequestContext(header, conn.connection_id, conn.listener, conn.peer_host)
-
-        return await self.dispatcher.handle(ctx, frame)
-
-    async def listen(self, port: int = 0) -> None:
-        self.server = KafkaServer([Listener("CONTROLLER", "127.0.0.1", port)], self._handle)
-        await self.server.start()
-        self.port = self.server.bound_ports["CONTROLLER"]
 
     def start(self, endpoints: dict[int, tuple[str, int]]) -> None:
         self.sm = StateMachine()  # a process starts with an empty image
@@ -104,18 +73,13 @@ class Voter:
             self.dir, "__cluster_metadata", 0, None, CONFIG, SystemClock(), clean_shutdown=False
         )
 
-        def client(dest: int, host: str, port: int) -> ReconnectingClient:
-            return ReconnectingClient(
-                host, port, f"raft-{self.node_id}", request_timeout_ms=2000, connect_timeout_ms=500
-            )
-
         self.quorum = MetadataQuorum(
             self.node_id,
             endpoints,
             self.plog,
             CLUSTER,
             now_ms,
-            client,
+            self.raft_client,
             self.sm.apply,
             config=RaftConfig(cluster_id=CLUSTER, max_bytes_between_snapshots=SNAPSHOT_BYTES),
             snapshot_source=self.sm.source,
