@@ -43,14 +43,14 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from broker.cli import mirrors as mirrors_cli
-from broker.mirror.fetch_codec import (
+from broker.mirror.source import SourceClient
+from broker.network.client import ClientConnection
+from protocol.fetch_codec import (
     FETCH,
     FetchPartitionRequest,
     encode_fetch_request,
     parse_fetch_response,
 )
-from broker.mirror.source import SourceClient
-from broker.network.client import ClientConnection
 from protocol.records import scan_batches
 from tests.integration.node import Node
 

@@ -27,15 +27,16 @@ from confluent_kafka.cimpl import NewTopic
 from broker.log.clock import SystemClock
 from broker.log.config import LogConfig
 from broker.log.manager import LogManager
-from broker.mirror.fetch_codec import (
+from broker.mirror.fetcher import MirrorFetcherManager
+from broker.mirror.source import SourceClient
+from broker.network.client import ClientConnection
+from broker.replication.partition import sole_leader
+from protocol.fetch_codec import (
     FETCH,
     FetchPartitionRequest,
     encode_fetch_request,
     parse_fetch_response,
 )
-from broker.mirror.fetcher import MirrorFetcherManager
-from broker.mirror.source import SourceClient
-from broker.network.client import ClientConnection
 from protocol.records import scan_batches
 from tests.integration.node import Node
 
@@ -107,8 +108,13 @@ async def mirror(node: Node, end: int, part_max: int, root: Path) -> tuple[float
         if plog.log_end_offset >= end:
             done.set()
 
+    owner = sole_leader(plog, SystemClock().now_ms)
     mgr = MirrorFetcherManager(
-        9, logs.get, SystemClock(), on_failed=lambda *a: print("FAILED", a), on_appended=appended
+        9,
+        lambda t, p: owner if (t, p) == (TOPIC, 0) else None,
+        SystemClock(),
+        on_failed=lambda *a: print("FAILED", a),
+        on_appended=appended,
     )
     start = time.perf_counter()
     await mgr.add(

@@ -26,6 +26,7 @@ from typing import Any
 
 from . import topic_configs
 from .api.acls import AclsApi
+from .api.alter_partition import AlterPartitionApi
 from .api.api_versions import FEATURES
 from .api.api_versions import make_handler as api_versions_handler
 from .api.authz import allowed_on_cluster
@@ -35,10 +36,12 @@ from .api.config_resources import ConfigResourcesApi
 from .api.configs import ConfigsApi
 from .api.connection_requests import ConnectionRequests
 from .api.dispatcher import Api, Dispatcher
+from .api.elect_leaders import ElectLeadersApi
 from .api.envelope import EnvelopeApi
 from .api.fetch import FetchApi
 from .api.forwarding import Forwarder
 from .api.group import GroupApi
+from .api.leader_epochs import LeaderEpochsApi
 from .api.log_admin import LogAdminApi
 from .api.log_dirs import LogDirsApi
 from .api.metadata import MetadataApi
@@ -60,11 +63,14 @@ from .cluster_view import ClusterView, PeerClients
 from .config.server_config import ServerConfig
 from .controller.acls import AclController
 from .controller.active_duties import ActiveControllerDuties
+from .controller.alter_partition import AlterPartitionControl
 from .controller.broker_configs import describe_broker_configs, validate_broker_config
 from .controller.cluster_control import ClusterControl
 from .controller.config_secrets import ConfigSecrets
 from .controller.controller import Controller, Validators
+from .controller.elections import LeaderBalance, LeaderElections
 from .controller.mirrors import MirrorController
+from .controller.partition_change import UncleanElection
 from .controller.scram import ScramController
 from .coordinator.group.config import GroupConfig
 from .coordinator.group.coordinator import GroupCoordinator
@@ -116,6 +122,9 @@ from .quorum.node_quorum import MetadataQuorum
 from .quorum.quorum_metrics import quorum_snapshot
 from .quorum.voters import check_node_links, quorum_voters
 from .raft.outputs import RaftConfig
+from .replication.alter_partition_sender import AlterPartitionSender
+from .replication.partition_state import ReplicationConfig
+from .replication.replica_fetcher import FetcherConfig, ReplicaFetchers
 from .replication.replica_manager import ReplicaManager
 from .security import password_encoder
 from .security.acls import AclOperation
@@ -182,6 +191,7 @@ class Node:
         self.broker_epoch = -1
         self.lifecycle: BrokerLifecycleManager | None = None
         self._duties: asyncio.Future[None] | None = None
+        self._isr_checks: asyncio.Future[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._build_storage()
         self._build_quorum()
@@ -277,7 +287,13 @@ class Node:
         """The replica manager, and the controller with its parts (it acts when this node leads
         the quorum)."""
         config = self.config
-        self.replicas = ReplicaManager(config.node_id, self.logs, self._log_config_for, self.clock)
+        self.replicas = ReplicaManager(
+            config.node_id,
+            self.logs,
+            self._log_config_for,
+            self.clock,
+            self._replication_config_for,
+        )
         self.controller = Controller(
             PublishingQuorum(self),
             lambda: self.image,
@@ -293,12 +309,15 @@ class Node:
             ready=self.quorum.wait_writable,
         )
         self.acl_controller = AclController(self.controller)
+        self.elections = LeaderElections(self.controller)
         self.cluster_control = ClusterControl(
             self.controller,
             self.cluster_id,
             config.broker_session_timeout_ms,
             next_offset=lambda: self.quorum.end_offset,
+            unclean=UncleanElection(config.unclean_leader_election_enable, config.node_id),
         )
+        self.alter_partition_control = AlterPartitionControl(self.controller)
         self.controller_duties = ActiveControllerDuties(
             config.node_id,
             self.controller,
@@ -308,6 +327,11 @@ class Node:
             self._spawn,
             _monotonic_ms,
             SESSION_CHECK_INTERVAL_S,
+            leader_balance=(
+                LeaderBalance(self.elections, config.leader_imbalance_check_interval_seconds * 1000)
+                if config.auto_leader_rebalance_enable
+                else None
+            ),
         )
         self.mirror_controller = MirrorController(
             self.controller,
@@ -339,6 +363,24 @@ class Node:
         )
         # to the other brokers (inter-broker listener): markers, transaction verification
         self.broker_clients = BrokerClients(self.cluster_view.broker_endpoint, self.peers.broker)
+        self.replica_fetchers = ReplicaFetchers(
+            config.node_id,
+            self.broker_clients,
+            FetcherConfig(
+                num_fetchers=config.num_replica_fetchers,
+                max_bytes=config.replica_fetch_max_bytes,
+                response_max_bytes=config.replica_fetch_response_max_bytes,
+                wait_max_ms=config.replica_fetch_wait_max_ms,
+                min_bytes=config.replica_fetch_min_bytes,
+                backoff_ms=config.replica_fetch_backoff_ms,
+            ),
+            self.replicas.local_broker_epoch,
+        )
+        self.replicas.fetchers = self.replica_fetchers
+        self.alter_partition_sender = AlterPartitionSender(
+            self.controller_channel, config.node_id, self.replicas.local_broker_epoch
+        )
+        self.replicas.alter_sender = self.alter_partition_sender
         self.txn_markers = LocalMarkerWriter(
             self.replicas,
             self.clock.now_ms,
@@ -463,11 +505,10 @@ class Node:
         config = self.config
         self.fetchers = MirrorFetcherManager(
             config.node_id,
-            self.logs.get,
+            self.replicas.get,
             self.clock,
             # the manager exists before any fetcher runs
             on_failed=lambda m, topic, p, why: self.mirrors.on_fetch_failed(m, topic, p, why),
-            on_appended=lambda _t, _p: self.replicas.notify_append(),
             num_fetchers=max(1, config.mirror_num_replica_fetchers),
         )
         sources = MirrorSources(
@@ -583,6 +624,8 @@ class Node:
             *ProduceApi(s, m.on_bytes_in).apis(),
             *fetch.apis(),
             *OffsetsApi(s).apis(),
+            *LeaderEpochsApi(s).apis(),
+            *ElectLeadersApi(s, self.elections, lambda: self.quorum.is_leader).apis(),
             *self.cluster_api.apis(),
             *TxnApi(s, self.txn_verification, self.groups, self.txn_markers).apis(),
             *ProducersApi(s).apis(),
@@ -600,6 +643,11 @@ class Node:
             *ScramCredentialsApi(s, ScramController(self.controller)).apis(),
             *quorum.apis(),
             *self.lifecycle_api.apis(),
+            *AlterPartitionApi(
+                lambda: self.alter_partition_control if self.quorum.is_leader else None,
+                lambda ctx: ctx.listener in self.config.controller_listener_names,
+                lambda: self.authorizer,
+            ).apis(),
             *ProducerIdBlocksApi(s, self._allocate_producer_ids).apis(),
         ]
 
@@ -619,6 +667,12 @@ class Node:
 
     def _log_config_for(self, topic: str) -> LogConfig:
         return topic_configs.log_config(self.config, self.image.config(TOPIC_RESOURCE, topic))
+
+    def _replication_config_for(self, topic: str) -> ReplicationConfig:
+        """replica.lag.time.max.ms (broker) and min.insync.replicas (topic, else broker)."""
+        cfg = self.image.config(TOPIC_RESOURCE, topic).get("min.insync.replicas")
+        min_isr = int(cfg) if cfg is not None else self.config.min_insync_replicas
+        return ReplicationConfig(self.config.replica_lag_time_max_ms, min_isr)
 
     def _txn_coordinator_node(self, transactional_id: str) -> int | None:
         """The node leading the transactional id's ``__transaction_state`` partition."""
@@ -713,6 +767,9 @@ class Node:
         await self.server.start(only=cfg.controller_listener_names)
         self.quorum.start()
         self._duties = asyncio.ensure_future(self.controller_duties.run())
+        self._isr_checks = asyncio.ensure_future(
+            self.replicas.run_isr_checks(self.config.replica_lag_time_max_ms / 2000)
+        )
         await self.quorum.wait_caught_up()
         if not self._loaded:
             self.load_metadata([])
@@ -822,6 +879,11 @@ class Node:
         await self.metadata_sync.close()
         await self.mirrors.close()
         await self.fetchers.close()
+        if self._isr_checks is not None:
+            self._isr_checks.cancel()
+        await self.replica_fetchers.close()
+        await self.alter_partition_sender.close()
+        await self.replicas.close()
         await self.txn_coordinator.close()  # before the groups: completions write to them
         await self.groups.close()
         await self.mirror_coordinator.close()

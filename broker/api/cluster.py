@@ -159,6 +159,10 @@ class ClusterApi:
                         "segment.bytes": str(
                             getattr(cfg, "transaction_state_log_segment_bytes", 104857600)
                         ),
+                        # Kafka's rule: transaction state is written with acks=all at this ISR
+                        "min.insync.replicas": str(
+                            getattr(cfg, "transaction_state_log_min_isr", 2)
+                        ),
                     },
                 )
             ],

@@ -84,10 +84,19 @@ def _mirror_topics(req: Any, err: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _elect_leaders(req: Any, err: dict[str, Any]) -> dict[str, Any]:
+    results = [
+        {"topic": t.topic, "partition_result": [{**err, "partition_id": p} for p in t.partitions]}
+        for t in req.topic_partitions or ()
+    ]
+    return {**err, "replica_election_results": results}
+
+
 _SHAPES: dict[int, _Shape] = {
     19: _create_topics,
     20: _delete_topics,
     37: _create_partitions,
+    43: _elect_leaders,
     33: _alter_configs,
     44: _alter_configs,
     30: _create_acls,

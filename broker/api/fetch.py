@@ -1,4 +1,4 @@
-"""Fetch v4-v17 (consumers; replica fetching arrives with replication; a Fetch of
+"""Fetch v4-v17 (consumers, and followers: a replica id >= 0, see `_read`; a Fetch of
 ``__cluster_metadata-0`` goes to the KRaft quorum): long-poll reads.
 
 Reads return the log's byte ranges untouched; the hand encoder puts them on the wire without
@@ -11,6 +11,8 @@ the principal may not READ get TOPIC_AUTHORIZATION_FAILED (a topic id this node 
 stays UNKNOWN_TOPIC_ID). Sessions: see `fetch_sessions`.
 """
 
+import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -99,7 +101,11 @@ class FetchApi:
             tkey: Any = t.topic_id if by_id else t.topic
             for p in t.partitions:
                 wanted[(tkey, p.partition)] = SessionPartition(
-                    p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch
+                    p.fetch_offset,
+                    p.partition_max_bytes,
+                    p.current_leader_epoch,
+                    p.last_fetched_epoch,
+                    p.log_start_offset,
                 )
         for ft in req.forgotten_topics_data:
             fkey: Any = ft.topic_id if by_id else ft.topic
@@ -108,13 +114,22 @@ class FetchApi:
 
         deadline = time.monotonic() + max(0, req.max_wait_ms) / 1000
         committed = req.isolation_level == READ_COMMITTED
-        denied = self._denied(ctx, wanted, by_id) if self.s.authorizer is not None else None
+        follower = (req.replica_id, req.replica_epoch) if req.replica_id >= 0 else None
+        denied = None
+        if self.s.authorizer is not None:
+            denied = (
+                self._denied_follower(ctx, wanted)
+                if follower is not None
+                else self._denied(ctx, wanted, by_id)
+            )
         while True:
-            rows, total = self._read(wanted, req.max_bytes, committed, by_id, full, denied)
+            rows, total = self._read(
+                wanted, req.max_bytes, committed, by_id, full, denied, follower
+            )
             remaining = deadline - time.monotonic()
             if total >= req.min_bytes or remaining <= 0 or any(r["error_code"] for _, r in rows):
                 break
-            await self.s.replicas.wait_for_data(remaining)
+            await self._wait_for_data(wanted, by_id, remaining)
         if session is not None:
             for key, row in rows:
                 sp = wanted.get(key)
@@ -143,6 +158,34 @@ class FetchApi:
             },
         )
 
+    async def _wait_for_data(
+        self, wanted: dict[tuple[Any, int], SessionPartition], by_id: bool, timeout_s: float
+    ) -> None:
+        """Long-poll: until any wanted partition's log end, high watermark or role moves."""
+        img = self.s.image()
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        hosted = []
+        for tkey, partition in wanted:
+            topic = img.topic_by_id(tkey) if by_id else img.topics.get(tkey)
+            p = self.s.replicas.get(topic.name, partition) if topic is not None else None
+            if p is not None:
+                p.add_waiter(fut)
+                hosted.append(p)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(fut, timeout_s)
+        finally:
+            for p in hosted:
+                p.remove_waiter(fut)
+
+    def _denied_follower(
+        self, ctx: RequestContext, wanted: dict[tuple[Any, int], SessionPartition]
+    ) -> set[Any]:
+        """A follower's Fetch needs CLUSTER_ACTION on the cluster (Kafka's rule)."""
+        if allowed(self.s.authorizer, ctx, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, ""):
+            return set()
+        return {k for k, _p in wanted}
+
     def _denied(
         self, ctx: RequestContext, wanted: dict[tuple[Any, int], SessionPartition], by_id: bool
     ) -> set[Any]:
@@ -169,6 +212,7 @@ class FetchApi:
         by_id: bool,
         full: bool,
         denied: set[Any] | None = None,
+        follower: tuple[int, int] | None = None,
     ) -> tuple[list[tuple[tuple[Any, int], dict[str, Any]]], int]:
         img = self.s.image()
         rows: list[tuple[tuple[Any, int], dict[str, Any]]] = []
@@ -202,13 +246,38 @@ class FetchApi:
                 rows.append((key, row))
                 continue
             plog = hosted.log
-            epoch_error = leader_epoch_error(hosted, sp.current_leader_epoch)
-            if epoch_error is not None:
-                row["error_code"] = epoch_error
-                rows.append((key, row))
-                continue
-            hw = plog.high_watermark
-            lso = self._lso(plog)
+            if follower is not None:
+                served = hosted.on_follower_fetch(
+                    follower[0],
+                    sp.fetch_offset,
+                    last_fetched_epoch=sp.last_fetched_epoch,
+                    current_leader_epoch=sp.current_leader_epoch,
+                    broker_epoch=follower[1],
+                    log_start_offset=sp.log_start_offset,
+                )
+                if served.error != ErrorCode.none or served.diverging is not None:
+                    row["error_code"] = served.error
+                    if served.diverging is not None:
+                        row["high_watermark"] = served.high_watermark
+                        row["log_start_offset"] = served.log_start_offset
+                        row["diverging_epoch"] = {
+                            "epoch": served.diverging.epoch,
+                            "end_offset": served.diverging.end_offset,
+                        }
+                    rows.append((key, row))
+                    continue
+                hw = served.high_watermark
+                lso = self._lso(plog)
+                upper = served.log_end_offset  # followers read everything the leader has
+            else:
+                epoch_error = leader_epoch_error(hosted, sp.current_leader_epoch)
+                if epoch_error is not None:
+                    row["error_code"] = epoch_error
+                    rows.append((key, row))
+                    continue
+                hw = plog.high_watermark
+                lso = self._lso(plog)
+                upper = lso if committed else hw
             row["high_watermark"] = hw
             row["last_stable_offset"] = lso
             row["log_start_offset"] = plog.log_start_offset
@@ -219,7 +288,7 @@ class FetchApi:
                     result = plog.read(
                         sp.fetch_offset,
                         max(limit, 1),
-                        upper_bound=lso if committed else hw,
+                        upper_bound=upper,
                         min_one_batch=total == 0,
                         aborted=committed,
                     )

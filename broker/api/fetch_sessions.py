@@ -24,6 +24,8 @@ class SessionPartition:
     fetch_offset: int
     max_bytes: int
     current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1  # a follower's divergence check (v12+)
+    log_start_offset: int = -1  # a follower's own log start
     last_hw: int = -1
     last_lso: int = -1
     last_log_start: int = -1

@@ -56,6 +56,7 @@ FORWARDED_APIS: Final[frozenset[int]] = frozenset(
         31,  # DeleteAcls
         33,  # AlterConfigs
         37,  # CreatePartitions
+        43,  # ElectLeaders
         44,  # IncrementalAlterConfigs
         49,  # AlterClientQuotas
         51,  # AlterUserScramCredentials

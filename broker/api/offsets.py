@@ -1,9 +1,9 @@
-"""ListOffsets v1-v10 and OffsetForLeaderEpoch v0-v4.
+"""ListOffsets v1-v10 (OffsetForLeaderEpoch is ``leader_epochs``).
 
 ListOffsets special timestamps: -1 latest (the high watermark, or the LSO for READ_COMMITTED),
 -2 earliest, -3 max timestamp (v7+), -4 earliest local (v8+: the log start, no tiered storage
 here), -5 earliest pending upload (v9+: none, so -1 with no error, as Kafka does without tiered
-storage). With an authorizer, both need DESCRIBE on the topic (TOPIC_AUTHORIZATION_FAILED).
+storage). With an authorizer, it needs DESCRIBE on the topic (TOPIC_AUTHORIZATION_FAILED).
 """
 
 from typing import Any
@@ -21,7 +21,6 @@ from .dispatcher import Api
 from .services import Services
 
 LIST_OFFSETS = 2
-OFFSET_FOR_LEADER_EPOCH = 23
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5
 
 
@@ -33,7 +32,6 @@ class OffsetsApi:
         """The API keys and versions this module serves (the node's handler table)."""
         return [
             Api(2, self.list_offsets, min_version=1, max_version=10),
-            Api(23, self.offset_for_leader_epoch, max_version=4),
         ]
 
     def _denied(self, ctx: RequestContext, topic: str) -> bool:
@@ -74,7 +72,11 @@ class OffsetsApi:
                     continue
                 plog = hosted.log
                 ts = p.timestamp
-                if ts == LATEST:
+                if ts == LATEST and getattr(req, "replica_id", -1) >= 0:
+                    # a follower resetting after OFFSET_OUT_OF_RANGE wants the log end
+                    row["offset"] = plog.log_end_offset
+                    row["leader_epoch"] = hosted.leader_epoch
+                elif ts == LATEST:
                     lso = getattr(plog, "last_stable_offset", None)
                     row["offset"] = lso if committed and lso is not None else plog.high_watermark
                     row["leader_epoch"] = hosted.leader_epoch
@@ -105,29 +107,3 @@ class OffsetsApi:
             return -1
         e = fn(offset)
         return -1 if e is None else int(e)
-
-    async def offset_for_leader_epoch(self, ctx: RequestContext, req: Any) -> Any:
-        topics = []
-        for t in req.topics:
-            parts = []
-            denied = self._denied(ctx, t.topic)
-            for p in t.partitions:
-                row: dict[str, Any] = {
-                    "partition": p.partition,
-                    "error_code": ErrorCode.none,
-                    "leader_epoch": -1,
-                    "end_offset": -1,
-                }
-                parts.append(row)
-                if denied:
-                    row["error_code"] = ErrorCode.topic_authorization_failed
-                    continue
-                hosted, error = self._leader(t.topic, p.partition, p)
-                if hosted is None:
-                    row["error_code"] = error
-                    continue
-                epoch, end = hosted.log.end_offset_for_epoch(p.leader_epoch)
-                row["leader_epoch"], row["end_offset"] = epoch, end
-            topics.append({"topic": t.topic, "partitions": parts})
-        cls = REGISTRY.spec(OFFSET_FOR_LEADER_EPOCH).response_type(ctx.api_version)
-        return build(cls, {"throttle_time": 0, "topics": topics})

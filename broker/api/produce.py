@@ -20,10 +20,15 @@ transaction coordinator confirms the partition is in that producer's transaction
 stray write cannot leave a transaction hanging (and the LSO stuck) after its marker. Not in the
 transaction: INVALID_TXN_STATE; coordinator busy or moving, or a marker landed meanwhile:
 NOT_ENOUGH_REPLICAS (retriable for every client); another epoch: INVALID_PRODUCER_EPOCH.
+
+Appends go through the partition (`broker.replication.partition`): acks=all is refused with
+NOT_ENOUGH_REPLICAS while the ISR is under min.insync.replicas, and once appended waits (within
+the request's timeout) until every ISR member holds the records.
 """
 
 import datetime
 import logging
+import time
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -72,10 +77,9 @@ class ProduceApi:
             ) from None
         s = self.s
         img = s.image()
-        now = s.now_ms()
         acks = req.acks
         topics_out: list[dict[str, Any]] = []
-        appended = False
+        waits: list[tuple[dict[str, Any], Any, int]] = []  # acks=all: (row, partition, offset)
         authz = s.authorizer
         txn_denied = (
             authz is not None
@@ -145,13 +149,8 @@ class ProduceApi:
                 if unverified != ErrorCode.none:
                     row["error_code"] = unverified
                     continue
-                if acks == -1 and len(img.topics[name].partitions[p.index].isr) < self._min_isr(
-                    name
-                ):
-                    row["error_code"] = ErrorCode.not_enough_replicas
-                    continue
                 try:
-                    result = hosted.log.append_as_leader(p.records, hosted.leader_epoch, now_ms=now)
+                    result = hosted.append_records(p.records, acks=acks)
                 except Exception as e:  # LogAppendError carries a Kafka error code
                     code = getattr(e, "error_code", None)
                     if code is None:
@@ -162,16 +161,16 @@ class ProduceApi:
                     # KIP-467: the records that failed the batch (RecordValidationError)
                     row["record_errors"] = getattr(e, "record_errors", ())
                     continue
-                hosted.log.high_watermark = hosted.log.log_end_offset
-                appended = True
+                if acks == -1 and result.last_offset >= 0:
+                    waits.append((row, hosted, result.last_offset + 1))
                 row["base_offset"] = result.first_offset
                 row["log_append_time"] = result.log_append_time_ms
                 row["log_start_offset"] = result.log_start_offset
                 if self._on_bytes_in is not None:
                     self._on_bytes_in(name, len(p.records))
             topics_out.append({"name": name, "topic_id": t.topic_id, "partitions": parts_out})
-        if appended:
-            s.replicas.notify_append()
+        if waits:
+            await _wait_for_isr(waits, req.timeout_ms / 1000)
         if acks == 0:
             return None
         cls = REGISTRY.spec(API_KEY).response_type(version)
@@ -215,11 +214,19 @@ class ProduceApi:
             out[tp] = code
         return out
 
-    def _min_isr(self, topic: str) -> int:
-        cfg = self.s.image().config(2, topic).get("min.insync.replicas")
-        if cfg is not None:
-            return int(cfg)
-        return int(getattr(self.s.config, "min_insync_replicas", 1))
+
+async def _wait_for_isr(waits: list[tuple[dict[str, Any], Any, int]], timeout_s: float) -> None:
+    """acks=all: each appended partition waits until its ISR holds the records (the high
+    watermark passes them), all within the request's timeout. A partition that cannot
+    answers REQUEST_TIMED_OUT, NOT_LEADER_OR_FOLLOWER (leadership moved) or
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND (committed, but the ISR shrank under the minimum)."""
+    deadline = time.monotonic() + max(0.0, timeout_s)
+    for row, partition, required in waits:
+        code = await partition.wait_committed(required, max(0.0, deadline - time.monotonic()))
+        if code != ErrorCode.none:
+            row["error_code"] = code
+            row["base_offset"] = -1
+            row["log_append_time"] = -1
 
 
 _RETRIABLE_VERIFICATION = frozenset(

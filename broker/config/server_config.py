@@ -109,6 +109,7 @@ IMPLEMENTED_KEYS: frozenset[str] = frozenset(
         "producer.id.expiration.ms",
         "replica.lag.time.max.ms", "replica.fetch.max.bytes", "replica.fetch.wait.max.ms",
         "replica.fetch.min.bytes", "replica.fetch.response.max.bytes", "num.replica.fetchers",
+        "replica.fetch.backoff.ms",
         "broker.heartbeat.interval.ms", "broker.session.timeout.ms", "broker.rack",
         "unstable.api.versions.enable", "unstable.feature.versions.enable",
         "metrics.port", "metrics.host",
@@ -116,6 +117,7 @@ IMPLEMENTED_KEYS: frozenset[str] = frozenset(
         "mirror.num.replica.fetchers", "mirror.metadata.refresh.interval.ms",
         "mirror.replication.throttled.rate",
         "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found",
+        "auto.leader.rebalance.enable", "leader.imbalance.check.interval.seconds",
     }
     | {
         # TLS and SASL listeners (broker.security), also as listener.name.<listener>.<key>
@@ -255,6 +257,7 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     replica_fetch_min_bytes: int
     replica_fetch_response_max_bytes: int
     num_replica_fetchers: int
+    replica_fetch_backoff_ms: int = 1000
     broker_heartbeat_interval_ms: int
     broker_rack: str | None
     broker_session_timeout_ms: int
@@ -271,6 +274,9 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     authorizer_class_name: str = ""
     super_users: str | None = None
     allow_everyone_if_no_acl_found: bool = False
+    # the active controller's periodic preferred leader elections (controller.elections)
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_seconds: int = 300
     # SASL: a failed authentication's connection is closed this long after the error response
     connection_failed_authentication_delay_ms: int = 100
     # Secrets at rest: sensitive configs in __cluster_metadata are encrypted with this secret

@@ -3,7 +3,8 @@
 On becoming active (this node won the quorum's election): every registered broker gets a fresh
 session, so a failover does not fence the whole cluster at once, and the finalized feature
 levels (``metadata.version``) the log does not hold yet are written. While active: every
-``interval_s`` the brokers whose sessions expired are fenced. Losing the leadership meanwhile
+``interval_s`` the brokers whose sessions expired are fenced, and (``auto.leader.rebalance.enable``)
+the leader balance gets its tick (`elections.LeaderBalance`). Losing the leadership meanwhile
 (`NotLeaderError`) is no failure: the next active controller does the same.
 """
 
@@ -18,6 +19,7 @@ from typing import Any
 from ..quorum.driver import NotLeaderError
 from .cluster_control import ClusterControl
 from .controller import Controller
+from .elections import LeaderBalance
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +35,7 @@ class ActiveControllerDuties:
         spawn: Callable[[Coroutine[Any, Any, None]], None],
         now_ms: Callable[[], int],
         interval_s: float,
+        leader_balance: LeaderBalance | None = None,
     ) -> None:
         self._node_id = node_id
         self._controller = controller
@@ -42,11 +45,14 @@ class ActiveControllerDuties:
         self._spawn = spawn
         self._now_ms = now_ms  # monotonic: sessions are not measured on wall time
         self._interval_s = interval_s
+        self._leader_balance = leader_balance
 
     def on_leader_change(self, leader_id: int, epoch: int) -> None:
         """The quorum's leader-change listener."""
         if leader_id == self._node_id:
             self._cluster_control.became_active(self._now_ms())
+            if self._leader_balance is not None:
+                self._leader_balance.became_active(self._now_ms())
             self._spawn(self._finalize_features())
 
     async def _finalize_features(self) -> None:
@@ -65,3 +71,11 @@ class ActiveControllerDuties:
                 pass
             except Exception:
                 log.exception("controller: expiring broker sessions failed")
+            if self._leader_balance is None:
+                continue
+            try:
+                await self._leader_balance.tick(self._now_ms())
+            except NotLeaderError:
+                pass
+            except Exception:
+                log.exception("controller: leader balance failed")

@@ -11,8 +11,11 @@ session (``became_active``), so a failover does not fence the whole cluster at o
   fenced. Another incarnation of an id whose session is live (heartbeat within
   ``broker.session.timeout.ms``) and which is active gets DUPLICATE_BROKER_REGISTRATION; the
   same incarnation registering again keeps its epoch and state (KAFKA-16952). A new incarnation
-  replacing a registration that was never fenced moves leadership away first, as the expiry of
-  the old session would have.
+  leaves every ISR (but the last member of an ISR stays) and leads nothing: its log may be behind
+  what the ISR promised (a restart after kill -9 loses what was not flushed), and it rejoins the
+  ISR through the leader once caught up. For a registration that was never fenced this is what
+  the expiry of the old session would have done; for a fenced one it also catches an ISR that
+  still names it.
 - heartbeat: unknown broker or another epoch -> STALE_BROKER_EPOCH (Kafka answers both so).
   Then Kafka's state machine: FENCED -> UNFENCED once the broker does not want fencing and has
   reached the offset of its RegisterBrokerRecord; UNFENCED + WantShutDown -> CONTROLLED_SHUTDOWN
@@ -23,7 +26,8 @@ session (``became_active``), so a failover does not fence the whole cluster at o
 
 Fencing, controlled shutdown and unfencing move partition leadership through
 ``partition_change`` (another in-sync replica, or no leader: a one-replica partition goes
-offline until its broker is back).
+offline until its broker is back; or, where ``unclean.leader.election.enable`` allows, an active
+replica outside the ISR).
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ from protocol.metadata_records import latest_type
 
 from ..metadata.image import BrokerImage, MetadataImage
 from .partition_change import (
+    CLEAN_ONLY,
+    UncleanElection,
     leader_and_isr_changes,
     leaderless,
     leads_any,
@@ -106,10 +112,13 @@ class ClusterControl:
         cluster_id: str,
         session_timeout_ms: int,
         next_offset: Callable[[], int] | None = None,
+        unclean: UncleanElection = CLEAN_ONLY,
     ) -> None:
         """``next_offset``: the offset the next appended record gets (the quorum's log end
-        offset, Kafka's nextWriteOffset); without it, one past the last offset known here."""
+        offset, Kafka's nextWriteOffset); without it, one past the last offset known here.
+        ``unclean``: which topics may elect a leader from outside the ISR."""
         self._core = core
+        self._unclean = unclean
         self._cluster_id = cluster_id
         self._timeout_ms = session_timeout_ms
         self._next_offset = next_offset
@@ -187,10 +196,10 @@ class ClusterControl:
                     in_controlled_shutdown=in_shutdown,
                 )
             ]
-            if old is not None and not same and not old.fenced:
-                # the old process never got fenced: it leads nothing from now on
+            if old is not None and not same:
+                # a new process: out of every ISR it may no longer match, and leads nothing
                 records += leader_and_isr_changes(
-                    img, partitions_with(img, broker_id), remove=broker_id
+                    img, partitions_with(img, broker_id), remove=broker_id, unclean=self._unclean
                 )
             last = await self._commit(records)
             first = last - len(records) + 1
@@ -241,14 +250,14 @@ class ClusterControl:
                 log.info("broker %d: %s -> %s", broker_id, current.value, after.value)
                 if after in (_State.FENCED, _State.SHUTDOWN_NOW):
                     if not b.fenced:
-                        records = _fence_records(img, b)
+                        records = _fence_records(img, b, self._unclean)
                 elif after is _State.UNFENCED:
-                    records = _unfence_records(img, b)
+                    records = _unfence_records(img, b, self._unclean)
                 else:
-                    records = _controlled_shutdown_records(img, b)
+                    records = _controlled_shutdown_records(img, b, self._unclean)
             elif after is _State.CONTROLLED_SHUTDOWN and leads_any(img, broker_id):
                 # a partition placed on it since (the placement did not skip it): move it too
-                records = _controlled_shutdown_records(img, b)
+                records = _controlled_shutdown_records(img, b, self._unclean)
             last = await self._commit(records) if records else self._known_end(img)
             session.last_contact_ms = now_ms
             session.metadata_offset = current_metadata_offset
@@ -325,7 +334,7 @@ class ClusterControl:
                     stale.broker_id,
                     self._timeout_ms,
                 )
-                await self._commit(_fence_records(img, stale))
+                await self._commit(_fence_records(img, stale, self._unclean))
                 self._sessions.pop(stale.broker_id, None)
 
     def _expired(self, b: BrokerImage, now_ms: int) -> bool:
@@ -391,18 +400,22 @@ def unsupported_feature(
     return None
 
 
-def _fence_records(img: MetadataImage, b: BrokerImage) -> list[Any]:
-    records = leader_and_isr_changes(img, partitions_with(img, b.broker_id), remove=b.broker_id)
+def _fence_records(img: MetadataImage, b: BrokerImage, unclean: UncleanElection) -> list[Any]:
+    records = leader_and_isr_changes(
+        img, partitions_with(img, b.broker_id), remove=b.broker_id, unclean=unclean
+    )
     records.append(FenceBrokerRecord(id=b.broker_id, epoch=b.epoch))
     return records
 
 
-def _unfence_records(img: MetadataImage, b: BrokerImage) -> list[Any]:
+def _unfence_records(img: MetadataImage, b: BrokerImage, unclean: UncleanElection) -> list[Any]:
     records: list[Any] = [UnfenceBrokerRecord(id=b.broker_id, epoch=b.epoch)]
-    return records + leader_and_isr_changes(img, leaderless(img), add=b.broker_id)
+    return records + leader_and_isr_changes(img, leaderless(img), add=b.broker_id, unclean=unclean)
 
 
-def _controlled_shutdown_records(img: MetadataImage, b: BrokerImage) -> list[Any]:
+def _controlled_shutdown_records(
+    img: MetadataImage, b: BrokerImage, unclean: UncleanElection
+) -> list[Any]:
     records: list[Any] = []
     if not b.in_controlled_shutdown:
         records.append(
@@ -411,5 +424,5 @@ def _controlled_shutdown_records(img: MetadataImage, b: BrokerImage) -> list[Any
             )
         )
     return records + leader_and_isr_changes(
-        img, partitions_with(img, b.broker_id), remove=b.broker_id
+        img, partitions_with(img, b.broker_id), remove=b.broker_id, unclean=unclean
     )

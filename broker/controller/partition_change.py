@@ -9,20 +9,63 @@ the broker rejoining always is (its unfencing is in the same batch, not yet in t
 
 As Kafka without eligible leader replicas: an ISR is never emptied, so the last member stays in
 it (a partition of one replica keeps ``isr=[b]`` with no leader, and its broker is elected again
-when it comes back). Only a leader change bumps the leader epoch (metadata.version 3.6+).
+when it comes back). Only a leader change bumps the leader epoch (metadata.version 3.6+): the
+record then names the leader, and the image starts a new epoch for any leader it names.
+
+Unclean election (``unclean.leader.election.enable``, Kafka's Election.UNCLEAN): when no member
+of the target ISR can lead, the first acceptable replica in assignment order does, and the ISR
+becomes just that leader (what it has is now the partition's history: acked records may be
+lost, which is why it is off by default). Kafka also marks such a leader RECOVERING
+(LeaderRecoveryState); the image here does not track that state, so the record leaves it alone.
 """
 
+import functools
+import logging
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any, Final
 
 from protocol.metadata_records import latest_type
 
-from ..metadata.image import MetadataImage, PartitionImage, TopicImage
+from ..metadata.image import (
+    BROKER_RESOURCE,
+    TOPIC_RESOURCE,
+    MetadataImage,
+    PartitionImage,
+    TopicImage,
+)
+
+log = logging.getLogger(__name__)
 
 PartitionChangeRecord = latest_type("PartitionChangeRecord")
 
 NO_LEADER: Final = -1
 NO_CHANGE: Final = -2  # PartitionChangeRecord.leader when the leader stays
+UNCLEAN_LEADER_ELECTION: Final = "unclean.leader.election.enable"
+
+
+@dataclass(frozen=True, slots=True)
+class UncleanElection:
+    """Whether a topic allows unclean leader election, as Kafka's controller resolves it: the
+    topic's config, else this controller node's dynamic broker config, else the cluster-wide
+    dynamic default, else the static ``unclean.leader.election.enable`` (false by default)."""
+
+    static_default: bool = False
+    node_id: int | None = None
+
+    def enabled(self, img: MetadataImage, topic: str) -> bool:
+        scopes = [img.config(TOPIC_RESOURCE, topic)]
+        if self.node_id is not None:
+            scopes.append(img.config(BROKER_RESOURCE, str(self.node_id)))
+        scopes.append(img.config(BROKER_RESOURCE, ""))
+        for configs in scopes:
+            value = configs.get(UNCLEAN_LEADER_ELECTION)
+            if value is not None:
+                return value.strip().lower() == "true"  # as Java's Boolean.parseBoolean
+        return self.static_default
+
+
+CLEAN_ONLY: Final = UncleanElection()
 
 
 def is_active(img: MetadataImage, broker_id: int) -> bool:
@@ -58,23 +101,29 @@ def leader_and_isr_changes(
     *,
     remove: int = NO_LEADER,
     add: int = NO_LEADER,
+    unclean: UncleanElection = CLEAN_ONLY,
 ) -> list[Any]:
     """PartitionChangeRecords taking ``remove`` out of ISRs and leadership and/or letting ``add``
-    lead; partitions that would not change get no record."""
+    lead; partitions that would not change get no record. ``unclean`` says which topics may
+    elect a leader from outside the ISR when no ISR member can lead."""
 
     def acceptable(r: int) -> bool:
         return r != remove and (r == add or is_active(img, r))
 
     records = []
     for t, p in partitions:
-        rec = _change(t, p, remove, acceptable)
+        rec = _change(t, p, remove, acceptable, functools.partial(unclean.enabled, img, t.name))
         if rec is not None:
             records.append(rec)
     return records
 
 
 def _change(
-    t: TopicImage, p: PartitionImage, remove: int, acceptable: Callable[[int], bool]
+    t: TopicImage,
+    p: PartitionImage,
+    remove: int,
+    acceptable: Callable[[int], bool],
+    unclean_allowed: Callable[[], bool],
 ) -> Any | None:
     target_isr = tuple(r for r in p.isr if r != remove)
 
@@ -84,6 +133,17 @@ def _change(
     # the leader stays while it may; else the first eligible replica in assignment order
     leader = p.leader if valid(p.leader) else next((r for r in p.replicas if valid(r)), NO_LEADER)
     isr = target_isr if target_isr and target_isr != p.isr else None
+    if leader == NO_LEADER and unclean_allowed():
+        out_of_isr = next((r for r in p.replicas if acceptable(r)), NO_LEADER)
+        if out_of_isr != NO_LEADER:
+            log.info(
+                "unclean election: %d leads %s-%d, which had no in-sync replica to lead it",
+                out_of_isr,
+                t.name,
+                p.partition,
+            )
+            leader = out_of_isr
+            isr = (out_of_isr,) if (out_of_isr,) != p.isr else None
     if leader == p.leader and isr is None:
         return None
     return PartitionChangeRecord(

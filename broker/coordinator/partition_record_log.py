@@ -1,8 +1,9 @@
 """The coordinator runtime's `RecordLog` over one partition of an internal topic.
 
-On a single node a record is committed once appended (the high watermark follows the log end);
-the write is not fsynced per commit, as Kafka does not fsync either: a process crash keeps the
-page cache, and ``log.flush.*`` settings apply as for any topic.
+Appends go through the partition (acks=all): a write succeeds once every in-sync replica holds
+it, or fails with the partition's error (NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT after
+``offsets.commit.timeout.ms``, NOT_LEADER_OR_FOLLOWER), which the runtime maps for clients. It
+is not fsynced per commit, as Kafka does not fsync either: replicas and the page cache carry it.
 
 It is also a `TxnRecordLog`: TxnOffsetCommit records go in as one transactional batch of the
 producer (with the sequence the partition's producer state expects next), markers as control
@@ -34,23 +35,30 @@ _INT32_MAX = 0x7FFFFFFF
 
 class PartitionRecordLog:
     def __init__(
-        self, plog: Any, leader_epoch: Callable[[], int], now_ms: Callable[[], int]
+        self, partition: Any, now_ms: Callable[[], int], commit_timeout_s: float = 5.0
     ) -> None:
-        self._log = plog
-        self._epoch = leader_epoch
+        self._partition = partition  # broker.replication.partition.Partition
+        self._log = partition.log
         self._now_ms = now_ms
+        self._commit_timeout_s = commit_timeout_s
 
     @property
     def leader_epoch(self) -> int:
         """The partition's leader epoch: a coordinator's epoch on this partition."""
-        return self._epoch()
+        return int(self._partition.leader_epoch)
 
-    def _append(self, batch: bytes, origin: AppendOrigin = AppendOrigin.CLIENT) -> None:
+    async def _append(self, batch: bytes, origin: AppendOrigin = AppendOrigin.CLIENT) -> None:
         try:
-            self._log.append_as_leader(batch, self._epoch(), now_ms=self._now_ms(), origin=origin)
+            result = self._partition.append_records(batch, acks=-1, origin=origin)
         except Exception as e:
             raise _append_error(e) from e
-        self._log.high_watermark = self._log.log_end_offset
+        await self._committed(result.last_offset + 1)
+
+    async def _committed(self, required_offset: int) -> None:
+        """A coordinator write counts once the ISR holds it (``offsets.commit.timeout.ms``)."""
+        code = await self._partition.wait_committed(required_offset, self._commit_timeout_s)
+        if code != ErrorCode.none:
+            raise AppendError(code, f"write to {self._log.name} not committed: {code.name}")
 
     async def append(self, records: list[tuple[bytes, bytes | None]]) -> None:
         if not records:
@@ -58,7 +66,7 @@ class PartitionRecordLog:
         batch = build_batch(
             [Record(key=k, value=v) for k, v in records], base_timestamp=self._now_ms()
         )
-        self._append(batch)
+        await self._append(batch)
 
     async def append_transactional(
         self, records: list[tuple[bytes, bytes | None]], producer_id: int, producer_epoch: int
@@ -75,7 +83,7 @@ class PartitionRecordLog:
         )
         # The partition's producer state still checks the epoch: a fenced producer's offsets
         # are refused with INVALID_PRODUCER_EPOCH, as in Kafka.
-        self._append(batch, AppendOrigin.COORDINATOR)
+        await self._append(batch, AppendOrigin.COORDINATOR)
 
     def _next_sequence(self, producer_id: int, producer_epoch: int) -> int:
         state = getattr(self._log, "producer_state", None)
@@ -86,9 +94,10 @@ class PartitionRecordLog:
 
     async def append_marker(self, marker: EndMarker) -> None:
         try:
-            append_end_marker(self._log, self._epoch(), marker, self._now_ms())
+            offset = append_end_marker(self._partition, marker)
         except Exception as e:
             raise _append_error(e) from e
+        await self._committed(offset + 1)
 
     def _batches(self) -> Iterator[BatchView]:
         offset = self._log.log_start_offset

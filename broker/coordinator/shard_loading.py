@@ -51,12 +51,8 @@ class CoordinatorShards:
             if hosted is None:
                 continue
             self.loaded.add(p)
-            rlog = PartitionRecordLog(hosted.log, _epoch_of(hosted), self._now_ms)
+            rlog = PartitionRecordLog(hosted, self._now_ms)
             self._spawn(self._coordinator.load(p, rlog))
         for p in sorted(self.loaded - wanted):
             self.loaded.discard(p)
             self._spawn(self._coordinator.unload(p))
-
-
-def _epoch_of(hosted: Any) -> Callable[[], int]:
-    return lambda: hosted.leader_epoch

@@ -15,6 +15,7 @@ from typing import Final
 
 RECOVERY_POINT_CHECKPOINT: Final = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT: Final = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT: Final = "replication-offset-checkpoint"  # high watermarks
 LEADER_EPOCH_CHECKPOINT: Final = "leader-epoch-checkpoint"
 PARTITION_METADATA: Final = "partition.metadata"
 CHECKPOINT_VERSION: Final = 0

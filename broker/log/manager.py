@@ -25,6 +25,7 @@ from typing import Final
 from .checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
     CheckpointError,
     fsync_dir,
     read_offset_checkpoint,
@@ -87,6 +88,7 @@ class LogManager:
         clean = marker.exists()
         recovery_points = self._read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
         log_starts = self._read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
+        high_watermarks = self._read_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT)
         for child in sorted(log_dir.iterdir()):
             if not child.is_dir():
                 continue
@@ -116,6 +118,9 @@ class LogManager:
                 log_start_offset=log_starts.get(tp),
                 clean_shutdown=clean,
             )
+            # The HW from the last checkpoint (clamped to the log); without one, the log start:
+            # nothing is known committed until the ISR says so again.
+            plog.high_watermark = high_watermarks.get(tp, plog.log_start_offset)
             self._logs[tp] = plog
             self._dir_of[tp] = log_dir
         # Kafka removes the marker once loaded: a crash from here on is unclean.
@@ -236,6 +241,10 @@ class LogManager:
         write_offset_checkpoint(
             log_dir / RECOVERY_POINT_CHECKPOINT,
             {tp: plog.recovery_point for tp, plog in logs},
+        )
+        write_offset_checkpoint(
+            log_dir / REPLICATION_OFFSET_CHECKPOINT,
+            {tp: plog.high_watermark for tp, plog in logs},
         )
         # Like Kafka, only logs whose start moved past their first segment need an entry.
         write_offset_checkpoint(

@@ -27,6 +27,14 @@ from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
 from protocol.errors import ProtocolError
+from protocol.fetch_codec import (
+    FETCH,
+    FIRST_TOPIC_ID_VERSION,
+    FetchPartitionData,
+    FetchPartitionRequest,
+    encode_fetch_request,
+    parse_fetch_response,
+)
 from protocol.records import BatchView, scan_batches
 
 from ..log.clock import Clock
@@ -35,15 +43,8 @@ from ..log.partition_log import PartitionLog
 from ..network.client import ReconnectingClient, backoff_ms
 from ..network.errors import NetworkError
 from ..network.stats import NetworkStats
+from ..replication.partition import Partition
 from .control_check import control_batch_problem
-from .fetch_codec import (
-    FETCH,
-    FIRST_TOPIC_ID_VERSION,
-    FetchPartitionData,
-    FetchPartitionRequest,
-    encode_fetch_request,
-    parse_fetch_response,
-)
 from .source import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, SourceClient, SourceError
 
 log = logging.getLogger(__name__)
@@ -257,7 +258,7 @@ class MirrorFetcherManager:
     def __init__(
         self,
         node_id: int,
-        get_log: Callable[[str, int], PartitionLog | None],
+        get_partition: Callable[[str, int], Partition | None],
         clock: Clock,
         *,
         on_failed: Callable[[str, str, int, str], None],
@@ -268,7 +269,7 @@ class MirrorFetcherManager:
         if num_fetchers < 1:
             raise ValueError("num_fetchers must be at least 1")
         self.node_id = node_id
-        self.get_log = get_log
+        self.get_partition = get_partition
         self.clock = clock
         self.on_failed = on_failed
         self.on_appended = on_appended
@@ -374,6 +375,16 @@ class MirrorFetcherManager:
     def partitions(self, mirror: str) -> list[Key]:
         m = self._mirrors.get(mirror)
         return list(m.partitions) if m is not None else []
+
+    def get_log(self, topic: str, partition: int) -> PartitionLog | None:
+        part = self.get_partition(topic, partition)
+        return None if part is None else part.log
+
+    def _changed(self, p: _Partition) -> None:
+        """The local log was cut in place: its owner recomputes the high watermark."""
+        part = self.get_partition(p.topic, p.partition)
+        if part is not None:
+            part.after_local_change()
 
     def status(self, mirror: str, topic: str, partition: int) -> FetchStatus | None:
         m = self._mirrors.get(mirror)
@@ -544,10 +555,11 @@ class MirrorFetcherManager:
         if code != NONE:
             self._park(p, f"source error {code} fetching {p.topic}-{p.partition}")
             return 0
-        plog = self.get_log(p.topic, p.partition)
-        if plog is None:
+        part = self.get_partition(p.topic, p.partition)
+        if part is None:
             self._fail(p, "no local log")
             return 0
+        plog = part.log
         if plog.log_end_offset != sent.fetch_offset:
             return 0  # the log moved under the request (truncated by the caller): refetch
         if data.diverging_epoch >= 0:
@@ -558,7 +570,7 @@ class MirrorFetcherManager:
         refused: str | None = None
         if len(data.records):
             try:
-                appended, refused = self._append(p, plog, data.records)
+                appended, refused = self._append(p, part, data.records)
             except (LogError, ProtocolError, OSError, ValueError) as e:
                 self._fail(p, f"append failed: {e}")
                 return 0
@@ -578,11 +590,12 @@ class MirrorFetcherManager:
         return appended
 
     def _append(
-        self, p: _Partition, plog: PartitionLog, records: memoryview
+        self, p: _Partition, part: Partition, records: memoryview
     ) -> tuple[int, str | None]:
         """Append the whole batches at or past the local log end: (bytes appended, why the
         batch after them was refused, or None). Only a control batch the mirror cannot read
         is refused; the batches before it are appended."""
+        plog = part.log
         leo = plog.log_end_offset
         start = end = -1
         first: BatchView | None = None
@@ -609,7 +622,7 @@ class MirrorFetcherManager:
                 plog.truncate_fully_and_start_at(first.base_offset)
             else:
                 plog.truncate_to(first.base_offset)
-        now = self.clock.now_ms()
+            part.after_local_change()
         limit = max(plog.config.segment_bytes, 1)
         total = 0
         chunk_start = start
@@ -618,13 +631,12 @@ class MirrorFetcherManager:
         while pos < end:
             view = BatchView(records, pos)
             if pos + view.size - chunk_start > limit and pos > chunk_start:
-                plog.append_raw(records[chunk_start:pos], now_ms=now)
+                part.append_raw(records[chunk_start:pos])
                 total += pos - chunk_start
                 chunk_start = pos
             pos += view.size
-        plog.append_raw(records[chunk_start:end], now_ms=now)
+        part.append_raw(records[chunk_start:end])
         total += end - chunk_start
-        plog.high_watermark = plog.log_end_offset
         return total, refused
 
     @staticmethod
@@ -663,6 +675,7 @@ class MirrorFetcherManager:
                     start,
                 )
                 plog.truncate_fully_and_start_at(start)
+                self._changed(p)
                 return
             if leo > end:
                 epoch = plog.latest_epoch
@@ -725,6 +738,7 @@ class MirrorFetcherManager:
             plog.truncate_fully_and_start_at(target)
         else:
             plog.truncate_to(target)
+        self._changed(p)
 
 
 class _Fetcher:

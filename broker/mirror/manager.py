@@ -319,6 +319,8 @@ class MirrorManager:
                 except SourceRefused as e:  # who answered the align itself is not the source
                     await self._mark_failed(key, info, str(e))
                     return
+                if note:
+                    hosted.after_local_change()  # the log was cut: its HW comes down with it
                 info.note = note or info.note
         await self._states.write_state(info.mirror, info.topic_id, partition, new)
         log.info(
@@ -342,6 +344,7 @@ class MirrorManager:
         if lso < plog.log_end_offset:
             info.note = _warn_truncation(info.mirror, topic, partition, plog, lso)
             plog.truncate_to(lso)
+            hosted.after_local_change()
             log.info("mirror %s: %s-%d truncated to LSO %d", info.mirror, topic, partition, lso)
         lme = plog.latest_epoch
         if lme is not None:
@@ -357,10 +360,7 @@ class MirrorManager:
             partition_leader_epoch=hosted.leader_epoch,
             timestamp=self._now_ms(),
         )
-        plog.append_as_leader(
-            marker, hosted.leader_epoch, now_ms=self._now_ms(), origin=AppendOrigin.COORDINATOR
-        )
-        plog.high_watermark = plog.log_end_offset
+        hosted.append_records(marker, origin=AppendOrigin.COORDINATOR)
 
     @staticmethod
     def truncation_point(

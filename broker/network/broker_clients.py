@@ -2,7 +2,7 @@
 
 What one node asks of another: transaction markers for partitions the other leads
 (WriteTxnMarkers), KIP-890 checks with the transaction coordinator of another node
-(AddPartitionsToTxn v4, verify only). One ``ReconnectingClient`` per broker, created on first
+(AddPartitionsToTxn v4, verify only), replica fetching (Fetch, ListOffsets). One ``ReconnectingClient`` per broker, created on first
 use from ``endpoint(broker_id)`` (the caller resolves it from the metadata image) and replaced
 when the broker's endpoint changes.
 """
@@ -44,6 +44,16 @@ class BrokerClients:
             version = await client.version_for(api_key)
         request: Any = build(REGISTRY.spec(api_key).request_type(version), dict(body))
         return await client.send(request, version)
+
+    async def version_for(self, broker_id: int, api_key: int) -> int:
+        """The highest version of ``api_key`` both sides serve (``NetworkError`` if none)."""
+        return await self._client(broker_id).version_for(api_key)
+
+    async def send_raw(
+        self, broker_id: int, api_key: int, version: int, body: bytes | bytearray | memoryview
+    ) -> memoryview:
+        """Send an encoded request body; the response body, undecoded (hot paths parse it)."""
+        return await self._client(broker_id).send_raw(api_key, version, body)
 
     def _client(self, broker_id: int) -> ReconnectingClient:
         ep = self._endpoint(broker_id)

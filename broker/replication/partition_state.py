@@ -442,6 +442,12 @@ class LeaderPartitionState:
             return ErrorCode.not_enough_replicas
         return None
 
+    def on_local_truncation(self, now_ms: int) -> bool:
+        """The leader's own log was cut in place (a mirror's failover or failback truncation,
+        never replication): the HW comes down to the log end with it, then may move again."""
+        self._hw = min(self._hw, self.log.log_end_offset)
+        return self._maybe_increment_hw(now_ms)
+
     def on_append(self, now_ms: int) -> bool:
         """After any append as leader; True if the HW moved (an ISR of one commits at once)."""
         return self._maybe_increment_hw(now_ms)

@@ -1,16 +1,19 @@
-"""Hosts the partitions the metadata image assigns to this node and serves appends and reads.
+"""Hosts the partitions the metadata image assigns to this node (Kafka's ReplicaManager).
 
-Single-node semantics for now: this node leads every partition it hosts, the ISR is itself, and
-the high watermark follows the log end offset. Fetches that find too little data wait on a
-per-manager condition that every append notifies (Kafka's "delayed fetch").
+For every partition whose replica set holds this node there is one ``Partition``, the sole
+owner of its log's appends and high watermark. Metadata makes each one leader or follower
+(``apply_delta``); a follower is handed to the replica fetchers, a leader serves its followers'
+Fetch requests and sends its ISR changes to the controller (``AlterPartitionSender``) one at a
+time. A periodic check shrinks ISRs whose members fell behind for ``replica.lag.time.max.ms``.
 """
+
+from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -20,17 +23,17 @@ from ..log.clock import Clock
 from ..log.errors import LogAppendError
 from ..log.producer_state_loader import attach_producer_state, snapshot_producer_state
 from ..metadata.image import METADATA_TOPIC, Delta, MetadataImage, PartitionImage
+from .isr import AlterPartitionRequest
+from .partition import Partition
+from .partition_state import PartitionRegistration, ReplicationConfig
 
 log = logging.getLogger(__name__)
 
+# Kept for the modules that name a hosted partition by its old name.
+HostedPartition = Partition
 
-@dataclass(slots=True)
-class HostedPartition:
-    topic: str
-    partition: int
-    log: Any  # broker.log PartitionLog
-    leader_epoch: int
-    is_leader: bool
+_ALTER_RETRY_S = 0.1
+_ALTER_MAX_RETRIES = 50
 
 
 class MarkerAppend(NamedTuple):
@@ -41,13 +44,42 @@ class MarkerAppend(NamedTuple):
     message: str | None = None
 
 
-def leader_epoch_error(hosted: HostedPartition, current_leader_epoch: int) -> ErrorCode | None:
-    """Kafka's check of a request's current leader epoch against ours (-1: not checked)."""
-    if current_leader_epoch < 0 or current_leader_epoch == hosted.leader_epoch:
-        return None
-    if current_leader_epoch < hosted.leader_epoch:
-        return ErrorCode.fenced_leader_epoch
-    return ErrorCode.unknown_leader_epoch
+class AlterSender(Protocol):
+    async def send(
+        self, topic_id: Any, partition: int, request: AlterPartitionRequest
+    ) -> tuple[ErrorCode, PartitionRegistration | None]: ...
+
+
+class FollowerFetchers(Protocol):
+    def assign(self, partition: Partition) -> None: ...
+    def unassign(self, partition: Partition) -> None: ...
+
+
+def leader_epoch_error(hosted: Partition, current_leader_epoch: int) -> ErrorCode | None:
+    """Kafka's checks for a client request on a partition: the request's current leader epoch
+    against ours (-1: not checked), then leadership (no reads from followers here)."""
+    if current_leader_epoch >= 0 and current_leader_epoch != hosted.leader_epoch:
+        if current_leader_epoch < hosted.leader_epoch:
+            return ErrorCode.fenced_leader_epoch
+        return ErrorCode.unknown_leader_epoch
+    if not hosted.is_leader:
+        return ErrorCode.not_leader_or_follower
+    return None
+
+
+class ImageBrokers:
+    """``BrokerView`` over the newest metadata image."""
+
+    def __init__(self) -> None:
+        self.image = MetadataImage()
+
+    def broker_epoch(self, broker_id: int) -> int | None:
+        b = self.image.brokers.get(broker_id)
+        return None if b is None or b.fenced else b.epoch
+
+    def in_controlled_shutdown(self, broker_id: int) -> bool:
+        b = self.image.brokers.get(broker_id)
+        return b is not None and b.in_controlled_shutdown
 
 
 class ReplicaManager:
@@ -57,61 +89,132 @@ class ReplicaManager:
         log_manager: Any,
         log_config_for: Callable[[str], Any],
         clock: Clock,
+        replication_config_for: Callable[[str], ReplicationConfig] | None = None,
     ) -> None:
         self._clock = clock
         self._node_id = node_id
         self._logs = log_manager
         self._config_for = log_config_for
-        self._partitions: dict[tuple[str, int], HostedPartition] = {}
-        self._data_arrived = asyncio.Event()
+        self._replication_config_for = replication_config_for or (lambda _t: ReplicationConfig())
+        self._partitions: dict[tuple[str, int], Partition] = {}
+        self.brokers = ImageBrokers()
+        self.alter_sender: AlterSender | None = None
+        self.fetchers: FollowerFetchers | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
 
-    def get(self, topic: str, partition: int) -> HostedPartition | None:
+    def get(self, topic: str, partition: int) -> Partition | None:
         return self._partitions.get((topic, partition))
 
-    def partitions(self) -> Mapping[tuple[str, int], HostedPartition]:
+    def partitions(self) -> Mapping[tuple[str, int], Partition]:
         return self._partitions
 
+    def local_broker_epoch(self) -> int:
+        b = self.brokers.image.brokers.get(self._node_id)
+        return -1 if b is None else b.epoch
+
+    # --- metadata -----------------------------------------------------------------------------
+
     def apply_delta(self, image: MetadataImage, delta: Delta) -> None:
+        self.brokers.image = image
         for gone in delta.deleted_topics:
             for p in gone.partitions:
                 hosted = self._partitions.pop((gone.name, p), None)
                 if hosted is not None:
-                    self._logs.delete(gone.name, p)
+                    self._drop(hosted)
                     log.info("deleted partition %s-%d", gone.name, p)
         for name, p in delta.changed_partitions:
             topic = image.topics.get(name)
-            if topic is None or name == METADATA_TOPIC:
+            if topic is None or name == METADATA_TOPIC or p not in topic.partitions:
                 continue
             self._become(name, topic.topic_id, topic.partitions[p])
         for resource_type, name in delta.changed_configs:
             if resource_type == 2 and name in image.topics:
                 config = self._config_for(name)
+                replication = self._replication_config_for(name)
                 for (t, _p), hosted in self._partitions.items():
                     if t == name:
                         hosted.log.update_config(config)
+                        hosted.update_config(replication)
+            elif resource_type == 4:  # a broker default (min.insync.replicas) may have changed
+                for hosted in self._partitions.values():
+                    hosted.update_config(self._replication_config_for(hosted.topic))
+
+    def _drop(self, hosted: Partition) -> None:
+        hosted.stop()
+        if self.fetchers is not None:
+            self.fetchers.unassign(hosted)
+        self._logs.delete(hosted.topic, hosted.partition)
 
     def _become(self, topic: str, topic_id: Any, p: PartitionImage) -> None:
         if self._node_id not in p.replicas:
             hosted = self._partitions.pop((topic, p.partition), None)
             if hosted is not None:
-                self._logs.delete(topic, p.partition)
+                self._drop(hosted)
             return
         hosted = self._partitions.get((topic, p.partition))
         if hosted is None:
             plog = self._logs.get_or_create(topic, p.partition, topic_id, self._config_for(topic))
-            plog.high_watermark = plog.log_end_offset
             attach_producer_state(plog, self._clock)
-            hosted = HostedPartition(
-                topic, p.partition, plog, p.leader_epoch, p.leader == self._node_id
+            hosted = Partition(
+                topic,
+                p.partition,
+                topic_id,
+                plog,
+                self._node_id,
+                self.brokers,
+                self._replication_config_for(topic),
+                self._clock.now_ms,
+                self._on_alter,
             )
             self._partitions[(topic, p.partition)] = hosted
-        hosted.leader_epoch = p.leader_epoch
-        hosted.is_leader = p.leader == self._node_id
-        epochs = hosted.log.leader_epoch_cache
-        latest = epochs.latest_epoch
-        # Never move the history backwards: a mirrored log carries the source's (higher) epochs.
-        if hosted.is_leader and (latest is None or p.leader_epoch > latest):
-            epochs.assign(p.leader_epoch, hosted.log.log_end_offset)
+        was_leader = hosted.is_leader
+        restart = hosted.become(p, self.local_broker_epoch())
+        if self.fetchers is None:
+            return
+        if hosted.is_leader or p.leader < 0:
+            if not was_leader or p.leader < 0:
+                self.fetchers.unassign(hosted)
+        elif restart or was_leader:
+            self.fetchers.assign(hosted)
+
+    # --- ISR changes --------------------------------------------------------------------------
+
+    def _on_alter(self, partition: Partition, request: AlterPartitionRequest) -> None:
+        task = asyncio.get_event_loop().create_task(self._send_alter(partition, request))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send_alter(self, partition: Partition, request: AlterPartitionRequest) -> None:
+        sender = self.alter_sender
+        if sender is None:
+            log.warning("no controller to send the ISR change of %s to", partition)
+            return
+        for _ in range(_ALTER_MAX_RETRIES):
+            try:
+                error, reg = await sender.send(partition.topic_id, partition.partition, request)
+            except Exception as e:  # the controller unreachable: the leader retries
+                log.info("AlterPartition for %s failed: %s", partition, e)
+                error, reg = ErrorCode.request_timed_out, None
+            outcome = partition.on_alter_partition_response(request.request_id, error, reg)
+            if outcome.retry is None:
+                if error != ErrorCode.none:
+                    log.info("AlterPartition for %s: %s", partition, error.name)
+                return
+            await asyncio.sleep(_ALTER_RETRY_S)
+        log.warning("AlterPartition for %s gave up after %d tries", partition, _ALTER_MAX_RETRIES)
+
+    def check_isrs(self) -> None:
+        """The periodic shrink: leaders drop followers not caught up within the lag time."""
+        for hosted in list(self._partitions.values()):
+            if hosted.is_leader:
+                hosted.maybe_shrink_isr()
+
+    async def run_isr_checks(self, interval_s: float) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            self.check_isrs()
+
+    # --- appends for the coordinators ---------------------------------------------------------
 
     def append_txn_marker(
         self,
@@ -128,42 +231,23 @@ class ReplicaManager:
         Errors: UNKNOWN_TOPIC_OR_PARTITION (not hosted here), NOT_LEADER_OR_FOLLOWER,
         INVALID_PRODUCER_EPOCH (older than the partition's producer state knows),
         TRANSACTION_COORDINATOR_FENCED (older coordinator epoch), KAFKA_STORAGE_ERROR.
-        On success the high watermark (single node: the log end) and so the last stable
-        offset move past the marker, and waiting fetches wake up.
+        The marker is committed once the ISR holds it (acks=all is the caller's wait).
         """
         hosted = self._partitions.get((topic, partition))
         if hosted is None:
             return MarkerAppend(ErrorCode.unknown_topic_or_partition, -1)
         if not hosted.is_leader:
             return MarkerAppend(ErrorCode.not_leader_or_follower, -1)
-        plog = hosted.log
         try:
-            result = plog.append_txn_marker(
-                producer_id,
-                producer_epoch,
-                coordinator_epoch,
-                commit,
-                leader_epoch=hosted.leader_epoch,
-                now_ms=self._clock.now_ms(),
+            result = hosted.append_txn_marker(
+                producer_id, producer_epoch, coordinator_epoch, commit
             )
         except LogAppendError as e:
             return MarkerAppend(error_code(e.error_code), -1, e.message)
         except OSError as e:
             log.exception("marker append to %s-%d failed", topic, partition)
             return MarkerAppend(ErrorCode.kafka_storage_error, -1, str(e))
-        plog.high_watermark = plog.log_end_offset
-        self.notify_append()
         return MarkerAppend(ErrorCode.none, int(result.first_offset))
-
-    def notify_append(self) -> None:
-        self._data_arrived.set()
-        self._data_arrived = asyncio.Event()
-
-    async def wait_for_data(self, timeout_s: float) -> None:
-        """Wait until any partition gets new data or the timeout passes."""
-        event = self._data_arrived
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(event.wait(), timeout_s)
 
     def snapshot_all(self) -> None:
         """Write producer-state snapshots so the next start need not replay the logs."""
@@ -172,3 +256,10 @@ class ReplicaManager:
                 snapshot_producer_state(hosted.log)
             except OSError:
                 log.exception("producer snapshot of %s-%d failed", hosted.topic, hosted.partition)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(BaseException):  # cancelled or failed: closing anyway
+                await task

@@ -63,6 +63,7 @@ class FetchRequestView:
     forgotten_topics_data: list[ForgottenTopicView] = field(default_factory=list)
     rack_id: str = ""
     cluster_id: str | None = None
+    replica_epoch: int = -1  # ReplicaState.ReplicaEpoch (v15+): the follower's broker epoch
 
 
 def parse_fetch_request(buf: Buffer, offset: int, version: int) -> FetchRequestView:
@@ -114,6 +115,7 @@ def _parse(buf: Buffer, pos: int, version: int) -> FetchRequestView:
     flexible = version >= 12
     by_id = version >= 13
     replica_id = -1
+    replica_epoch = -1
     if version <= 14:
         replica_id, pos = read_fixed(I32, mv, pos, "replica_id")
     max_wait, pos = read_fixed(I32, mv, pos, "max_wait_ms")
@@ -198,8 +200,9 @@ def _parse(buf: Buffer, pos: int, version: int) -> FetchRequestView:
                 )
             if tag == 0:
                 cluster_id, _ = _string(mv[:end], pos, end, True, "cluster_id")
-            elif tag == 1 and size >= 4:
-                replica_id = I32.unpack_from(mv, pos)[0]  # ReplicaState.ReplicaId (v15+)
+            elif tag == 1 and size >= 12:  # ReplicaState (v15+): ReplicaId, ReplicaEpoch
+                replica_id = I32.unpack_from(mv, pos)[0]
+                replica_epoch = _I64.unpack_from(mv, pos + 4)[0]
             pos = end
     return FetchRequestView(
         replica_id,
@@ -213,4 +216,5 @@ def _parse(buf: Buffer, pos: int, version: int) -> FetchRequestView:
         forgotten,
         rack,
         cluster_id,
+        replica_epoch,
     )

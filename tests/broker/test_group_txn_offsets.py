@@ -12,6 +12,7 @@ from broker.coordinator.runtime import EndMarker, TxnRecord
 from broker.coordinator.timer import ManualScheduler
 from broker.log import ManualClock
 from broker.log.producer_state_loader import attach_producer_state
+from broker.replication.partition import sole_leader
 from tests.broker.log_helpers import T0, open_log, small_config
 
 from .group_support import Env, async_test, config, make_env
@@ -149,7 +150,7 @@ def test_over_a_real_partition_log(tmp_path: Path) -> None:
     async def body() -> None:
         plog = open_log(tmp_path, small_config(**{"segment.bytes": "1048576"}))
         attach_producer_state(plog, ManualClock(T0))
-        rlog = PartitionRecordLog(plog, lambda: 0, lambda: T0)
+        rlog = PartitionRecordLog(sole_leader(plog, lambda: T0), lambda: T0)
         coord = GroupCoordinator(config(num_partitions=1), ManualScheduler())
         await coord.load(0, rlog)
         # three transactions of one producer and epoch: the batches must chain their sequences
@@ -170,7 +171,7 @@ def test_over_a_real_partition_log(tmp_path: Path) -> None:
 
         reopened = open_log(tmp_path, small_config(**{"segment.bytes": "1048576"}))
         again = GroupCoordinator(config(num_partitions=1), ManualScheduler())
-        await again.load(0, PartitionRecordLog(reopened, lambda: 0, lambda: T0))
+        await again.load(0, PartitionRecordLog(sole_leader(reopened, lambda: T0), lambda: T0))
         assert await fetched(again) == {0: (30, E.none), 1: (31, E.none)}
         assert (await fetched(again, stable=True))[0] == (-1, E.unstable_offset_commit)
         await again.close()

@@ -523,12 +523,13 @@ def test_ensure_mirror_state_topic() -> None:
 
 def test_restart_over_a_real_partition_log(tmp_path: Any) -> None:
     from broker.coordinator.partition_record_log import PartitionRecordLog
+    from broker.replication.partition import sole_leader
     from tests.broker.log_helpers import T0, open_log
 
     async def body() -> None:
         plog = open_log(tmp_path)
         coord = MirrorCoordinator(1, ManualScheduler())
-        await coord.load(0, PartitionRecordLog(plog, lambda: 0, lambda: T0))
+        await coord.load(0, PartitionRecordLog(sole_leader(plog, lambda: T0), lambda: T0))
         await coord.write_state(M, TOPIC_ID, 0, S.PREPARING)
         await coord.write_state(M, TOPIC_ID, 0, S.MIRRORING)
         await coord.write_partition(M, TOPIC_ID, 1, S.PREPARING, 2)
@@ -538,7 +539,7 @@ def test_restart_over_a_real_partition_log(tmp_path: Any) -> None:
 
         reopened = open_log(tmp_path)
         again = MirrorCoordinator(1, ManualScheduler())
-        await again.load(0, PartitionRecordLog(reopened, lambda: 0, lambda: T0))
+        await again.load(0, PartitionRecordLog(sole_leader(reopened, lambda: T0), lambda: T0))
         assert again.states() == [((M, TOPIC_ID, 0), S.MIRRORING, None)]
         reopened.close()
 

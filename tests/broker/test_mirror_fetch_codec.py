@@ -5,14 +5,14 @@ from typing import Any
 
 import pytest
 
-from broker.mirror.fetch_codec import (
+from protocol.build import build
+from protocol.encoders.fetch import encode_fetch_response
+from protocol.errors import ProtocolError
+from protocol.fetch_codec import (
     FetchPartitionRequest,
     encode_fetch_request,
     parse_fetch_response,
 )
-from protocol.build import build
-from protocol.encoders.fetch import encode_fetch_response
-from protocol.errors import ProtocolError
 from protocol.records import Record, build_batch
 from protocol.registry import REGISTRY, decode_body
 

@@ -19,6 +19,7 @@ from broker.metadata.image import (
 )
 from broker.metadata.mirror_states import MirrorState, can_transition
 from broker.mirror.manager import MirrorManager, SourceRefused, next_state, wanted_from_config
+from broker.replication.partition import Partition, sole_leader
 from protocol.metadata_records import latest_type
 from protocol.records import (
     ControlType,
@@ -67,17 +68,11 @@ class Fetchers:
             self.active.pop(key, None)
 
 
-class Hosted:
-    def __init__(self, plog: PartitionLog) -> None:
-        self.log = plog
-        self.leader_epoch = 0
-
-
 class Replicas:
-    def __init__(self, hosted: dict[Any, Hosted]) -> None:
+    def __init__(self, hosted: dict[Any, Partition]) -> None:
         self.hosted = hosted
 
-    def get(self, topic: str, partition: int) -> Hosted | None:
+    def get(self, topic: str, partition: int) -> Partition | None:
         return self.hosted.get((topic, partition))
 
 
@@ -92,7 +87,7 @@ def world(tmp_path: Path) -> Any:
         now_ms=clock.now_ms(),
     )
     plog.high_watermark = plog.log_end_offset
-    hosted = Hosted(plog)
+    hosted = sole_leader(plog, clock.now_ms)
     w: dict[str, Any] = {
         "image": MetadataImage(),
         "tid": tid,

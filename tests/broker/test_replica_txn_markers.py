@@ -20,7 +20,7 @@ PartitionRecord = latest_type("PartitionRecord")
 T0 = 1_700_000_000_000
 
 
-def _replicas(tmp_path: Path, leader: int = 1) -> ReplicaManager:
+def _replicas(tmp_path: Path, leader: int = 1, replicas: tuple[int, ...] = (1,)) -> ReplicaManager:
     clock = ManualClock(T0)
     rm = ReplicaManager(
         1, LogManager([tmp_path], LogConfig(), clock), lambda _t: LogConfig(), clock
@@ -35,8 +35,8 @@ def _replicas(tmp_path: Path, leader: int = 1) -> ReplicaManager:
                     PartitionRecord(
                         partition_id=0,
                         topic_id=tid,
-                        replicas=(1, 2),
-                        isr=(1, 2),
+                        replicas=replicas,
+                        isr=replicas,
                         leader=leader,
                         leader_epoch=3,
                         partition_epoch=0,
@@ -64,11 +64,11 @@ def test_marker_ends_the_transaction_and_moves_the_lso(tmp_path: Path) -> None:
             is_transactional=True,
             base_timestamp=T0,
         )
-        plog.append_as_leader(txn, 3, now_ms=T0)
-        plog.high_watermark = plog.log_end_offset
+        hosted.append_records(txn)
+        assert plog.high_watermark == 2  # an ISR of one: committed at once
         assert plog.last_stable_offset == 0
-        woke = asyncio.ensure_future(rm.wait_for_data(5))
-        await asyncio.sleep(0)
+        woke = asyncio.get_running_loop().create_future()
+        hosted.add_waiter(woke)
         assert rm.append_txn_marker("t", 0, 9, 1, 4, commit=False) == MarkerAppend(
             ErrorCode.none, 2
         )
@@ -89,6 +89,6 @@ def test_marker_ends_the_transaction_and_moves_the_lso(tmp_path: Path) -> None:
 
 
 def test_only_the_leader_writes_markers(tmp_path: Path) -> None:
-    rm = _replicas(tmp_path, leader=2)
+    rm = _replicas(tmp_path, leader=2, replicas=(1, 2))
     result = rm.append_txn_marker("t", 0, 9, 1, 4, commit=True)
     assert result == MarkerAppend(ErrorCode.not_leader_or_follower, -1)

@@ -5,6 +5,7 @@ reload of decided transactions, expiration, Describe/List."""
 import asyncio
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from kio.schema.errors import ErrorCode as E
@@ -14,7 +15,7 @@ from broker.coordinator.timer import ManualScheduler
 from broker.coordinator.txn import LocalMarkerWriter, TransactionCoordinator, TxnConfig
 from broker.coordinator.txn import records as rec
 from broker.coordinator.txn.metadata import MAX_EPOCH, TxnState
-from broker.replication.replica_manager import HostedPartition
+from broker.replication.partition import sole_leader
 from protocol.errors import MirrorErrorCode
 from protocol.records import ControlType, iter_records, parse_control_record, scan_batches
 from tests.broker.log_helpers import T0, open_log, small_config
@@ -421,24 +422,22 @@ async def test_unloaded_partition_answers_not_coordinator() -> None:
 class _Replicas:
     def __init__(self, hosted: dict[tuple[str, int], Any]) -> None:
         self.hosted = hosted
-        self.notified = 0
 
     def get(self, topic: str, partition: int) -> Any:
         return self.hosted.get((topic, partition))
-
-    def notify_append(self) -> None:
-        self.notified += 1
 
 
 def test_local_marker_writer(tmp_path: Path) -> None:
     plog = open_log(tmp_path / "data", small_config(**{"segment.bytes": "1048576"}))
     mirror = open_log(tmp_path / "mirror", small_config(**{"segment.bytes": "1048576"}))
+    follower = sole_leader(plog, lambda: T0, leader_epoch=3)
+    follower.is_leader = False
     replicas = _Replicas(
         {
-            ("t", 0): HostedPartition("t", 0, plog, 3, True),
-            ("t", 1): HostedPartition("t", 1, plog, 3, False),
-            ("m", 0): HostedPartition("m", 0, mirror, 3, True),
-            ("__consumer_offsets", 1): HostedPartition("__consumer_offsets", 1, None, 3, True),
+            ("t", 0): sole_leader(plog, lambda: T0, leader_epoch=3),
+            ("t", 1): follower,
+            ("m", 0): sole_leader(mirror, lambda: T0, leader_epoch=3),
+            ("__consumer_offsets", 1): SimpleNamespace(is_leader=True),
         }
     )
     to_groups: list[tuple[int, EndMarker]] = []
@@ -469,7 +468,7 @@ def test_local_marker_writer(tmp_path: Path) -> None:
     assert batch.is_control and batch.is_transactional
     assert (batch.producer_id, batch.producer_epoch, batch.partition_leader_epoch) == (42, 3, 3)
     assert (control.type, control.coordinator_epoch) == (ControlType.ABORT, 7)
-    assert plog.high_watermark == plog.log_end_offset == 1 and replicas.notified == 1
+    assert plog.high_watermark == plog.log_end_offset == 1
     assert mirror.log_end_offset == 0  # a mirror partition's log is left alone
     assert to_groups == [(1, marker), (1, marker)]
 

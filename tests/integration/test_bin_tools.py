@@ -18,6 +18,7 @@ WRAPPERS = {
     "kafka-configs.sh": ("broker.cli.configs", "--bootstrap-server"),
     "kafka-acls.sh": ("broker.cli.acls", "--bootstrap-server"),
     "kafka-mirrors.sh": ("broker.cli.mirrors", "--bootstrap-server"),
+    "kafka-leader-election.sh": ("broker.cli.leader_election", "--election-type"),
     "kafka-dump-log.sh": ("broker.cli.dump_log", "--files"),
     "kafka-mirror-audit.sh": ("audit", "--destination"),
     "bench.sh": ("bench.network_bench", "network_bench"),

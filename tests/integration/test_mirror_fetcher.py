@@ -25,6 +25,7 @@ from broker.log.config import LogConfig
 from broker.log.manager import LogManager
 from broker.mirror.fetcher import MirrorFetcherManager
 from broker.mirror.source import SourceClient
+from broker.replication.partition import Partition, sole_leader
 from protocol.records import Record, build_batch, scan_batches
 
 from .clients import create_topic, wait_for_async
@@ -119,17 +120,28 @@ class Dest:
         self.logs = LogManager([root], LogConfig(**config), SystemClock())
         self.failed: list[tuple[str, str, int, str]] = []
         self.appended = 0
+        self._owners: dict[tuple[str, int], Partition] = {}
 
         def on_appended(_t: str, _p: int) -> None:
             self.appended += 1
 
         self.fetchers = MirrorFetcherManager(
             7,
-            self.logs.get,
+            self.partition,
             SystemClock(),
             on_failed=lambda *a: self.failed.append(a),
             on_appended=on_appended,
         )
+
+    def partition(self, topic: str, partition: int) -> Partition | None:
+        """The one owner of each log's appends, created on first use (this process leads)."""
+        plog = self.logs.get(topic, partition)
+        if plog is None:
+            return None
+        owner = self._owners.get((topic, partition))
+        if owner is None or owner.log is not plog:
+            owner = self._owners[(topic, partition)] = sole_leader(plog, SystemClock().now_ms)
+        return owner
 
     def create(self, topic: str, partitions: int, topic_id: uuid.UUID | None) -> None:
         for p in range(partitions):

@@ -48,8 +48,10 @@ class LocalMarkerWriter:
         offsets_topic: str,
         complete_offsets: Callable[[int, EndMarker], Awaitable[ErrorCode]] | None = None,
         writable: Callable[[str, int], bool] | None = None,
+        commit_timeout_s: float = 30.0,
     ) -> None:
         self._replicas = replicas
+        self._commit_timeout_s = commit_timeout_s
         self._now_ms = now_ms
         self._offsets_topic = offsets_topic
         self._complete_offsets = complete_offsets
@@ -67,12 +69,14 @@ class LocalMarkerWriter:
             code = await self._complete_offsets(partition, marker)
             return ErrorCode.not_leader_or_follower if code in _NOT_READY else code
         try:
-            append_end_marker(hosted.log, hosted.leader_epoch, marker, self._now_ms())
+            offset = append_end_marker(hosted, marker)
         except Exception as e:
             log_code = getattr(e, "error_code", None)
             if log_code is None:
                 log.exception("marker append to %s-%d failed", topic, partition)
                 return ErrorCode.unknown_server_error
             return error_code(int(log_code))  # type: ignore[no-any-return]
-        self._replicas.notify_append()  # wake read_committed fetches waiting on the LSO
-        return ErrorCode.none
+        # Done once the ISR holds it (already so when the HW passed it, even if the ISR has
+        # since shrunk under min.insync.replicas); the coordinator retries on an error.
+        code = await hosted.wait_committed(offset + 1, self._commit_timeout_s)
+        return ErrorCode.none if code == ErrorCode.not_enough_replicas_after_append else code

@@ -1,4 +1,4 @@
-"""Consumer Fetch requests (v4-v19) and a zero-copy Fetch response parser for mirror fetchers.
+"""Fetch requests (v4-v19) and a zero-copy Fetch response parser for mirror and replica fetchers.
 
 The response parser only reads the small fixed fields; each partition's ``records`` is a
 memoryview into the response frame, so mirrored batches reach the log without a copy.
@@ -203,8 +203,11 @@ def encode_fetch_request(
     forgotten: Sequence[tuple[str, uuid.UUID | None, int]],
     by_topic_id: bool,
     isolation_level: int = READ_COMMITTED,
+    replica_id: int = CONSUMER_REPLICA_ID,
+    replica_epoch: int = -1,
 ) -> bytes:
-    """A consumer Fetch request body (replica id -1)."""
+    """A Fetch request body: a consumer's (replica id -1) or a follower's (its broker id and,
+    from v15, its broker epoch in ReplicaState)."""
     topics: dict[Any, list[dict[str, Any]]] = {}
     for p in partitions:
         key = p.topic_id if by_topic_id else p.topic
@@ -214,7 +217,7 @@ def encode_fetch_request(
                 "current_leader_epoch": p.current_leader_epoch,
                 "fetch_offset": p.fetch_offset,
                 "last_fetched_epoch": p.last_fetched_epoch,
-                "log_start_offset": -1,
+                "log_start_offset": p.log_start_offset,
                 "partition_max_bytes": p.max_bytes,
             }
         )
@@ -226,8 +229,8 @@ def encode_fetch_request(
         REGISTRY.spec(FETCH).request_type(version),
         {
             "cluster_id": None,
-            "replica_id": CONSUMER_REPLICA_ID,
-            "replica_state": {"replica_id": CONSUMER_REPLICA_ID, "replica_epoch": -1},
+            "replica_id": replica_id,
+            "replica_state": {"replica_id": replica_id, "replica_epoch": replica_epoch},
             "max_wait": datetime.timedelta(milliseconds=max_wait_ms),
             "min_bytes": min_bytes,
             "max_bytes": max_bytes,

@@ -1,0 +1,311 @@
+"""One hosted partition: the only owner of its log's appends and of its high watermark.
+
+Every writer goes through this object: produce (``append_records``), the coordinators (records
+and markers), the mirror fetcher (``append_raw``) and, on a follower, the replica fetcher
+(``on_fetch_response``). The high watermark moves only through the sans-IO states of
+``partition_state`` (leader: the minimum over the ISR, forward only) and ``follower_state``
+(follower: the leader's, capped at our log end).
+
+Waiting is per partition: a Fetch long-poll or an acks=all produce registers a future with
+``add_waiter``/``wait_committed``; anything that moves the log end, the high watermark or the
+role resolves them (``wake``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from ..log.errors import LogAppendError
+from ..log.partition_log import AppendResult, PartitionLog
+from ..log.validation import AppendOrigin
+from .follower_state import (
+    FetchPartition,
+    FetchResponsePartition,
+    FollowerPartitionState,
+    FollowerStep,
+)
+from .isr import AlterPartitionRequest
+from .partition_state import (
+    AlterOutcome,
+    BrokerView,
+    FetchResult,
+    LeaderPartitionState,
+    PartitionRegistration,
+    ReplicationConfig,
+)
+from .replica_log import ReplicaLog
+
+# Sends an ISR change for this partition to the controller (the manager owns the I/O).
+AlterSink = Callable[["Partition", AlterPartitionRequest], None]
+
+
+class Partition:
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        topic_id: uuid.UUID | None,
+        log: PartitionLog,
+        local_id: int,
+        brokers: BrokerView,
+        config: ReplicationConfig,
+        now_ms: Callable[[], int],
+        alter_sink: AlterSink | None = None,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.topic_id = topic_id
+        self.log = log
+        self.local_id = local_id
+        self.leader_id = -1
+        self.leader_epoch = -1
+        self.is_leader = False
+        self._now_ms = now_ms
+        self._alter_sink = alter_sink
+        rlog = ReplicaLog(log, now_ms)
+        self.leader = LeaderPartitionState(local_id, -1, rlog, brokers, config)
+        self.follower: FollowerPartitionState[Any] = FollowerPartitionState(local_id, rlog)
+        self._waiters: set[asyncio.Future[None]] = set()
+
+    def __repr__(self) -> str:
+        role = "leader" if self.is_leader else f"follower of {self.leader_id}"
+        return f"Partition({self.topic}-{self.partition}, {role}, epoch {self.leader_epoch})"
+
+    # --- roles --------------------------------------------------------------------------------
+
+    def become(self, reg: PartitionRegistration, broker_epoch: int) -> bool:
+        """Apply the controller's registration; True when this node must (re)start fetching
+        from the leader it names (a follower with a new leader or leader epoch)."""
+        now = self._now_ms()
+        self.leader_id = reg.leader
+        if reg.leader_epoch >= self.leader_epoch:
+            self.leader_epoch = reg.leader_epoch
+        if reg.leader == self.local_id:
+            self.leader.broker_epoch = broker_epoch
+            was_follower = not self.is_leader
+            self.leader.become_leader(now, reg)
+            self.is_leader = True
+            if was_follower:
+                # The follower's state must not fetch again if we later follow the same epoch.
+                self.follower.become_follower(-1, reg.leader_epoch)
+            self.wake()
+            return False
+        if self.is_leader:
+            self.leader.resign()
+            self.is_leader = False
+        restart = self.follower.become_follower(reg.leader, reg.leader_epoch)
+        self.wake()
+        return restart
+
+    def stop(self) -> None:
+        """No longer hosted here (deleted or reassigned away): waiters give up."""
+        if self.is_leader:
+            self.leader.resign()
+        self.is_leader = False
+        self.follower.become_follower(-1, self.leader_epoch)
+        self.wake()
+
+    def update_config(self, config: ReplicationConfig) -> None:
+        if self.leader.update_config(self._now_ms(), config):
+            self.wake()
+
+    # --- appends as leader --------------------------------------------------------------------
+
+    def append_records(
+        self, records: Any, *, acks: int = 1, origin: AppendOrigin = AppendOrigin.CLIENT
+    ) -> AppendResult:
+        """Validate, append and stamp our leader epoch. Raises ``LogAppendError`` (with
+        NOT_LEADER_OR_FOLLOWER or NOT_ENOUGH_REPLICAS before touching the log)."""
+        self._check_append(acks)
+        result = self.log.append_as_leader(
+            records, self.leader_epoch, now_ms=self._now_ms(), origin=origin
+        )
+        self._appended()
+        return result
+
+    def append_txn_marker(
+        self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool
+    ) -> AppendResult:
+        self._check_append(1)
+        result = self.log.append_txn_marker(
+            producer_id,
+            producer_epoch,
+            coordinator_epoch,
+            commit,
+            leader_epoch=self.leader_epoch,
+            now_ms=self._now_ms(),
+        )
+        self._appended()
+        return result
+
+    def append_raw(self, records: Any) -> AppendResult:
+        """Batches with their own offsets and epochs (the mirror fetcher, on the leader)."""
+        self._check_append(1)
+        result = self.log.append_raw(records, now_ms=self._now_ms())
+        self._appended()
+        return result
+
+    def after_local_change(self) -> None:
+        """The log was cut in place (a mirror's truncation): recompute the HW and wake."""
+        if self.is_leader:
+            self.leader.on_local_truncation(self._now_ms())
+        self.wake()
+
+    def _check_append(self, acks: int) -> None:
+        error = self.leader.append_check(acks)
+        if error is not None:
+            msg = (
+                f"this node is not the leader of {self.topic}-{self.partition}"
+                if error == ErrorCode.not_leader_or_follower
+                else f"{self.topic}-{self.partition} has fewer in-sync replicas "
+                f"({len(self.leader.isr)}) than min.insync.replicas "
+                f"({self.leader.effective_min_isr})"
+            )
+            raise LogAppendError(int(error), msg)
+
+    def _appended(self) -> None:
+        self.leader.on_append(self._now_ms())
+        self.wake()
+
+    async def wait_committed(self, required_offset: int, timeout_s: float) -> ErrorCode:
+        """acks=all: wait until the high watermark reaches ``required_offset`` (one past the
+        last offset appended). REQUEST_TIMED_OUT after ``timeout_s``; see ``acks_all_done``."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            done, error = self.leader.acks_all_done(required_offset)
+            if done or error != ErrorCode.none:
+                return error
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return ErrorCode.request_timed_out
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters.add(fut)
+            try:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(fut, remaining)
+            finally:
+                self._waiters.discard(fut)
+
+    # --- waiting ------------------------------------------------------------------------------
+
+    def add_waiter(self, fut: asyncio.Future[None]) -> None:
+        self._waiters.add(fut)
+
+    def remove_waiter(self, fut: asyncio.Future[None]) -> None:
+        self._waiters.discard(fut)
+
+    def wake(self) -> None:
+        if not self._waiters:
+            return
+        waiters, self._waiters = self._waiters, set()
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    # --- the leader's side of replication ------------------------------------------------------
+
+    def on_follower_fetch(
+        self,
+        replica_id: int,
+        fetch_offset: int,
+        *,
+        last_fetched_epoch: int,
+        current_leader_epoch: int,
+        broker_epoch: int,
+        log_start_offset: int,
+    ) -> FetchResult:
+        result = self.leader.on_follower_fetch(
+            self._now_ms(),
+            replica_id,
+            fetch_offset,
+            last_fetched_epoch=last_fetched_epoch,
+            current_leader_epoch=current_leader_epoch,
+            broker_epoch=broker_epoch,
+            log_start_offset=log_start_offset,
+        )
+        if result.hw_moved:
+            self.wake()
+        if result.alter_partition is not None:
+            self._send_alter(result.alter_partition)
+        return result
+
+    def maybe_shrink_isr(self) -> None:
+        request = self.leader.maybe_shrink_isr(self._now_ms())
+        if request is not None:
+            self._send_alter(request)
+
+    def on_alter_partition_response(
+        self, request_id: int, error: ErrorCode, result: PartitionRegistration | None
+    ) -> AlterOutcome:
+        outcome = self.leader.on_alter_partition_response(self._now_ms(), request_id, error, result)
+        if outcome.hw_moved:
+            self.wake()
+        return outcome
+
+    def _send_alter(self, request: AlterPartitionRequest) -> None:
+        if self._alter_sink is not None:
+            self._alter_sink(self, request)
+
+    # --- the follower's side ------------------------------------------------------------------
+
+    def fetch_request(self) -> FetchPartition | None:
+        return None if self.is_leader else self.follower.fetch_request()
+
+    def on_fetch_response(
+        self, request: FetchPartition, response: FetchResponsePartition[Any]
+    ) -> FollowerStep:
+        if self.is_leader:
+            return FollowerStep(ignored=True)
+        step = self.follower.on_fetch_response(request, response)
+        if step.appended or step.hw_changed or step.truncated_to >= 0:
+            self.wake()
+        return step
+
+    def on_leader_offsets(self, log_start: int, log_end: int) -> FollowerStep:
+        step = self.follower.on_leader_offsets(log_start, log_end)
+        if step.truncated_to >= 0:
+            self.wake()
+        return step
+
+
+class _NoOtherBrokers:
+    def broker_epoch(self, broker_id: int) -> int | None:
+        return None
+
+    def in_controlled_shutdown(self, broker_id: int) -> bool:
+        return False
+
+
+class _SoleReplica:
+    def __init__(self, local_id: int, leader_epoch: int) -> None:
+        self.replicas = (local_id,)
+        self.isr = (local_id,)
+        self.leader = local_id
+        self.leader_epoch = leader_epoch
+        self.partition_epoch = 0
+
+
+def sole_leader(
+    log: PartitionLog, now_ms: Callable[[], int], *, leader_epoch: int = 0, local_id: int = 0
+) -> Partition:
+    """A partition of one replica that this process leads: tools and tests that own a log
+    outright (every append is committed at once)."""
+    partition = Partition(
+        log.topic,
+        log.partition,
+        log.topic_id,
+        log,
+        local_id,
+        _NoOtherBrokers(),
+        ReplicationConfig(),
+        now_ms,
+    )
+    partition.become(_SoleReplica(local_id, leader_epoch), broker_epoch=0)
+    return partition

@@ -1,0 +1,320 @@
+"""Replica fetchers: the follower's I/O (Kafka's ReplicaFetcherManager and ReplicaFetcherThread).
+
+Each leader broker gets ``num.replica.fetchers`` fetchers; a partition goes to one of them by a
+stable hash. A fetcher sends one Fetch at a time to the leader's inter-broker listener with our
+replica id and, from v15, our broker epoch (ReplicaState), for every partition its sans-IO
+follower state wants to fetch, and hands each answer back to it: the state appends the leader's
+batches byte for byte (they stay memoryviews of the response frame until the log writes them),
+truncates on a diverging epoch, and takes the leader's high watermark and log start.
+OFFSET_OUT_OF_RANGE is resolved with ListOffsets (the leader's earliest and latest offsets).
+Every loop backs off ``replica.fetch.backoff.ms`` after an error, so a dead leader costs one
+failed connection attempt per back-off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from kio.schema.errors import ErrorCode
+
+from protocol.fetch_codec import (
+    FETCH,
+    FIRST_TOPIC_ID_VERSION,
+    FetchPartitionRequest,
+    encode_fetch_request,
+    parse_fetch_response,
+)
+
+from .follower_state import (
+    FetchPartition,
+    FetchResponsePartition,
+    FollowerStatus,
+    ReplicationStateError,
+)
+from .leader_epochs import EpochEndOffset
+from .partition import Partition
+
+log = logging.getLogger(__name__)
+
+LIST_OFFSETS = 2
+EARLIEST, LATEST = -2, -1
+_MIN_VERSION = 12  # DivergingEpoch in Fetch responses (KIP-595)
+
+
+class LeaderClients(Protocol):
+    """``BrokerClients``: requests to another broker's inter-broker listener."""
+
+    async def version_for(self, broker_id: int, api_key: int) -> int: ...
+
+    async def send_raw(
+        self, broker_id: int, api_key: int, version: int, body: bytes | bytearray | memoryview
+    ) -> memoryview: ...
+
+    async def request(
+        self, broker_id: int, api_key: int, body: Any, version: int | None = None
+    ) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
+class FetcherConfig:
+    """The ``replica.fetch.*`` and ``num.replica.fetchers`` broker configs."""
+
+    num_fetchers: int = 1
+    max_bytes: int = 1_048_576
+    response_max_bytes: int = 10_485_760
+    wait_max_ms: int = 500
+    min_bytes: int = 1
+    backoff_ms: int = 1000
+
+
+class ReplicaFetchers:
+    def __init__(
+        self,
+        local_id: int,
+        clients: LeaderClients,
+        config: FetcherConfig,
+        broker_epoch: Callable[[], int],
+    ) -> None:
+        self._local_id = local_id
+        self._clients = clients
+        self._config = config
+        self._broker_epoch = broker_epoch
+        self._fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
+        self._owner: dict[tuple[str, int], ReplicaFetcher] = {}
+
+    def assign(self, partition: Partition) -> None:
+        """Fetch ``partition`` from the leader its state names (moving it if that changed)."""
+        key = (partition.topic, partition.partition)
+        n = max(1, self._config.num_fetchers)
+        index = (zlib.crc32(partition.topic.encode()) + partition.partition) % n
+        fkey = (partition.leader_id, index)
+        current = self._owner.get(key)
+        if current is not None and current.key != fkey:
+            self.unassign(partition)
+            current = None
+        fetcher = self._fetchers.get(fkey)
+        if fetcher is None:
+            fetcher = ReplicaFetcher(
+                fkey, self._local_id, self._clients, self._config, self._broker_epoch
+            )
+            self._fetchers[fkey] = fetcher
+            fetcher.start()
+        fetcher.add(partition)
+        self._owner[key] = fetcher
+
+    def unassign(self, partition: Partition) -> None:
+        fetcher = self._owner.pop((partition.topic, partition.partition), None)
+        if fetcher is None:
+            return
+        fetcher.remove(partition)
+        if not fetcher.partitions:
+            self._fetchers.pop(fetcher.key, None)
+            fetcher.stop()
+
+    def fetcher_count(self) -> int:
+        return len(self._fetchers)
+
+    async def close(self) -> None:
+        fetchers = list(self._fetchers.values())
+        self._fetchers.clear()
+        self._owner.clear()
+        for f in fetchers:
+            f.stop()
+        for f in fetchers:
+            await f.wait_stopped()
+
+
+class ReplicaFetcher:
+    def __init__(
+        self,
+        key: tuple[int, int],
+        local_id: int,
+        clients: LeaderClients,
+        config: FetcherConfig,
+        broker_epoch: Callable[[], int],
+    ) -> None:
+        self.key = key
+        self.leader_id = key[0]
+        self._local_id = local_id
+        self._clients = clients
+        self._config = config
+        self._broker_epoch = broker_epoch
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def __repr__(self) -> str:
+        return f"ReplicaFetcher(leader={self.leader_id}, index={self.key[1]})"
+
+    def add(self, partition: Partition) -> None:
+        self.partitions[(partition.topic, partition.partition)] = partition
+        self._wakeup.set()
+
+    def remove(self, partition: Partition) -> None:
+        self.partitions.pop((partition.topic, partition.partition), None)
+
+    def start(self) -> None:
+        self._task = asyncio.get_event_loop().create_task(self._run())
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    async def wait_stopped(self) -> None:
+        if self._task is not None:
+            with contextlib.suppress(BaseException):
+                await self._task
+
+    async def _run(self) -> None:
+        backoff_s = self._config.backoff_ms / 1000
+        while self.partitions:
+            try:
+                if not await self._round():
+                    await asyncio.sleep(backoff_s)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.info("%s: %s", self, e)
+                await asyncio.sleep(backoff_s)
+
+    async def _round(self) -> bool:
+        """One Fetch (or offset reset); False asks for a back-off."""
+        for p in list(self.partitions.values()):
+            if p.follower.status is FollowerStatus.NEEDS_OFFSETS and not p.is_leader:
+                await self._reset_offsets(p)
+        wanted: list[tuple[Partition, FetchPartition]] = []
+        for p in self.partitions.values():
+            req = p.fetch_request()
+            if req is not None:
+                wanted.append((p, req))
+        if not wanted:
+            self._wakeup.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wakeup.wait(), self._config.backoff_ms / 1000)
+            return True
+        version = await self._clients.version_for(self.leader_id, FETCH)
+        if version < _MIN_VERSION:
+            raise RuntimeError(f"broker {self.leader_id} serves Fetch only up to v{version}")
+        by_id = version >= FIRST_TOPIC_ID_VERSION
+        cfg = self._config
+        body = encode_fetch_request(
+            version,
+            max_wait_ms=cfg.wait_max_ms,
+            min_bytes=cfg.min_bytes,
+            max_bytes=cfg.response_max_bytes,
+            session_id=0,
+            session_epoch=-1,
+            partitions=[
+                FetchPartitionRequest(
+                    p.topic,
+                    p.topic_id,
+                    p.partition,
+                    r.fetch_offset,
+                    r.current_leader_epoch,
+                    r.last_fetched_epoch,
+                    r.log_start_offset,
+                    cfg.max_bytes,
+                )
+                for p, r in wanted
+            ],
+            forgotten=(),
+            by_topic_id=by_id,
+            isolation_level=0,
+            replica_id=self._local_id,
+            replica_epoch=self._broker_epoch(),
+        )
+        raw = await self._clients.send_raw(self.leader_id, FETCH, version, body)
+        resp = parse_fetch_response(raw, version)
+        if resp.error_code != 0:
+            log.info("%s: Fetch answered %s", self, _name(resp.error_code))
+            return False
+        sent = {((p.topic_id if by_id else p.topic), p.partition): (p, r) for p, r in wanted}
+        ok = True
+        for tkey, data in resp.partitions:
+            entry = sent.get((tkey, data.partition))
+            if entry is None:
+                continue
+            p, req = entry
+            if self.partitions.get((p.topic, p.partition)) is not p:
+                continue  # moved away while the Fetch was in flight
+            diverging = None
+            if data.diverging_epoch >= 0 or data.diverging_end_offset >= 0:
+                diverging = EpochEndOffset(data.diverging_epoch, data.diverging_end_offset)
+            try:
+                code = ErrorCode(data.error_code)
+            except ValueError:
+                code = ErrorCode.unknown_server_error
+            records = data.records if len(data.records) else None
+            try:
+                step = p.on_fetch_response(
+                    req,
+                    FetchResponsePartition(
+                        code, data.high_watermark, data.log_start_offset, diverging, records
+                    ),
+                )
+            except ReplicationStateError as e:
+                log.error("%s: %s", p, e)
+                ok = False
+                continue
+            except OSError:
+                log.exception("%s: follower append failed", p)
+                ok = False
+                continue
+            if step.backoff:
+                log.debug("%s: fetch error %s", p, code.name)
+                ok = False
+            if step.truncated_to >= 0:
+                log.info("%s: truncated to %d", p, step.truncated_to)
+        return ok
+
+    async def _reset_offsets(self, p: Partition) -> None:
+        """After OFFSET_OUT_OF_RANGE: the leader's log start and end (ListOffsets as a replica,
+        which answers the log end offset for LATEST), then truncate or restart the log."""
+        earliest = await self._list_offset(p, EARLIEST)
+        latest = await self._list_offset(p, LATEST)
+        if earliest < 0 or latest < 0:
+            return
+        step = p.on_leader_offsets(earliest, latest)
+        if step.truncated_to >= 0:
+            log.info("%s: reset to the leader's offsets, truncated to %d", p, step.truncated_to)
+
+    async def _list_offset(self, p: Partition, timestamp: int) -> int:
+        resp = await self._clients.request(
+            self.leader_id,
+            LIST_OFFSETS,
+            {
+                "replica_id": self._local_id,
+                "isolation_level": 0,
+                "topics": [
+                    {
+                        "name": p.topic,
+                        "partitions": [
+                            {
+                                "partition_index": p.partition,
+                                "current_leader_epoch": p.follower.leader_epoch,
+                                "timestamp": timestamp,
+                            }
+                        ],
+                    }
+                ],
+            },
+        )
+        for t in resp.topics:
+            for part in t.partitions:
+                if part.error_code == ErrorCode.none:
+                    return int(part.offset)
+                log.info("%s: ListOffsets answered %s", p, ErrorCode(part.error_code).name)
+        return -1
+
+
+def _name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
