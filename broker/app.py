@@ -52,6 +52,7 @@ from .api.produce import ProduceApi
 from .api.producer_id_blocks import ProducerIdBlocksApi
 from .api.producers import ProducersApi
 from .api.quorum import QuorumApi
+from .api.reassignments import ReassignmentsApi
 from .api.routed_controller import RoutedController, RoutedMirrorController
 from .api.sasl import SaslApi
 from .api.scram_credentials import ScramCredentialsApi
@@ -71,6 +72,7 @@ from .controller.controller import Controller, Validators
 from .controller.elections import LeaderBalance, LeaderElections
 from .controller.mirrors import MirrorController
 from .controller.partition_change import UncleanElection
+from .controller.reassignment import Reassignments
 from .controller.scram import ScramController
 from .coordinator.group.config import GroupConfig
 from .coordinator.group.coordinator import GroupCoordinator
@@ -318,6 +320,10 @@ class Node:
             unclean=UncleanElection(config.unclean_leader_election_enable, config.node_id),
         )
         self.alter_partition_control = AlterPartitionControl(self.controller)
+        self.reassignments = Reassignments(
+            self.controller,
+            UncleanElection(config.unclean_leader_election_enable, config.node_id),
+        )
         self.controller_duties = ActiveControllerDuties(
             config.node_id,
             self.controller,
@@ -626,6 +632,7 @@ class Node:
             *OffsetsApi(s).apis(),
             *LeaderEpochsApi(s).apis(),
             *ElectLeadersApi(s, self.elections, lambda: self.quorum.is_leader).apis(),
+            *ReassignmentsApi(s, self.reassignments, lambda: self.quorum.is_leader).apis(),
             *self.cluster_api.apis(),
             *TxnApi(s, self.txn_verification, self.groups, self.txn_markers).apis(),
             *ProducersApi(s).apis(),
@@ -846,6 +853,7 @@ class Node:
             len(server.connections) if server else 0,
             dict(server.rejected) if server else {},
             (server.accept_throttled, server.accept_throttle_seconds) if server else (0, 0.0),
+            tuple(self.replicas.stats()),  # type: ignore[arg-type]
         )
 
     def _partition_stats(self) -> list[tuple[str, int, int, int, int]]:

@@ -92,11 +92,33 @@ def _elect_leaders(req: Any, err: dict[str, Any]) -> dict[str, Any]:
     return {**err, "replica_election_results": results}
 
 
+def _alter_reassignments(req: Any, err: dict[str, Any]) -> dict[str, Any]:
+    results = [
+        {
+            "name": t.name,
+            "partitions": [{**err, "partition_index": p.partition_index} for p in t.partitions],
+        }
+        for t in req.topics
+    ]
+    return {**err, "responses": results}
+
+
+def _list_reassignments(req: Any, err: dict[str, Any]) -> dict[str, Any]:
+    # Kafka lists each partition asked for, with nothing but its index
+    topics = [
+        {"name": t.name, "partitions": [{"partition_index": p} for p in t.partition_indexes]}
+        for t in req.topics or ()
+    ]
+    return {**err, "topics": topics}
+
+
 _SHAPES: dict[int, _Shape] = {
     19: _create_topics,
     20: _delete_topics,
     37: _create_partitions,
     43: _elect_leaders,
+    45: _alter_reassignments,
+    46: _list_reassignments,
     33: _alter_configs,
     44: _alter_configs,
     30: _create_acls,

@@ -58,6 +58,8 @@ FORWARDED_APIS: Final[frozenset[int]] = frozenset(
         37,  # CreatePartitions
         43,  # ElectLeaders
         44,  # IncrementalAlterConfigs
+        45,  # AlterPartitionReassignments
+        46,  # ListPartitionReassignments
         49,  # AlterClientQuotas
         51,  # AlterUserScramCredentials
         55,  # DescribeQuorum (kafka-metadata-quorum.sh --bootstrap-server <any broker>)

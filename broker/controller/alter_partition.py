@@ -1,5 +1,5 @@
 """AlterPartition (56) on the active controller: a partition leader changes its ISR (Kafka's
-ReplicationControlManager.alterPartition, without reassignments or eligible leader replicas).
+ReplicationControlManager.alterPartition, without eligible leader replicas).
 
 The leader's broker epoch must be its current registration's, else the whole request is refused
 (STALE_BROKER_EPOCH). Each partition is then checked in Kafka's order:
@@ -25,6 +25,12 @@ here, so no election happens. A partition named twice in one request is checked 
 against the first change (Kafka checks both against the committed state). Each accepted
 partition is answered with its state after the commit; an ISR equal to the current one commits
 nothing and is answered with the current state.
+
+A partition being reassigned goes through ``reassignment.build_change``: an ISR that now holds
+every target replica completes the reassignment in the same record (the removing replicas leave
+the replicas and the ISR, and the leader epoch moves on). If that removed the sender itself, the
+partition is answered NEW_LEADER_ELECTED (the change is committed; the sender learns its new
+state from metadata), as Kafka does for v2+.
 """
 
 from __future__ import annotations
@@ -32,15 +38,16 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Final
 
 from kio.schema.errors import ErrorCode
 
 from protocol.metadata_records import latest_type
 
-from ..metadata.image import MetadataImage, PartitionImage
+from ..metadata.image import MetadataImage, PartitionImage, merge_partition_change
 from .cluster_control import ControllerCore
+from .reassignment import build_change
 
 log = logging.getLogger(__name__)
 
@@ -146,22 +153,37 @@ def plan(
                 continue
             assert current is not None
             isr = tuple(r for r, _epoch in req.new_isr)
-            if isr != current.isr:
-                records.append(
-                    PartitionChangeRecord(partition_id=req.partition, topic_id=t.topic_id, isr=isr)
+            record = None
+            if current.reassigning:
+                # the ISR change may complete the reassignment (drop the removing replicas)
+                record = build_change(img, t, current, isr=isr)
+            elif isr != current.isr:
+                record = PartitionChangeRecord(
+                    partition_id=req.partition, topic_id=t.topic_id, isr=isr
                 )
-                # as the image applies it: a new partition epoch, the same leader epoch
-                current = planned[key] = replace(
-                    current, isr=isr, partition_epoch=current.partition_epoch + 1
-                )
+            if record is not None:
+                records.append(record)
+                current = planned[key] = merge_partition_change(current, record)
                 log.info(
                     "broker %d changed the ISR of %s-%d to %s (partition epoch %d)",
                     broker_id,
                     t.name,
                     req.partition,
-                    list(isr),
+                    list(current.isr),
                     current.partition_epoch,
                 )
+                if record.replicas is not None:
+                    log.info(
+                        "the ISR change completed the reassignment of %s-%d: replicas %s",
+                        t.name,
+                        req.partition,
+                        list(current.replicas),
+                    )
+                if current.leader != broker_id:
+                    # the completion removed the sender: Kafka's answer (v2+) for a change
+                    # applied with a new leader
+                    results.append(PartitionResult(req.partition, ErrorCode.new_leader_elected))
+                    continue
             results.append(PartitionResult(req.partition, ErrorCode.none, current))
         answers.append(TopicResult(t.topic_id, tuple(results)))
     return Plan(AlterPartitionResult(ErrorCode.none, tuple(answers)), tuple(records))

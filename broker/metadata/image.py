@@ -39,6 +39,14 @@ class PartitionImage:
     leader: int
     leader_epoch: int
     partition_epoch: int
+    # An ongoing reassignment (PartitionRecord's AddingReplicas/RemovingReplicas): ``replicas``
+    # is then the target followed by the replicas leaving; both empty otherwise.
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +151,25 @@ class Delta:
         )
 
 
+def merge_partition_change(old: PartitionImage, r: Any) -> PartitionImage:
+    """``old`` with a PartitionChangeRecord applied (Kafka's PartitionRegistration.merge): the
+    fields the record leaves null keep their values, and the partition epoch moves on."""
+    leader = r.leader if r.leader != -2 else old.leader  # -2: no change
+    # Any leader given (even the same one) starts a new leader epoch; that is how a controller
+    # bumps an epoch (KIP-1279 BumpLeaderEpochs, a reassignment dropping replicas).
+    epoch = old.leader_epoch + 1 if r.leader != -2 else old.leader_epoch
+    return PartitionImage(
+        r.partition_id,
+        tuple(r.replicas) if r.replicas is not None else old.replicas,
+        tuple(r.isr) if r.isr is not None else old.isr,
+        leader,
+        epoch,
+        old.partition_epoch + 1,
+        tuple(r.adding_replicas) if r.adding_replicas is not None else old.adding_replicas,
+        tuple(r.removing_replicas) if r.removing_replicas is not None else old.removing_replicas,
+    )
+
+
 class ImageBuilder:
     """Applies records to an image; `build()` freezes the result."""
 
@@ -195,6 +222,8 @@ class ImageBuilder:
                 r.leader,
                 r.leader_epoch,
                 r.partition_epoch,
+                tuple(r.adding_replicas),
+                tuple(r.removing_replicas),
             ),
         )
 
@@ -202,17 +231,7 @@ class ImageBuilder:
         t = self.topic_by_id(r.topic_id)
         if t is None or r.partition_id not in t.partitions:
             return
-        old = t.partitions[r.partition_id]
-        leader = r.leader if r.leader != -2 else old.leader  # -2: no change
-        replicas = tuple(r.replicas) if r.replicas is not None else old.replicas
-        isr = tuple(r.isr) if r.isr is not None else old.isr
-        # As Kafka's PartitionRegistration.merge: any leader given (even the same one) starts a
-        # new leader epoch; that is how a controller bumps an epoch (KIP-1279 BumpLeaderEpochs).
-        epoch = old.leader_epoch + 1 if r.leader != -2 else old.leader_epoch
-        self._set_partition(
-            r.topic_id,
-            PartitionImage(r.partition_id, replicas, isr, leader, epoch, old.partition_epoch + 1),
-        )
+        self._set_partition(r.topic_id, merge_partition_change(t.partitions[r.partition_id], r))
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
         name = self.topic_names.get(topic_id)

@@ -78,6 +78,8 @@ class StateSnapshot:
     connections_rejected: dict[str, int] = field(default_factory=dict)
     # (connections throttled by max.connection.creation.rate, seconds they waited in all)
     accept_throttle: tuple[int, float] = (0, 0.0)
+    # leaders, under-replicated, under min ISR, ISR shrinks, ISR expands (ReplicationStats)
+    replication: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)
 
 
 class _StateCollector(Collector):
@@ -135,7 +137,28 @@ class _StateCollector(Collector):
             "Seconds new connections waited for max.connection.creation.rate, in all",
         )
         waited.add_metric([], snap.accept_throttle[1])
-        return [count, size, end, start, conns, rejected, throttled, waited]
+        return [count, size, end, start, conns, rejected, throttled, waited, *_replication(snap)]
+
+
+def _replication(snap: StateSnapshot) -> list[Any]:
+    leaders, under, under_min, shrinks, expands = snap.replication
+    out: list[Any] = []
+    for name, doc, value in (
+        ("leadercount", "Partitions this node leads", leaders),
+        ("underreplicatedpartitions", "Led partitions whose ISR lacks a replica", under),
+        ("underminisrpartitioncount", "Led partitions whose ISR is under min.insync", under_min),
+    ):
+        g = GaugeMetricFamily(f"kafka_server_replicamanager_{name}", doc)
+        g.add_metric([], value)
+        out.append(g)
+    for name, doc, value in (
+        ("isrshrinks", "ISR shrinks the controller accepted", shrinks),
+        ("isrexpands", "ISR expansions the controller accepted", expands),
+    ):
+        c = CounterMetricFamily(f"kafka_server_replicamanager_{name}", doc)
+        c.add_metric([], value)
+        out.append(c)
+    return out
 
 
 class BrokerMetrics:

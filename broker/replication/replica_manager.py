@@ -82,6 +82,17 @@ class ImageBrokers:
         return b is not None and b.in_controlled_shutdown
 
 
+class ReplicationStats(NamedTuple):
+    """For the metrics: partitions this node leads, those whose ISR is short of the replica
+    set or of min.insync.replicas, and the ISR changes the controller accepted."""
+
+    leaders: int
+    under_replicated: int
+    under_min_isr: int
+    isr_shrinks: int
+    isr_expands: int
+
+
 class ReplicaManager:
     def __init__(
         self,
@@ -101,6 +112,8 @@ class ReplicaManager:
         self.alter_sender: AlterSender | None = None
         self.fetchers: FollowerFetchers | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self.isr_shrinks = 0
+        self.isr_expands = 0
 
     def get(self, topic: str, partition: int) -> Partition | None:
         return self._partitions.get((topic, partition))
@@ -180,11 +193,16 @@ class ReplicaManager:
     # --- ISR changes --------------------------------------------------------------------------
 
     def _on_alter(self, partition: Partition, request: AlterPartitionRequest) -> None:
-        task = asyncio.get_event_loop().create_task(self._send_alter(partition, request))
+        # the committed ISR as the leader proposes the change (metadata may apply the change
+        # before the answer arrives, so the count is taken against this)
+        before = len(partition.leader.isr)
+        task = asyncio.get_event_loop().create_task(self._send_alter(partition, request, before))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _send_alter(self, partition: Partition, request: AlterPartitionRequest) -> None:
+    async def _send_alter(
+        self, partition: Partition, request: AlterPartitionRequest, before: int
+    ) -> None:
         sender = self.alter_sender
         if sender is None:
             log.warning("no controller to send the ISR change of %s to", partition)
@@ -196,12 +214,31 @@ class ReplicaManager:
                 log.info("AlterPartition for %s failed: %s", partition, e)
                 error, reg = ErrorCode.request_timed_out, None
             outcome = partition.on_alter_partition_response(request.request_id, error, reg)
+            if error == ErrorCode.none and reg is not None:
+                if len(reg.isr) > before:
+                    self.isr_expands += 1
+                elif len(reg.isr) < before:
+                    self.isr_shrinks += 1
+                log.info("%s: ISR now %s", partition, sorted(reg.isr))
             if outcome.retry is None:
                 if error != ErrorCode.none:
                     log.info("AlterPartition for %s: %s", partition, error.name)
                 return
             await asyncio.sleep(_ALTER_RETRY_S)
         log.warning("AlterPartition for %s gave up after %d tries", partition, _ALTER_MAX_RETRIES)
+
+    def stats(self) -> ReplicationStats:
+        leaders = under = under_min = 0
+        for hosted in self._partitions.values():
+            if not hosted.is_leader:
+                continue
+            leaders += 1
+            state = hosted.leader
+            if len(state.isr) < len(state.replicas):
+                under += 1
+            if state.under_min_isr:
+                under_min += 1
+        return ReplicationStats(leaders, under, under_min, self.isr_shrinks, self.isr_expands)
 
     def check_isrs(self) -> None:
         """The periodic shrink: leaders drop followers not caught up within the lag time."""

@@ -16,7 +16,9 @@ def test_gauges_are_built_from_a_snapshot_taken_in_the_loop_thread(
 
     def build() -> StateSnapshot:
         seen.append(threading.current_thread())
-        return StateSnapshot([("t", 0, 100, 7, 2), ("t", 1, 50, 3, 0)], connections=4)
+        return StateSnapshot(
+            [("t", 0, 100, 7, 2), ("t", 1, 50, 3, 0)], connections=4, replication=(2, 1, 0, 5, 4)
+        )
 
     m = BrokerMetrics()
     m.watch_state(read_on_loop(loop_thread, build, "partition metrics"))
@@ -26,6 +28,9 @@ def test_gauges_are_built_from_a_snapshot_taken_in_the_loop_thread(
     assert 'kafka_log_log_logendoffset{partition="0",topic="t"} 7.0' in text
     assert 'kafka_log_log_size{partition="1",topic="t"} 50.0' in text
     assert "kafka_server_socket_server_connection_count 4.0" in text
+    assert "kafka_server_replicamanager_leadercount 2.0" in text
+    assert "kafka_server_replicamanager_underreplicatedpartitions 1.0" in text
+    assert "kafka_server_replicamanager_isrshrinks_total 5.0" in text
 
 
 def test_a_loop_that_does_not_answer_leaves_the_gauges_out(

@@ -559,7 +559,7 @@ def test_principal_serde_matches_kafkas_default_principal_data_layout() -> None:
 
 
 def test_forwarded_set_is_what_kafka_and_the_kip_route_to_the_controller() -> None:
-    kafka = {19, 20, 30, 31, 33, 37, 43, 44, 49, 51, 55}
+    kafka = {19, 20, 30, 31, 33, 37, 43, 44, 45, 46, 49, 51, 55}
     kip_1279 = {94, 95, 96, 102, 103, 104, 105}
     assert kafka | kip_1279 == FORWARDED_APIS
     # never the data path or the broker-served mirror reads

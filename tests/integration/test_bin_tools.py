@@ -19,6 +19,7 @@ WRAPPERS = {
     "kafka-acls.sh": ("broker.cli.acls", "--bootstrap-server"),
     "kafka-mirrors.sh": ("broker.cli.mirrors", "--bootstrap-server"),
     "kafka-leader-election.sh": ("broker.cli.leader_election", "--election-type"),
+    "kafka-reassign-partitions.sh": ("broker.cli.reassign_partitions", "--reassignment-json-file"),
     "kafka-dump-log.sh": ("broker.cli.dump_log", "--files"),
     "kafka-mirror-audit.sh": ("audit", "--destination"),
     "bench.sh": ("bench.network_bench", "network_bench"),

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -185,6 +187,18 @@ def _resume(c: Cluster, node_id: int) -> None:
     os.kill(proc.pid, signal.SIGCONT)
 
 
+def _scrape(c: Cluster, node_id: int) -> str:
+    port = c.node(node_id).metrics_port
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        return str(r.read().decode())
+
+
+def _metric(text: str, name: str) -> float:
+    m = re.search(rf"^{name} (\S+)$", text, re.M)
+    assert m is not None, f"{name} not scraped"
+    return float(m.group(1))
+
+
 def _set_min_isr(c: Cluster, topic: str, value: str) -> None:
     admin = AdminClient({"bootstrap.servers": c.bootstrap})
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
@@ -204,6 +218,8 @@ def test_isr_shrinks_refuses_acks_all_under_min_isr_and_heals(cluster: Cluster) 
             cluster, "isr", lambda s: len(s[2]) == 2, LAG_MS / 1000 + 30, "an ISR of two"
         )
         assert stopped not in shrunk[2]
+        metrics = _scrape(cluster, leader)
+        assert _metric(metrics, "kafka_server_replicamanager_underreplicatedpartitions") >= 1
         ok = _produce(cluster, "isr", [b"two-in-sync"])
         assert isinstance(ok[0], int), ok
         # Two in sync, three required: acks=all is refused before the append, acks=1 lands.
@@ -223,6 +239,9 @@ def test_isr_shrinks_refuses_acks_all_under_min_isr_and_heals(cluster: Cluster) 
     finally:
         _resume(cluster, stopped)
     _until(cluster, "isr", lambda s: s[2] == [1, 2, 3], 60, "the ISR whole again")
+    # the stopped node was fenced out of the ISR by the controller (its session ran out first);
+    # its return is the leader's own change, through AlterPartition
+    assert _metric(_scrape(cluster, leader), "kafka_server_replicamanager_isrexpands_total") >= 1
     again = _produce(cluster, "isr", [b"all-again"])
     assert isinstance(again[0], int), again
     got = _consume_all(cluster, "isr", 3)
