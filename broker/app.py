@@ -367,11 +367,18 @@ class Node:
         self.producer_ids = ProducerIdManager(
             lambda: self.services.controller.allocate_producer_ids(0)
         )
-        # to the other brokers (inter-broker listener): markers, transaction verification
+        # To the other brokers (inter-broker listener), one set of connections per kind of
+        # traffic, as Kafka keeps them apart: a request that waits on the other broker (a
+        # marker or mirror-state write waiting for its commit) must never hold up the replica
+        # fetches that commit it, nor the KIP-890 checks.
         self.broker_clients = BrokerClients(self.cluster_view.broker_endpoint, self.peers.broker)
+        self.marker_clients = BrokerClients(self.cluster_view.broker_endpoint, self.peers.broker)
+        self.mirror_state_clients = BrokerClients(
+            self.cluster_view.broker_endpoint, self.peers.broker
+        )
         self.replica_fetchers = ReplicaFetchers(
             config.node_id,
-            self.broker_clients,
+            lambda: BrokerClients(self.cluster_view.broker_endpoint, self.peers.broker),
             FetcherConfig(
                 num_fetchers=config.num_replica_fetchers,
                 max_bytes=config.replica_fetch_max_bytes,
@@ -427,7 +434,7 @@ class Node:
                 self.txn_markers,
                 self.cluster_view.partition_leader,
                 config.node_id,
-                self.broker_clients,
+                self.marker_clients,
             ),
             lambda group_id: (OFFSETS_TOPIC, self.groups.partition_for(group_id)),
             LoopScheduler(),
@@ -538,7 +545,7 @@ class Node:
                 lambda p: self.cluster_view.partition_leader(MIRROR_STATE_TOPIC, p),
                 lambda topic_id: getattr(self.image.topic_by_id(topic_id), "name", None),
                 config.node_id,
-                self.broker_clients,
+                self.mirror_state_clients,
             ),
             self.fetchers,
             bump_leader_epoch=routed_mirrors.bump_leader_epoch,
@@ -898,7 +905,8 @@ class Node:
         self.replicas.snapshot_all()
         await self.cleaner.close()
         await self.controller_channel.close()
-        await self.broker_clients.close()
+        for clients in (self.broker_clients, self.marker_clients, self.mirror_state_clients):
+            await clients.close()
         await self.lifecycle_channel.close()
         await self.quorum.close()
         self.logs.close()

@@ -8,6 +8,7 @@ key and why (exit 1).
 
 import asyncio
 import logging
+import os
 import signal
 import sys
 import time
@@ -140,6 +141,17 @@ def _version() -> str:
         return "0.0.0"
 
 
+def _logger_levels(spec: str) -> None:
+    """``KMIRROR_LOG_LEVELS=broker.replication=DEBUG,broker.mirror=DEBUG``: per-logger levels
+    (Kafka's log4j logger lines, for the node's own modules)."""
+    for item in filter(None, (x.strip() for x in spec.split(","))):
+        name, _, level = item.partition("=")
+        if not level or not isinstance(logging.getLevelName(level.upper()), int):
+            log.warning("KMIRROR_LOG_LEVELS: ignored %r (want <logger>=<level>)", item)
+            continue
+        logging.getLogger(name.strip()).setLevel(level.upper())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in ("-h", "--help"):
@@ -156,6 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)",
         stream=sys.stdout,
     )
+    _logger_levels(os.environ.get("KMIRROR_LOG_LEVELS", ""))
     # From here SIGTERM/SIGINT stop the node at any point (broker/stop_signals.py).
     signals = StopSignals()
     signals.install()

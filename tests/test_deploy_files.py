@@ -124,7 +124,7 @@ def test_kmirror_service_matches_its_config(name: str) -> None:
     # the inter-broker listener is the one advertised under the service name
     ibl = config.inter_broker_listener_name
     assert any(li.name == ibl and li.host == name for li in config.advertised_listeners)
-    assert all(v.host == name for v in config.controller_quorum_voters)
+    assert all(v.host in kmirror_services() for v in config.controller_quorum_voters)
     # Prometheus reaches the metrics port from its own container
     assert config.metrics_port > 0
     assert config.metrics_host in ("0.0.0.0", "", "::")
@@ -135,6 +135,32 @@ def test_kmirror_service_matches_its_config(name: str) -> None:
             f"{path}: log dir {d} is not on a volume"
         )
     parse_uuid(svc["environment"]["KMIRROR_CLUSTER_ID"])
+
+
+def test_kmirror_services_form_one_cluster() -> None:
+    """Every node names the same voters, each voter is a kmirror service at its controller
+    listener under its own node id, and all share one cluster id."""
+    configs = {name: service_config(svc)[1] for name, svc in kmirror_services().items()}
+    voter_sets = {
+        tuple(sorted((v.node_id, v.host, v.port) for v in c.controller_quorum_voters))
+        for c in configs.values()
+    }
+    assert len(voter_sets) == 1, voter_sets
+    ((voters),) = voter_sets
+    assert sorted(c.node_id for c in configs.values()) == sorted(
+        {c.node_id for c in configs.values()}
+    )
+    for node_id, host, port in voters:
+        c = configs[host]
+        assert c.node_id == node_id, f"{host} is node {c.node_id}, voter {node_id}"
+        controller = [li for li in c.listeners if li.name in c.controller_listener_names]
+        assert [li.port for li in controller] == [port], f"{host}: no controller on {port}"
+    ids = {svc["environment"]["KMIRROR_CLUSTER_ID"] for svc in kmirror_services().values()}
+    assert len(ids) == 1, ids
+    # three nodes: internal topics and new topics get three replicas, two in sync
+    if len(configs) >= 3:
+        for name, c in configs.items():
+            assert c.default_replication_factor == 3 and c.min_insync_replicas == 2, name
 
 
 def test_prometheus_scrapes_every_kmirror_metrics_port() -> None:

@@ -16,6 +16,7 @@ INVALID_MIRROR_STATES...) are per partition.
 With an authorizer both need CLUSTER_ACTION on the cluster (brokers; CLUSTER_AUTHORIZATION_FAILED).
 """
 
+import logging
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -38,6 +39,8 @@ from .dispatcher import Api
 
 READ_MIRROR_STATES, WRITE_MIRROR_STATES = 100, 101
 _STATES = frozenset(int(s) for s in MirrorState)
+
+log = logging.getLogger(__name__)
 
 
 class MirrorStateApi:
@@ -107,6 +110,7 @@ class MirrorStateApi:
                 try:
                     state, lme = await self.coordinator.read_state(mirror, known[0], index)
                 except CoordinatorError as exc:
+                    log.debug("ReadMirrorStates %s %s-%d: %s", mirror, topic.name, index, exc)
                     row["error_code"] = int(exc.code)
                 else:
                     row.update(state=int(state), last_mirror_epoch=-1 if lme is None else lme)
@@ -167,6 +171,7 @@ class MirrorStateApi:
                         topic_name=topic.name,
                     )
                 except CoordinatorError as exc:
+                    log.debug("WriteMirrorStates %s %s-%d: %s", mirror, topic.name, index, exc)
                     code = int(exc.code)
             rows.append({"partition_index": index, "error_code": code})
         return {"name": topic.name, "partitions": rows}

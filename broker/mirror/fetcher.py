@@ -35,6 +35,7 @@ from protocol.fetch_codec import (
     encode_fetch_request,
     parse_fetch_response,
 )
+from protocol.fetch_session import SESSION_ERRORS, FetchSessionBuilder
 from protocol.records import BatchView, scan_batches
 
 from ..log.clock import Clock
@@ -67,9 +68,6 @@ OFFSET_NOT_AVAILABLE: Final = 78
 UNKNOWN_TOPIC_ID: Final = 100
 INCONSISTENT_TOPIC_ID: Final = 103
 FETCH_SESSION_TOPIC_ID_ERROR: Final = 106
-SESSION_ERRORS: Final = frozenset(
-    {FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH, FETCH_SESSION_TOPIC_ID_ERROR}
-)
 
 DEFAULT_MAX_WAIT_MS: Final = 500
 DEFAULT_MIN_BYTES: Final = 1
@@ -228,7 +226,7 @@ class _Partition:
 
 @dataclass(slots=True)
 class _Sent:
-    """What the fetch session holds for a partition (what we last told the source)."""
+    """What a Fetch asked the source for one partition (its answer is matched to this)."""
 
     state: _Partition
     fetch_offset: int
@@ -572,6 +570,11 @@ class MirrorFetcherManager:
             try:
                 appended, refused = self._append(p, part, data.records)
             except (LogError, ProtocolError, OSError, ValueError) as e:
+                if getattr(e, "error_code", None) == NOT_LEADER_OR_FOLLOWER:
+                    # leadership moved here before the manager stopped this fetcher: not a
+                    # failure of the partition; the data is fetched again by the new leader
+                    self._park(p, f"{p.topic}-{p.partition} is led by another node now")
+                    return 0
                 self._fail(p, f"append failed: {e}")
                 return 0
         if appended:
@@ -752,10 +755,8 @@ class _Fetcher:
         self.client_id = f"broker-{mgr.node_id}-fetcher-{fetcher_id}-mirror-{m.name}"
         self.parts: dict[Key, _Partition] = {}
         self.wake = asyncio.Event()
-        self.session_id = 0
-        self.session_epoch = 0
+        self.session = FetchSessionBuilder()
         self.session_by_id: bool | None = None
-        self.session: dict[Key, _Sent] = {}
         self.reconcile: set[_Partition] = set()
         self.diverged: dict[_Partition, tuple[int, int]] = {}
         self.failures = 0
@@ -782,9 +783,7 @@ class _Fetcher:
             self.task.cancel()
 
     def _reset_session(self) -> None:
-        self.session_id = 0
-        self.session_epoch = 0
-        self.session.clear()
+        self.session.reset()
 
     async def _run(self) -> None:
         while True:
@@ -835,10 +834,13 @@ class _Fetcher:
             version = FIRST_TOPIC_ID_VERSION - 1  # some topic has no id: fetch by name
         by_id = version >= FIRST_TOPIC_ID_VERSION
         sessions = version >= 7
-        if self.session_by_id is not None and by_id != self.session_by_id:
+        if (self.session_by_id is not None and by_id != self.session_by_id) or (
+            sessions != self.session.enabled
+        ):
             self._reset_session()
         self.session_by_id = by_id
-        body, sent, id_map = self._build(version, by_id, sessions, delay)
+        self.session.enabled = sessions
+        body, sent, id_map = self._build(version, by_id, delay)
         try:
             raw = await conn.send_raw(FETCH, version, body)
             self.counters.requests += 1
@@ -851,21 +853,13 @@ class _Fetcher:
             self._reset_session()
             await self._backoff(f"bad Fetch response from source broker {self.node}: {e}")
             return
+        self.session.on_response(resp.error_code, resp.session_id)
         if resp.error_code in SESSION_ERRORS:
-            self._reset_session()
             return
         if resp.error_code != NONE:
-            self._reset_session()
             await self._backoff(f"source broker {self.node}: Fetch error {resp.error_code}")
             return
         self.failures = 0
-        if sessions:
-            if resp.session_id == 0:
-                self._reset_session()  # the source keeps no session: full fetches
-            else:
-                self.session_id = resp.session_id
-                self.session_epoch = self.session_epoch + 1 if self.session_epoch else 1
-                self.session = sent
         throttled_bytes = appended_bytes = 0
         for tkey, data in resp.partitions:
             name = id_map.get(tkey) if isinstance(tkey, uuid.UUID) else tkey
@@ -913,7 +907,7 @@ class _Fetcher:
         self.parts.clear()
 
     def _build(
-        self, version: int, by_id: bool, sessions: bool, throttle_delay: float = 0.0
+        self, version: int, by_id: bool, throttle_delay: float = 0.0
     ) -> tuple[bytes, dict[Key, _Sent], dict[uuid.UUID, str]]:
         """The Fetch request. Throttled partitions ask for at most the throttle's burst, and are
         left out (forgotten by the session) while ``throttle_delay`` > 0; the wait for data is
@@ -924,9 +918,8 @@ class _Fetcher:
         max_wait_ms = m.max_wait_ms if not held else min(m.max_wait_ms, int(throttle_delay * 1000))
         only_throttled = all(p.throttled for p in self.parts.values())
         max_bytes = m.max_bytes if cap is None or not only_throttled else min(m.max_bytes, cap)
-        full = not sessions or self.session_epoch == 0
         sent: dict[Key, _Sent] = {}
-        changed: list[FetchPartitionRequest] = []
+        wanted: list[FetchPartitionRequest] = []
         id_map: dict[uuid.UUID, str] = {}
         for key, p in self.parts.items():
             if p.throttled and held:
@@ -944,40 +937,28 @@ class _Fetcher:
                 p, plog.log_end_offset, p.leader_epoch, -1 if epoch is None else epoch, part_max
             )
             sent[key] = s
-            prev = None if full else self.session.get(key)
-            if (
-                prev is None
-                or prev.state is not p
-                or prev.fetch_offset != s.fetch_offset
-                or prev.leader_epoch != s.leader_epoch
-                or prev.max_bytes != s.max_bytes
-            ):
-                changed.append(
-                    FetchPartitionRequest(
-                        p.topic,
-                        p.topic_id,
-                        p.partition,
-                        s.fetch_offset,
-                        s.leader_epoch,
-                        s.last_fetched_epoch,
-                        -1,
-                        part_max,
-                    )
+            wanted.append(
+                FetchPartitionRequest(
+                    p.topic,
+                    p.topic_id,
+                    p.partition,
+                    s.fetch_offset,
+                    s.leader_epoch,
+                    s.last_fetched_epoch,
+                    -1,
+                    part_max,
                 )
-        forgotten = (
-            []
-            if full
-            else [(k[0], v.state.topic_id, k[1]) for k, v in self.session.items() if k not in sent]
-        )
+            )
+        fetch = self.session.build(wanted)
         body = encode_fetch_request(
             version,
             max_wait_ms=max_wait_ms,
             min_bytes=m.min_bytes,
             max_bytes=max_bytes,
-            session_id=self.session_id,
-            session_epoch=self.session_epoch,
-            partitions=changed,
-            forgotten=forgotten,
+            session_id=fetch.session_id,
+            session_epoch=fetch.session_epoch,
+            partitions=fetch.partitions,
+            forgotten=fetch.forgotten,
             by_topic_id=by_id,
         )
         return body, sent, id_map

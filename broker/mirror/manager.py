@@ -13,6 +13,12 @@ per partition steps the partition one valid transition at a time, doing each sta
   cleared and the topic is writable.
 - FAILED stays FAILED until the operator removes the topic from the mirror.
 
+Only the node leading a destination partition drives it (and runs its fetcher); the other
+replicas follow that leader like any partition's followers. A node that stops leading stops
+its fetcher and forgets the partition's state without writing it; the new leader reads the
+state from the coordinator and resumes from its own log end (after PREPARING's alignment when
+the state says so).
+
 Everything is injected (coordinator, fetchers, controller operations, source queries) so the
 manager is tested without sockets, and so the seams for a multi-node cluster stay where the KIP
 puts them.
@@ -220,8 +226,26 @@ class MirrorManager:
         if wanted is None:
             return
         for p in topic.partitions:
-            if self._replicas.get(name, p) is not None:
+            hosted = self._replicas.get(name, p)
+            if hosted is not None and hosted.is_leader:
                 self._spawn(self._reconcile((name, p), topic.topic_id))
+            elif (name, p) in self._info:
+                self._spawn(self._step_down((name, p)))
+
+    async def _step_down(self, key: Key) -> None:
+        """This node no longer leads ``key``: its fetcher stops, and the state stays with the
+        coordinator for the new leader (nothing is written from here)."""
+        async with self._lock(key):
+            hosted = self._replicas.get(*key)
+            if hosted is not None and hosted.is_leader:
+                return  # leading again by the time the lock was free
+            info = self._info.pop(key, None)
+            self._last_error.pop(key, None)
+            if info is not None:
+                await self._stop_fetcher(key, info.mirror)
+                log.info(
+                    "mirror %s: %s-%d is led elsewhere now; fetcher stopped", info.mirror, *key
+                )
 
     def on_fetch_failed(self, mirror: str, topic: str, partition: int, reason: str) -> None:
         info = self._info.get((topic, partition))
@@ -282,6 +306,9 @@ class MirrorManager:
                 )
                 if wanted is None or self._closed:
                     return
+                hosted = self._replicas.get(*key)
+                if hosted is None or not hosted.is_leader:
+                    return  # led elsewhere: that node drives it
                 info = self._info.get(key)
                 if info is None or info.mirror != wanted.mirror or info.topic_id != topic_id:
                     state, lme = await self._states.read_state(wanted.mirror, topic_id, key[1])
@@ -304,7 +331,7 @@ class MirrorManager:
     async def _enter(self, key: Key, info: PartitionInfo, new: MirrorState, wanted: Wanted) -> None:
         topic, partition = key
         hosted = self._replicas.get(topic, partition)
-        if hosted is None:
+        if hosted is None or not hosted.is_leader:
             return
         if new == MirrorState.STOPPED and info.state == MirrorState.STOPPING:
             await self._do_stopping(key, info, hosted)

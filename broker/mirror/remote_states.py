@@ -53,9 +53,13 @@ class RoutedMirrorStates:
 
     def _remote(self, mirror: str, topic_id: uuid.UUID, partition: int) -> tuple[int, str] | None:
         """(coordinator node, topic name) when the coordinator is another node; None: here."""
-        node = self._state_leader(self._local.partition_for(mirror, topic_id, partition))
+        state_partition = self._local.partition_for(mirror, topic_id, partition)
+        node = self._state_leader(state_partition)
         if node is None or node < 0:
-            raise CoordinatorError(ErrorCode.coordinator_not_available)
+            raise CoordinatorError(
+                ErrorCode.coordinator_not_available,
+                f"__mirror_state-{state_partition} has no leader",
+            )
         if node == self._node_id:
             return None
         name = self._topic_name(topic_id)
@@ -70,7 +74,8 @@ class RoutedMirrorStates:
             log.info("mirror state coordinator on broker %d: %s", node, e)
             raise CoordinatorError(ErrorCode.coordinator_not_available) from None
         if resp.error_code != ErrorCode.none:
-            raise CoordinatorError(ErrorCode(resp.error_code), resp.error_message or "")
+            code = ErrorCode(resp.error_code)
+            raise CoordinatorError(code, f"{resp.error_message or code.name} (broker {node})")
         return resp
 
     async def read_state(
@@ -93,7 +98,8 @@ class RoutedMirrorStates:
                 if p.partition_index != partition:
                     continue
                 if p.error_code != ErrorCode.none:
-                    raise CoordinatorError(ErrorCode(p.error_code))
+                    code = ErrorCode(p.error_code)
+                    raise CoordinatorError(code, f"{code.name} from broker {node}")
                 lme = int(p.last_mirror_epoch)
                 return MirrorState(int(p.state)), None if lme < 0 else lme
         raise CoordinatorError(ErrorCode.unknown_server_error, "no state in the answer")
@@ -126,7 +132,8 @@ class RoutedMirrorStates:
         for t in resp.topics:
             for p in t.partitions:
                 if p.partition_index == partition and p.error_code != ErrorCode.none:
-                    raise CoordinatorError(ErrorCode(p.error_code))
+                    code = ErrorCode(p.error_code)
+                    raise CoordinatorError(code, f"{code.name} from broker {node}")
 
     async def write_state(
         self,

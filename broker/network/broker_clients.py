@@ -2,9 +2,12 @@
 
 What one node asks of another: transaction markers for partitions the other leads
 (WriteTxnMarkers), KIP-890 checks with the transaction coordinator of another node
-(AddPartitionsToTxn v4, verify only), replica fetching (Fetch, ListOffsets). One ``ReconnectingClient`` per broker, created on first
-use from ``endpoint(broker_id)`` (the caller resolves it from the metadata image) and replaced
-when the broker's endpoint changes.
+(AddPartitionsToTxn v4, verify only), mirror states (Read/WriteMirrorStates), replica fetching
+(Fetch, ListOffsets). One ``ReconnectingClient`` per broker, created on first use from
+``endpoint(broker_id)`` (the caller resolves it from the metadata image) and replaced when the
+broker's endpoint changes. A broker answers one connection's requests in order, so each kind of
+traffic has its own ``BrokerClients`` (each replica fetcher its own): a request waiting on the
+other broker never delays another kind.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 import uuid
 from collections.abc import Callable
@@ -44,6 +45,8 @@ from .replica_log import ReplicaLog
 
 # Sends an ISR change for this partition to the controller (the manager owns the I/O).
 AlterSink = Callable[["Partition", AlterPartitionRequest], None]
+
+log = logging.getLogger(__name__)
 
 
 class Partition:
@@ -184,6 +187,18 @@ class Partition:
                 return error
             remaining = deadline - time.monotonic()
             if remaining <= 0:
+                state = self.leader
+                log.info(
+                    "%s: offset %d not committed within %.1f s: HW %d, log end %d, ISR %s, "
+                    "followers %s",
+                    self,
+                    required_offset,
+                    timeout_s,
+                    state.high_watermark,
+                    self.log.log_end_offset,
+                    sorted(state.isr),
+                    state.followers,
+                )
                 return ErrorCode.request_timed_out
             fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._waiters.add(fut)

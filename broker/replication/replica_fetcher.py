@@ -3,7 +3,9 @@
 Each leader broker gets ``num.replica.fetchers`` fetchers; a partition goes to one of them by a
 stable hash. A fetcher sends one Fetch at a time to the leader's inter-broker listener with our
 replica id and, from v15, our broker epoch (ReplicaState), for every partition its sans-IO
-follower state wants to fetch, and hands each answer back to it: the state appends the leader's
+follower state wants to fetch, in an incremental fetch session (KIP-227: after the first full
+request only partitions whose fetch position moved are named, and the leader answers only
+partitions with news), and hands each answer back to it: the state appends the leader's
 batches byte for byte (they stay memoryviews of the response frame until the log writes them),
 truncates on a diverging epoch, and takes the leader's high watermark and log start.
 OFFSET_OUT_OF_RANGE is resolved with ListOffsets (the leader's earliest and latest offsets).
@@ -30,6 +32,7 @@ from protocol.fetch_codec import (
     encode_fetch_request,
     parse_fetch_response,
 )
+from protocol.fetch_session import SESSION_ERRORS, FetchSessionBuilder
 
 from .follower_state import (
     FetchPartition,
@@ -60,6 +63,8 @@ class LeaderClients(Protocol):
         self, broker_id: int, api_key: int, body: Any, version: int | None = None
     ) -> Any: ...
 
+    async def close(self) -> None: ...
+
 
 @dataclass(frozen=True, slots=True)
 class FetcherConfig:
@@ -74,10 +79,15 @@ class FetcherConfig:
 
 
 class ReplicaFetchers:
+    """``clients()`` makes a fresh set of connections: each fetcher has its own (as Kafka's
+    fetcher threads have their own network clients), so a Fetch never queues behind another
+    request to the same broker, such as a coordinator write that itself waits for this very
+    fetch to commit it."""
+
     def __init__(
         self,
         local_id: int,
-        clients: LeaderClients,
+        clients: Callable[[], LeaderClients],
         config: FetcherConfig,
         broker_epoch: Callable[[], int],
     ) -> None:
@@ -101,7 +111,7 @@ class ReplicaFetchers:
         fetcher = self._fetchers.get(fkey)
         if fetcher is None:
             fetcher = ReplicaFetcher(
-                fkey, self._local_id, self._clients, self._config, self._broker_epoch
+                fkey, self._local_id, self._clients(), self._config, self._broker_epoch
             )
             self._fetchers[fkey] = fetcher
             fetcher.start()
@@ -148,6 +158,8 @@ class ReplicaFetcher:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self.session = FetchSessionBuilder()
+        self._session_by_id: bool | None = None
 
     def __repr__(self) -> str:
         return f"ReplicaFetcher(leader={self.leader_id}, index={self.key[1]})"
@@ -172,6 +184,13 @@ class ReplicaFetcher:
                 await self._task
 
     async def _run(self) -> None:
+        try:
+            await self._loop()
+        finally:  # this fetcher's own connections go with it
+            with contextlib.suppress(Exception):
+                await self._clients.close()
+
+    async def _loop(self) -> None:
         backoff_s = self._config.backoff_ms / 1000
         while self.partitions:
             try:
@@ -181,6 +200,7 @@ class ReplicaFetcher:
                 raise
             except Exception as e:
                 log.info("%s: %s", self, e)
+                self.session.on_failure()
                 await asyncio.sleep(backoff_s)
 
     async def _round(self) -> bool:
@@ -202,28 +222,32 @@ class ReplicaFetcher:
         if version < _MIN_VERSION:
             raise RuntimeError(f"broker {self.leader_id} serves Fetch only up to v{version}")
         by_id = version >= FIRST_TOPIC_ID_VERSION
+        if by_id != self._session_by_id:
+            self.session.reset()  # the leader keys the session by name or by id, not both
+            self._session_by_id = by_id
         cfg = self._config
+        fetch = self.session.build(
+            FetchPartitionRequest(
+                p.topic,
+                p.topic_id,
+                p.partition,
+                r.fetch_offset,
+                r.current_leader_epoch,
+                r.last_fetched_epoch,
+                r.log_start_offset,
+                cfg.max_bytes,
+            )
+            for p, r in wanted
+        )
         body = encode_fetch_request(
             version,
             max_wait_ms=cfg.wait_max_ms,
             min_bytes=cfg.min_bytes,
             max_bytes=cfg.response_max_bytes,
-            session_id=0,
-            session_epoch=-1,
-            partitions=[
-                FetchPartitionRequest(
-                    p.topic,
-                    p.topic_id,
-                    p.partition,
-                    r.fetch_offset,
-                    r.current_leader_epoch,
-                    r.last_fetched_epoch,
-                    r.log_start_offset,
-                    cfg.max_bytes,
-                )
-                for p, r in wanted
-            ],
-            forgotten=(),
+            session_id=fetch.session_id,
+            session_epoch=fetch.session_epoch,
+            partitions=fetch.partitions,
+            forgotten=fetch.forgotten,
             by_topic_id=by_id,
             isolation_level=0,
             replica_id=self._local_id,
@@ -231,6 +255,10 @@ class ReplicaFetcher:
         )
         raw = await self._clients.send_raw(self.leader_id, FETCH, version, body)
         resp = parse_fetch_response(raw, version)
+        self.session.on_response(resp.error_code, resp.session_id)
+        if resp.error_code in SESSION_ERRORS:
+            log.info("%s: Fetch answered %s; a new session", self, _name(resp.error_code))
+            return True
         if resp.error_code != 0:
             log.info("%s: Fetch answered %s", self, _name(resp.error_code))
             return False
