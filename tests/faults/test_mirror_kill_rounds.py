@@ -6,8 +6,11 @@ destination partition holds exactly the source's batches at the source's offsets
 read from the segment files of all four nodes. Then failover (``--remove``) makes every
 partition writable on whichever node leads it.
 
-The source is one kmirror node, never killed; the destination nodes are killed while they lead
-mirror partitions and ``__mirror_state`` partitions. Every client that talks to the dying
+Two sources: one kmirror node (its segment files are the reference for the byte compare), and
+librdkafka's mock cluster with three brokers (an independent implementation; its partitions'
+leaders are moved between its brokers during the rounds, and the destination replicas are
+compared with each other). Sources are never killed; the destination nodes are killed while they
+lead mirror partitions and ``__mirror_state`` partitions. Every client that talks to the dying
 destination (the metadata watcher) runs in a child process (tests/faults/workload.py); the
 producer only talks to the source. CI runs 4 rounds; ``KMIRROR_FAULT_ROUNDS=20`` is the issue's
 run, ``KMIRROR_FAULT_SEED=<n>`` replays one.
@@ -24,6 +27,7 @@ from confluent_kafka import Producer
 
 from tests.integration.clients import create_topic
 from tests.integration.mirror_helpers import (
+    MockCluster,
     create_mirror,
     end_offsets,
     mirror_tool,
@@ -34,7 +38,7 @@ from tests.integration.node import Node
 from tests.waits import wait_for
 
 from .harness import FaultCluster, fault_rounds, fault_seed
-from .replicas import partition_batches
+from .replicas import compare_replicas, partition_batches
 from .workload import MetadataWatch
 
 ROUNDS = fault_rounds(4)
@@ -86,16 +90,51 @@ def full_isr(meta: MetadataWatch, since: float) -> bool:
     )
 
 
-def replica_problems(source: Node, fc: FaultCluster, meta: MetadataWatch) -> list[str]:
-    """Where a destination replica differs from the source's partition (batch by batch)."""
+class Source:
+    """The mirror's source: a kmirror node or librdkafka's mock cluster of three brokers."""
+
+    def __init__(self, kind: str, workdir: Path) -> None:
+        self.kind = kind
+        self.node: Node | None = None
+        self.mock: MockCluster | None = None
+        if kind == "kmirror":
+            self.node = Node(workdir / "source").start()
+            self.bootstrap = self.node.bootstrap
+            create_topic(self.bootstrap, TOPIC, PARTITIONS)
+        else:
+            self.mock = MockCluster(brokers=3)
+            self.bootstrap = self.mock.bootstrap
+            self.mock.create_topic(TOPIC, PARTITIONS)
+
+    def move_a_leader(self, fc: FaultCluster) -> str:
+        """On the mock cluster: a random partition's leadership to a random broker."""
+        if self.mock is None:
+            return ""
+        p, broker = fc.rng.randrange(PARTITIONS), fc.rng.randint(1, 3)
+        self.mock.set_leader(TOPIC, p, broker)
+        return f"; source leader of {TOPIC}-{p} -> mock broker {broker}"
+
+    def close(self) -> None:
+        if self.node is not None:
+            self.node.kill()
+        if self.mock is not None:
+            self.mock.close()
+
+
+def replica_problems(source: Source, fc: FaultCluster, meta: MetadataWatch) -> list[str]:
+    """Where destination replicas differ from the source's partition (a kmirror source: its
+    segment files) or from each other (the mock source keeps its log in memory)."""
     snap = meta.latest()
     assert snap is not None
+    assignment = {(TOPIC, p): snap.parts[(TOPIC, p)][1] for p in range(PARTITIONS)}
+    log_dirs = {n.node_id: n.log_dir for n in fc.nodes}
+    if source.node is None:
+        return compare_replicas(log_dirs, assignment)
     out = []
     for p in range(PARTITIONS):
-        want = partition_batches(source.log_dir / f"{TOPIC}-{p}")
-        _leader, replicas, _isr = snap.parts[(TOPIC, p)]
-        for node_id in replicas:
-            got = partition_batches(fc.node(node_id).log_dir / f"{TOPIC}-{p}")
+        want = partition_batches(source.node.log_dir / f"{TOPIC}-{p}")
+        for node_id in assignment[(TOPIC, p)]:
+            got = partition_batches(log_dirs[node_id] / f"{TOPIC}-{p}")
             if got != want:
                 i = next(
                     (i for i, (a, b) in enumerate(zip(want, got, strict=False)) if a != b),
@@ -109,14 +148,14 @@ def replica_problems(source: Node, fc: FaultCluster, meta: MetadataWatch) -> lis
 
 
 @pytest.mark.timeout(240 + ROUNDS * 60)
-def test_mirror_survives_destination_kill_rounds(tmp_path: Path) -> None:
-    print(f"seed {SEED} rounds {ROUNDS} (replay: KMIRROR_FAULT_SEED={SEED})")
-    source = Node(tmp_path / "source").start()
+@pytest.mark.parametrize("kind", ["kmirror", "librdkafka-mock"])
+def test_mirror_survives_destination_kill_rounds(tmp_path: Path, kind: str) -> None:
+    print(f"seed {SEED} rounds {ROUNDS} source {kind} (replay: KMIRROR_FAULT_SEED={SEED})")
+    source = Source(kind, tmp_path)
     load: SourceLoad | None = None
     meta: MetadataWatch | None = None
     try:
         with FaultCluster(tmp_path / "dst", SEED, **SETTINGS) as fc:
-            create_topic(source.bootstrap, TOPIC, PARTITIONS)
             load = SourceLoad(source.bootstrap)
             load.start()
             config = write_mirror_config(tmp_path / "m.properties", source.bootstrap)
@@ -128,6 +167,7 @@ def test_mirror_survives_destination_kill_rounds(tmp_path: Path) -> None:
                 victim = fc.rng.choice(fc.nodes)
                 time.sleep(fc.rng.uniform(1.0, 3.0))
                 fc.kill(victim)
+                moved = source.move_a_leader(fc)
                 time.sleep(fc.rng.uniform(0.5, 3.0))
                 fc.restart(victim)
                 since = time.monotonic()
@@ -136,7 +176,10 @@ def test_mirror_survives_destination_kill_rounds(tmp_path: Path) -> None:
                     90,
                     f"round {r}: every ISR whole again\n{fc.describe()}",
                 )
-                print(f"round {r}: node {victim.node_id}; source records {load.sent}", flush=True)
+                print(
+                    f"round {r}: node {victim.node_id}{moved}; source records {load.sent}",
+                    flush=True,
+                )
             load.stop_event.set()
             load.join(60)
             assert load.errors == [], load.errors[:5]
@@ -175,11 +218,14 @@ def test_mirror_survives_destination_kill_rounds(tmp_path: Path) -> None:
             wait_for(writable, 60, "every partition writable after failover", detail=lambda: errors)
             after = end_offsets(fc.bootstrap, TOPIC, PARTITIONS)
             assert all(after[q] > ends[q] for q in range(PARTITIONS)), (ends, after)
-            print(f"seed {SEED}: {ROUNDS} rounds, {load.sent} records mirrored, replicas identical")
+            print(
+                f"seed {SEED} ({kind}): {ROUNDS} rounds, {load.sent} records mirrored, "
+                "replicas identical"
+            )
     finally:
         if load is not None:
             load.stop_event.set()
         if meta is not None:
             meta.stop()
             meta.join(40)
-        source.kill()
+        source.close()

@@ -195,6 +195,13 @@ class MockCluster:
         create_args = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
         lib.rd_kafka_mock_topic_create.argtypes = create_args  # cluster, name, partitions, rf
         lib.rd_kafka_mock_topic_create.restype = ctypes.c_int
+        lib.rd_kafka_mock_partition_set_leader.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_char_p,
+            ctypes.c_int32,
+            ctypes.c_int32,
+        ]
+        lib.rd_kafka_mock_partition_set_leader.restype = ctypes.c_int
         lib.rd_kafka_mock_cluster_destroy.argtypes = [ctypes.c_void_p]
         lib.rd_kafka_destroy.argtypes = [ctypes.c_void_p]
         self.lib = lib
@@ -207,6 +214,13 @@ class MockCluster:
 
     def create_topic(self, name: str, partitions: int) -> None:
         assert self.lib.rd_kafka_mock_topic_create(self.mc, name.encode(), partitions, 1) == 0
+
+    def set_leader(self, name: str, partition: int, broker_id: int) -> None:
+        """Move the partition's leadership to mock broker ``broker_id`` (1-based)."""
+        rc = self.lib.rd_kafka_mock_partition_set_leader(
+            self.mc, name.encode(), partition, broker_id
+        )
+        assert rc == 0, f"set_leader {name}-{partition} -> {broker_id}: {rc}"
 
     def close(self) -> None:
         self.lib.rd_kafka_mock_cluster_destroy(self.mc)
