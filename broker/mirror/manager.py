@@ -26,6 +26,7 @@ puts them.
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -44,6 +45,11 @@ from ..metadata.mirror_states import (
 )
 
 log = logging.getLogger(__name__)
+
+UNCLEAN_CONFIG = "mirror.support.unclean.leader.election"
+# How long one PREPARING attempt waits for the other replicas to truncate; a follower fetches
+# at least every replica.fetch.wait.max.ms (500 ms), so this is several rounds.
+TRUNCATION_WAIT_S = 5.0
 
 Key = tuple[str, int]  # (topic, partition)
 
@@ -340,6 +346,7 @@ class MirrorManager:
             # unreachable) stays in PREPARING and is retried, also after a restart.
             if not await self._source_ok(key, info):
                 return
+            aligned_ms = hosted.now_ms()
             if self._align is not None:
                 try:
                     note = await self._align(info.mirror, topic, partition, hosted.log)
@@ -349,6 +356,10 @@ class MirrorManager:
                 if note:
                     hosted.after_local_change()  # the log was cut: its HW comes down with it
                 info.note = note or info.note
+            # The second phase: the other replicas truncate too (they learn the cut from
+            # their next fetch) before anything new is mirrored on top of it.
+            if not await self._replicas_truncated(key, info, hosted, aligned_ms):
+                return
         await self._states.write_state(info.mirror, info.topic_id, partition, new)
         log.info(
             "mirror %s: %s-%d %s -> %s", info.mirror, topic, partition, info.state.name, new.name
@@ -361,6 +372,33 @@ class MirrorManager:
             await self._stop_fetcher(key, info.mirror)
         elif new == MirrorState.STOPPED:
             await self._maybe_clear(topic, info.mirror)
+
+    async def _replicas_truncated(
+        self, key: Key, info: PartitionInfo, hosted: Any, since_ms: int
+    ) -> bool:
+        """KIP-1279's LME truncation, phase two: wait (bounded) until every ISR member, or every
+        replica with ``mirror.support.unclean.leader.election=true``, has fetched with a log
+        consistent with the leader's cut one. False leaves the partition in PREPARING (tried
+        again on the next reconcile), with the reason shown by ``--describe``."""
+        topic_config = self._image().config(TOPIC_RESOURCE, key[0])
+        all_replicas = topic_config.get(UNCLEAN_CONFIG, "false").lower() == "true"
+        if hosted.leader.under_min_isr:
+            info.note = (
+                f"waiting for min.insync.replicas ({hosted.leader.effective_min_isr}) in the ISR "
+                f"before leaving PREPARING (ISR {sorted(hosted.leader.isr)})"
+            )
+            return False
+        deadline = time.monotonic() + TRUNCATION_WAIT_S
+        while True:
+            behind = hosted.replicas_behind(since_ms, all_replicas=all_replicas)
+            if not behind:
+                return True
+            if time.monotonic() >= deadline or self._closed:
+                who = "replicas" if all_replicas else "ISR members"
+                info.note = f"waiting for {who} {behind} to complete the LME truncation"
+                log.info("mirror %s: %s-%d %s", info.mirror, *key, info.note)
+                return False
+            await asyncio.sleep(0.05)
 
     async def _do_stopping(self, key: Key, info: PartitionInfo, hosted: Any) -> None:
         """Failover work between STOPPING and STOPPED (the KIP's order)."""

@@ -208,6 +208,28 @@ class Partition:
             finally:
                 self._waiters.discard(fut)
 
+    def now_ms(self) -> int:
+        return self._now_ms()
+
+    def replicas_behind(self, since_ms: int, *, all_replicas: bool) -> list[int]:
+        """The followers (ISR members, or every replica with ``all_replicas``) that have not
+        fetched since ``since_ms`` with a log found consistent with ours: after the leader cut
+        its log (a mirror's LME truncation) those are the ones that have not truncated too.
+        A replica out of the ISR counts as behind when ``all_replicas`` asks for it."""
+        state = self.leader
+        wanted = state.replicas if all_replicas else state.isr
+        behind = []
+        for r in sorted(wanted):
+            if r == self.local_id:
+                continue
+            if all_replicas and r not in state.isr:
+                behind.append(r)
+                continue
+            progress = state.followers.get(r)
+            if progress is None or progress.last_fetch_ms < since_ms:
+                behind.append(r)
+        return behind
+
     # --- waiting ------------------------------------------------------------------------------
 
     def add_waiter(self, fut: asyncio.Future[None]) -> None:

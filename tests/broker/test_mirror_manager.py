@@ -321,3 +321,131 @@ def test_the_identity_check_fails_the_partition_before_it_is_fetched(world: Any)
         assert "created against A" in (m.reason("t", 0) or "")
 
     asyncio.run(run())
+
+
+class _Brokers:
+    def broker_epoch(self, broker_id: int) -> int | None:
+        return 1
+
+    def in_controlled_shutdown(self, broker_id: int) -> bool:
+        return False
+
+
+class _Reg:
+    def __init__(self, isr: tuple[int, ...]) -> None:
+        self.replicas, self.isr, self.leader = (1, 2, 3), isr, 1
+        self.leader_epoch, self.partition_epoch = 0, 0
+
+
+def _three_replicas(w: Any, isr: tuple[int, ...], min_isr: int = 2) -> Partition:
+    """The world's log led by node 1 with followers 2 and 3 (``isr`` in sync)."""
+    from broker.replication.partition_state import ReplicationConfig
+
+    plog = w["plog"]
+    hosted = Partition(
+        "t", 0, w["tid"], plog, 1, _Brokers(), ReplicationConfig(30_000, min_isr), w["now_ms"]
+    )
+    hosted.become(_Reg(isr), broker_epoch=1)
+    w["manager"]._replicas = Replicas({("t", 0): hosted})
+    return hosted
+
+
+def _cut_to_one(w: Any) -> Any:
+    """An align that cuts the log (as an LME truncation does; here all of it: the world's
+    one batch holds offsets 0-2)."""
+
+    async def align(mirror: str, topic: str, partition: int, plog: Any) -> str | None:
+        plog.truncate_to(1)
+        return "truncated"
+
+    return align
+
+
+def test_prepare_waits_for_the_isr_to_truncate_before_mirroring(world: Any) -> None:
+    """KIP-1279 LME truncation, phase two: MIRRORING only once every ISR member fetched with a
+    log consistent with the leader's cut one; until then the partition stays PREPARING."""
+    world["now_ms"] = lambda: 1_700_000_000_000
+
+    async def run() -> None:
+        m: MirrorManager = world["manager"]
+        hosted = _three_replicas(world, (1, 2, 3))
+        m._align = _cut_to_one(world)
+        key = ("m", world["tid"], 0)
+        import broker.mirror.manager as manager_module
+
+        manager_module.TRUNCATION_WAIT_S = 0.2
+        m.reconcile_all()
+        await _settle(m)
+        assert world["states"].states[key] == MirrorState.PREPARING
+        assert "[2, 3]" in (m.reason("t", 0) or "") and not world["fetchers"].active
+        assert hosted.replicas_behind(0, all_replicas=False) == [2, 3]
+        end = hosted.log.log_end_offset
+        for follower in (2, 3):  # both fetch again from the cut point
+            hosted.on_follower_fetch(
+                follower, end, last_fetched_epoch=-1, current_leader_epoch=0, broker_epoch=1,
+                log_start_offset=0,
+            )  # fmt: skip
+        m.reconcile_all()
+        await _settle(m)
+        assert world["states"].states[key] == MirrorState.MIRRORING
+        assert ("t", 0) in world["fetchers"].active
+
+    try:
+        asyncio.run(run())
+    finally:
+        import broker.mirror.manager as manager_module
+
+        manager_module.TRUNCATION_WAIT_S = 5.0
+
+
+def test_prepare_waits_for_every_replica_with_unclean_election_support(world: Any) -> None:
+    world["now_ms"] = lambda: 1_700_000_000_000
+
+    async def run() -> None:
+        m: MirrorManager = world["manager"]
+        hosted = _three_replicas(world, (1, 2), min_isr=1)
+        world["commit"](
+            [
+                ConfigRecord(
+                    resource_type=TOPIC_RESOURCE,
+                    resource_name="t",
+                    name="mirror.support.unclean.leader.election",
+                    value="true",
+                )
+            ]
+        )
+        m._align = _cut_to_one(world)
+        key = ("m", world["tid"], 0)
+        import broker.mirror.manager as manager_module
+
+        manager_module.TRUNCATION_WAIT_S = 0.1
+        hosted.on_follower_fetch(
+            2, 0, last_fetched_epoch=-1, current_leader_epoch=0, broker_epoch=1, log_start_offset=0
+        )
+        m.reconcile_all()
+        await _settle(m)
+        # node 3 is out of the ISR: with the config, every replica must truncate first
+        assert world["states"].states[key] == MirrorState.PREPARING
+        assert "replicas [3]" in (m.reason("t", 0) or "")
+
+    try:
+        asyncio.run(run())
+    finally:
+        import broker.mirror.manager as manager_module
+
+        manager_module.TRUNCATION_WAIT_S = 5.0
+
+
+def test_prepare_waits_for_min_insync_replicas(world: Any) -> None:
+    world["now_ms"] = lambda: 1_700_000_000_000
+
+    async def run() -> None:
+        m: MirrorManager = world["manager"]
+        _three_replicas(world, (1,), min_isr=2)
+        m._align = _cut_to_one(world)
+        m.reconcile_all()
+        await _settle(m)
+        assert world["states"].states[("m", world["tid"], 0)] == MirrorState.PREPARING
+        assert "min.insync.replicas" in (m.reason("t", 0) or "")
+
+    asyncio.run(run())
