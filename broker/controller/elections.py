@@ -38,7 +38,7 @@ from kio.schema.errors import ErrorCode
 
 from ..metadata.image import METADATA_TOPIC, MetadataImage, PartitionImage, TopicImage
 from .cluster_control import ControllerCore
-from .partition_change import NO_LEADER, PartitionChangeRecord, is_active
+from .partition_change import NO_LEADER, PartitionChangeRecord, is_active, warn_unclean_mirror
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +118,7 @@ def elect(
         unclean,
         list(p.isr),
     )
+    warn_unclean_mirror(img, topic, partition, unclean)
     return PartitionElection(partition, ErrorCode.none), _record(t, p, unclean, (unclean,))
 
 

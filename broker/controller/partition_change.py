@@ -42,6 +42,28 @@ PartitionChangeRecord = latest_type("PartitionChangeRecord")
 NO_LEADER: Final = -1
 NO_CHANGE: Final = -2  # PartitionChangeRecord.leader when the leader stays
 UNCLEAN_LEADER_ELECTION: Final = "unclean.leader.election.enable"
+MIRROR_UNCLEAN_SUPPORT: Final = "mirror.support.unclean.leader.election"
+MIRROR_NAME: Final = "mirror.name"
+
+
+def warn_unclean_mirror(img: MetadataImage, topic: str, partition: int, leader: int) -> None:
+    """KIP-1279: unclean leader election of a mirror partition is unsupported unless the topic
+    sets mirror.support.unclean.leader.election (then PREPARING waits for every replica): say
+    so loudly, since the new leader's log may differ from the source's without detection."""
+    configs = img.config(TOPIC_RESOURCE, topic)
+    if not configs.get(MIRROR_NAME):
+        return
+    if configs.get(MIRROR_UNCLEAN_SUPPORT, "false").strip().lower() == "true":
+        return
+    log.warning(
+        "unclean leader election of mirror partition %s-%d (broker %d leads from outside the "
+        "ISR): Cluster Mirroring does not support this without %s=true; the partition's "
+        "records may now differ from the source's without being detected",
+        topic,
+        partition,
+        leader,
+        MIRROR_UNCLEAN_SUPPORT,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +137,8 @@ def leader_and_isr_changes(
         rec = _change(t, p, remove, acceptable, functools.partial(unclean.enabled, img, t.name))
         if rec is not None:
             records.append(rec)
+            if rec.leader >= 0 and rec.leader not in p.isr:
+                warn_unclean_mirror(img, t.name, p.partition, rec.leader)
     return records
 
 

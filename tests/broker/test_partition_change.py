@@ -163,3 +163,34 @@ def test_every_leader_change_bumps_the_leader_epoch_and_drops_the_fenced_broker(
     assert _state(core) == (-1, (3,), 3)  # no leader is a leader change too
     assert not _beat(cc, core, 3, 400).is_fenced
     assert _state(core) == (3, (3,), 4)
+
+
+@pytest.mark.parametrize("support", [None, "true"])
+def test_unclean_election_of_a_mirror_partition_is_warned_about(
+    support: str | None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """KIP-1279: unclean election of a mirror partition is unsupported unless the topic sets
+    mirror.support.unclean.leader.election: a WARNING says the log may now differ."""
+    core, cc = _world()
+    _config(core, TOPIC_RESOURCE, "t", "true")
+    extra = [("mirror.name", "m")]
+    if support is not None:
+        extra.append(("mirror.support.unclean.leader.election", support))
+    for key, value in extra:
+        run(
+            core.commit(
+                [
+                    ConfigRecord(
+                        resource_type=TOPIC_RESOURCE, resource_name="t", name=key, value=value
+                    )
+                ]
+            )
+        )
+    for b in (2, 3):
+        assert _beat(cc, core, b, 50, fence=True).is_fenced
+    assert _beat(cc, core, 1, 100, fence=True).is_fenced
+    with caplog.at_level("WARNING", logger="broker.controller.partition_change"):
+        assert not _beat(cc, core, 3, 200).is_fenced
+    assert _state(core) == (3, (3,), 2)
+    warned = [r for r in caplog.records if "mirror partition t-0" in r.getMessage()]
+    assert len(warned) == (0 if support == "true" else 1)
