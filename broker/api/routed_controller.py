@@ -11,6 +11,7 @@ is the local controller's (``__getattr__``): only the active controller runs tho
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
@@ -101,6 +102,9 @@ def _creatable(spec: TopicSpec) -> dict[str, Any]:
     }
 
 
+_BUMP_GATHER_S: Final = 0.005
+
+
 class RoutedMirrorController:
     """The mirror manager's controller calls (STOPPING: BumpLeaderEpochs, 105, then the topic
     leaving its mirror) from whichever node leads the mirror partition."""
@@ -116,31 +120,88 @@ class RoutedMirrorController:
         self._is_active = is_active
         self._channel = channel
         self._topic_id = topic_id
+        # partitions waiting for the next BumpLeaderEpochs: (topic, partition) -> (epoch, waiters)
+        self._bumps: dict[tuple[str, int], tuple[int, list[asyncio.Future[None]]]] = {}
+        self._bump_task: asyncio.Task[None] | None = None
 
     async def bump_leader_epoch(self, topic: str, partition: int, at_least: int) -> None:
+        """Make the partition's leader epoch at least ``at_least``. Calls made while a request
+        is being put together go in the same one (BumpLeaderEpochs takes many partitions, and
+        the controller commits them as one batch): a failover of a thousand partitions is one
+        or two metadata commits, not a thousand."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        key = (topic, partition)
+        prev = self._bumps.get(key)
+        self._bumps[key] = (
+            max(at_least, prev[0]) if prev else at_least,
+            [*(prev[1] if prev else ()), fut],
+        )
+        if self._bump_task is None or self._bump_task.done():
+            self._bump_task = asyncio.get_running_loop().create_task(self._send_bumps())
+        await fut
+
+    async def _send_bumps(self) -> None:
+        while self._bumps:
+            await asyncio.sleep(_BUMP_GATHER_S)  # let the other partitions of this moment join
+            batch, self._bumps = self._bumps, {}
+            try:
+                errors = await self._bump_batch({k: v[0] for k, v in batch.items()})
+            except Exception as e:  # the controller unreachable: every caller retries later
+                errors = {k: f"cannot bump the leader epoch of {k[0]}-{k[1]}: {e}" for k in batch}
+            for key, (_epoch, futures) in batch.items():
+                for fut in futures:
+                    if fut.done():
+                        continue
+                    if key in errors:
+                        fut.set_exception(KeyError(errors[key]))
+                    else:
+                        fut.set_result(None)
+
+    async def _bump_batch(self, wanted: dict[tuple[str, int], int]) -> dict[tuple[str, int], str]:
+        """One request for every partition in ``wanted``; the error text of each that failed."""
+        errors: dict[tuple[str, int], str] = {}
+        by_id: dict[Any, list[tuple[str, int, int]]] = {}
+        for (topic, partition), at_least in wanted.items():
+            topic_id = self._topic_id(topic)
+            if topic_id is None:
+                errors[(topic, partition)] = f"unknown topic {topic}"
+                continue
+            by_id.setdefault(topic_id, []).append((topic, partition, at_least))
+        if not by_id:
+            return errors
         if self._is_active():
-            await self._local.bump_leader_epoch(topic, partition, at_least)
-            return
-        topic_id = self._topic_id(topic)
-        if topic_id is None:
-            raise KeyError(f"unknown topic {topic}")
+            results = await self._local.bump_leader_epochs(
+                [(tid, p, at_least - 1) for tid, rows in by_id.items() for _t, p, at_least in rows]
+            )
+            names = {tid: rows[0][0] for tid, rows in by_id.items()}
+            for r in results:
+                if r.error != ErrorCode.none:
+                    key = (names.get(r.topic_id, r.topic), r.partition)
+                    errors[key] = f"cannot bump the leader epoch of {key[0]}-{key[1]}: {r.error!r}"
+            return errors
         body = {
             "topics": [
                 {
-                    "topic_id": topic_id,
+                    "topic_id": tid,
                     "partitions": [
-                        {"partition_index": partition, "min_leader_epoch": at_least - 1}
+                        {"partition_index": p, "min_leader_epoch": at_least - 1}
+                        for _t, p, at_least in rows
                     ],
                 }
+                for tid, rows in by_id.items()
             ]
         }
         resp = await self._channel().request(BUMP_LEADER_EPOCHS, body, 0)
-        codes = [p.error_code for t in resp.topics for p in t.partitions]
-        if resp.error_code != ErrorCode.none or any(c != ErrorCode.none for c in codes):
-            raise KeyError(
-                f"cannot bump the leader epoch of {topic}-{partition}: "
-                f"{ErrorCode(resp.error_code).name} {codes}"
-            )
+        names = {tid: rows[0][0] for tid, rows in by_id.items()}
+        for t in resp.topics:
+            for part in t.partitions:
+                if resp.error_code != ErrorCode.none or part.error_code != ErrorCode.none:
+                    code = part.error_code or resp.error_code
+                    key = (names.get(t.topic_id, "?"), part.partition_index)
+                    errors[key] = (
+                        f"cannot bump the leader epoch of {key[0]}-{key[1]}: {ErrorCode(code).name}"
+                    )
+        return errors
 
     async def clear_mirror_name(self, topic: str) -> None:
         # Only the active controller rewrites mirror.name; elsewhere the topic keeps its

@@ -50,6 +50,8 @@ UNCLEAN_CONFIG = "mirror.support.unclean.leader.election"
 # How long one PREPARING attempt waits for the other replicas to truncate; a follower fetches
 # at least every replica.fetch.wait.max.ms (500 ms), so this is several rounds.
 TRUNCATION_WAIT_S = 5.0
+# How long STOPPING waits for this node's metadata to show the bumped leader epoch.
+EPOCH_APPLY_WAIT_S = 10.0
 
 Key = tuple[str, int]  # (topic, partition)
 
@@ -404,7 +406,9 @@ class MirrorManager:
         """Failover work between STOPPING and STOPPED (the KIP's order)."""
         topic, partition = key
         plog = hosted.log
+        t0 = time.monotonic()
         await self._stop_fetcher(key, info.mirror)
+        t_stopped = time.monotonic()
         lso = self._last_stable_offset(plog)
         if lso < plog.log_end_offset:
             info.note = _warn_truncation(info.mirror, topic, partition, plog, lso)
@@ -415,17 +419,35 @@ class MirrorManager:
         if lme is not None:
             await self._states.write_last_mirror_epoch(info.mirror, info.topic_id, partition, lme)
             info.last_mirror_epoch = lme
+        t_lme = time.monotonic()
         # New local writes must carry an epoch above every mirrored one.
-        await self._bump(
-            topic, partition, max(lme if lme is not None else -1, hosted.leader_epoch) + 1
-        )
+        target = max(lme if lme is not None else -1, hosted.leader_epoch) + 1
+        await self._bump(topic, partition, target)
+        # the controller committed the bump; the marker carries it once this node applied it
+        deadline = time.monotonic() + EPOCH_APPLY_WAIT_S
+        while hosted.leader_epoch < target and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        t_bumped = time.monotonic()
         source_id = await self._source_cluster_id(info.mirror) or ""
+        t_source = time.monotonic()
         marker = build_mirror_pid_reset(
             source_id,
             partition_leader_epoch=hosted.leader_epoch,
             timestamp=self._now_ms(),
         )
         hosted.append_records(marker, origin=AppendOrigin.COORDINATOR)
+        log.debug(
+            "mirror %s: %s-%d STOPPING took %.0f ms: fetcher %.0f, LME %.0f, bump %.0f, "
+            "source id %.0f",
+            info.mirror,
+            topic,
+            partition,
+            (time.monotonic() - t0) * 1000,
+            (t_stopped - t0) * 1000,
+            (t_lme - t_stopped) * 1000,
+            (t_bumped - t_lme) * 1000,
+            (t_source - t_bumped) * 1000,
+        )
 
     @staticmethod
     def truncation_point(
