@@ -16,6 +16,7 @@ INVALID_MIRROR_STATES...) are per partition.
 With an authorizer both need CLUSTER_ACTION on the cluster (brokers; CLUSTER_AUTHORIZATION_FAILED).
 """
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Callable
@@ -138,7 +139,8 @@ class MirrorStateApi:
         if (refused := self._refused(WRITE_MIRROR_STATES, ctx)) is not None:
             return refused
         mirror = req.mirror_name
-        topics = [await self._write_topic(mirror, t) for t in req.topics]
+        # all at once: the coordinator commits the writes of one shard together
+        topics = list(await asyncio.gather(*(self._write_topic(mirror, t) for t in req.topics)))
         for name in req.removed_topics:
             removed = await self._remove_topic(mirror, name)
             if removed is not None:
@@ -150,8 +152,8 @@ class MirrorStateApi:
 
     async def _write_topic(self, mirror: str, topic: Any) -> dict[str, Any]:
         known = self._partitions(topic.name)
-        rows = []
-        for p in topic.partitions:
+
+        async def one(p: Any) -> dict[str, Any]:
             index = int(p.partition_index)
             code = 0
             if known is None or index not in known[1]:
@@ -173,8 +175,10 @@ class MirrorStateApi:
                 except CoordinatorError as exc:
                     log.debug("WriteMirrorStates %s %s-%d: %s", mirror, topic.name, index, exc)
                     code = int(exc.code)
-            rows.append({"partition_index": index, "error_code": code})
-        return {"name": topic.name, "partitions": rows}
+            return {"partition_index": index, "error_code": code}
+
+        rows = await asyncio.gather(*(one(p) for p in topic.partitions))
+        return {"name": topic.name, "partitions": list(rows)}
 
     async def _remove_topic(self, mirror: str, name: str) -> dict[str, Any] | None:
         known = self._partitions(name)

@@ -3,13 +3,15 @@
 A mirror partition's state lives in the ``__mirror_state`` partition its key hashes to, on the
 node leading that partition (KIP-1279). The mirror manager of the node leading the mirror
 partition reads and writes it: in process when the coordinator is this node, else with
-ReadMirrorStates (100) / WriteMirrorStates (101) to that node, as the KIP has remote callers do.
+ReadMirrorStates (100) / WriteMirrorStates (101) to that node, as the KIP has remote callers do;
+the writes of one moment to one node go in one request (the node commits them together).
 A coordinator that cannot be found or reached is COORDINATOR_NOT_AVAILABLE, which the manager
 retries on its next pass. Everything else is the local coordinator's (``__getattr__``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Callable
@@ -31,6 +33,8 @@ WRITE_MIRROR_STATES: Final = 101
 StateLeader = Callable[[int], int | None]
 # topic id -> its name in this node's metadata (None: unknown here)
 TopicName = Callable[[uuid.UUID], str | None]
+# a write waiting for the next WriteMirrorStates to its node: (topic name, row, its outcome)
+_Outgoing = tuple[str, dict[str, Any], "asyncio.Future[None]"]
 
 
 class RoutedMirrorStates:
@@ -47,6 +51,9 @@ class RoutedMirrorStates:
         self._topic_name = topic_name
         self._node_id = node_id
         self._clients = clients
+        # writes for the next WriteMirrorStates to each (node, mirror), and the task sending it
+        self._outgoing: dict[tuple[int, str], list[_Outgoing]] = {}
+        self._senders: dict[tuple[int, str], asyncio.Task[None]] = {}
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._local, name)
@@ -123,17 +130,58 @@ class RoutedMirrorStates:
             "last_mirror_epoch": -1 if epoch is None else epoch,
             "state": int(MirrorState.UNKNOWN if state is None else state),
         }
-        body = {
-            "mirror_name": mirror,
-            "topics": [{"name": name, "partitions": [row]}],
-            "removed_topics": [],
-        }
-        resp = await self._call(node, WRITE_MIRROR_STATES, body)
-        for t in resp.topics:
-            for p in t.partitions:
-                if p.partition_index == partition and p.error_code != ErrorCode.none:
-                    code = ErrorCode(p.error_code)
-                    raise CoordinatorError(code, f"{code.name} from broker {node}")
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._outgoing.setdefault((node, mirror), []).append((name, row, done))
+        sender = self._senders.get((node, mirror))
+        if sender is None or sender.done():
+            self._senders[(node, mirror)] = asyncio.get_running_loop().create_task(
+                self._send_writes(node, mirror)
+            )
+        await done
+
+    async def _send_writes(self, node: int, mirror: str) -> None:
+        """One WriteMirrorStates for every write to ``node`` of this moment (a partition named
+        twice waits for the next request, so its writes stay in order)."""
+        key = (node, mirror)
+        while self._outgoing.get(key):
+            await asyncio.sleep(0)
+            queue = self._outgoing.get(key, [])
+            batch: list[_Outgoing] = []
+            later: list[_Outgoing] = []
+            seen: set[tuple[str, int]] = set()
+            for item in queue:
+                pk = (item[0], int(item[1]["partition_index"]))
+                (later if pk in seen else batch).append(item)
+                seen.add(pk)
+            self._outgoing[key] = later
+            topics: dict[str, list[dict[str, Any]]] = {}
+            for name, row, _done in batch:
+                topics.setdefault(name, []).append(row)
+            body = {
+                "mirror_name": mirror,
+                "topics": [{"name": n, "partitions": rows} for n, rows in topics.items()],
+                "removed_topics": [],
+            }
+            codes: dict[tuple[str, int], int] = {}
+            failure: CoordinatorError | None = None
+            try:
+                resp = await self._call(node, WRITE_MIRROR_STATES, body)
+                for t in resp.topics:
+                    for p in t.partitions:
+                        codes[(t.name, int(p.partition_index))] = int(p.error_code)
+            except CoordinatorError as e:
+                failure = e
+            for name, row, done in batch:
+                if done.done():
+                    continue
+                code = codes.get((name, int(row["partition_index"])), ErrorCode.none)
+                if failure is not None:
+                    done.set_exception(failure)
+                elif code != ErrorCode.none:
+                    err = ErrorCode(code)
+                    done.set_exception(CoordinatorError(err, f"{err.name} from broker {node}"))
+                else:
+                    done.set_result(None)
 
     async def write_state(
         self,

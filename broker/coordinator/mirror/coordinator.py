@@ -1,20 +1,28 @@
 """The mirror coordinator service: routes each mirror partition to its `__mirror_state` shard.
 
+Writes that arrive together for one shard go in one append (a group commit): a shard runs one
+write at a time and each waits for its commit, so a failover of many partitions would otherwise
+wait for one replication round trip per partition and state change.
+
 Errors are raised as `CoordinatorError`: NOT_COORDINATOR when the shard is not loaded here,
 COORDINATOR_LOAD_IN_PROGRESS while it loads, INVALID_MIRROR_STATES (145) for a forbidden
 transition, and the mapped append error when a write is not committed.
 """
 
+import asyncio
 import base64
 import uuid
+from dataclasses import dataclass
 
 from broker.coordinator.mirror.records import MirrorKey
 from broker.coordinator.mirror.shard import MirrorShard
 from broker.coordinator.runtime import (
     CoordinatorError,
     CoordinatorRuntime,
+    Record,
     RecordLog,
     ShardContext,
+    WriteResult,
     partition_for,
 )
 from broker.coordinator.timer import LoopScheduler, Scheduler
@@ -33,8 +41,20 @@ def coordinator_key(mirror: str, topic_id: uuid.UUID, partition: int) -> str:
     return f"{mirror}:{kafka_uuid_str(topic_id)}:{partition}"
 
 
+@dataclass(slots=True)
+class _PendingWrite:
+    key: MirrorKey
+    state: MirrorState | None
+    epoch: int | None
+    label: str
+    done: "asyncio.Future[None]"
+
+
 class MirrorCoordinator:
     def __init__(self, num_partitions: int, scheduler: Scheduler | None = None) -> None:
+        # writes waiting for their shard's next group commit, and the task committing them
+        self._pending: dict[int, list[_PendingWrite]] = {}
+        self._flushers: dict[int, asyncio.Task[None]] = {}
         # Shards by partition, so `states()` can answer without awaiting; the runtime decides
         # which of them are loaded.
         self._shards: dict[int, MirrorShard] = {}
@@ -115,10 +135,56 @@ class MirrorCoordinator:
         """A transition and/or an LME (None leaves it alone) in one atomic append."""
         k = MirrorKey(mirror, topic_id, partition)
         label = f"{topic_name or kafka_uuid_str(topic_id)}-{partition}"
-        await self.runtime.write(
-            self.partition_for(*_fields(k)),
-            lambda s: s.write(k, state, last_mirror_epoch, label),
+        shard = self.partition_for(*_fields(k))
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pending.setdefault(shard, []).append(
+            _PendingWrite(k, state, last_mirror_epoch, label, done)
         )
+        flusher = self._flushers.get(shard)
+        if flusher is None or flusher.done():
+            self._flushers[shard] = asyncio.get_running_loop().create_task(self._flush(shard))
+        await done
+
+    async def _flush(self, shard: int) -> None:
+        """Commit the shard's pending writes, a batch at a time (one append each). A key
+        written twice waits for the next batch, so each write is checked against the state the
+        one before it committed."""
+        while self._pending.get(shard):
+            await asyncio.sleep(0)  # the writes of this moment join the batch
+            queue = self._pending.get(shard, [])
+            batch: list[_PendingWrite] = []
+            later: list[_PendingWrite] = []
+            seen: set[MirrorKey] = set()
+            for w in queue:
+                (later if w.key in seen else batch).append(w)
+                seen.add(w.key)
+            self._pending[shard] = later
+            errors: list[BaseException | None] = [None] * len(batch)
+
+            def op(
+                s: MirrorShard,
+                batch: list[_PendingWrite] = batch,
+                errors: list[BaseException | None] = errors,
+            ) -> WriteResult[None]:
+                records: list[Record] = []
+                for i, w in enumerate(batch):
+                    try:
+                        records += s.write(w.key, w.state, w.epoch, w.label).records
+                    except CoordinatorError as e:  # a forbidden transition: this write only
+                        errors[i] = e
+                return s.result_of(records) if records else WriteResult(None)
+
+            try:
+                await self.runtime.write(shard, op)
+            except Exception as e:  # not committed (or not loaded): every write of the batch
+                errors = [err or e for err in errors]
+            for w, err in zip(batch, errors, strict=True):
+                if w.done.done():
+                    continue
+                if err is None:
+                    w.done.set_result(None)
+                else:
+                    w.done.set_exception(err)
 
     async def delete(self, mirror: str, topic_id: uuid.UUID, partition: int) -> None:
         """Tombstone the partition's state and LME records."""

@@ -82,7 +82,7 @@ class MirrorShard:
 
     # -- writes -------------------------------------------------------------------------------
 
-    def _result(self, records: list[Record]) -> WriteResult[None]:
+    def result_of(self, records: list[Record]) -> WriteResult[None]:
         def commit() -> None:
             for key, value in records:
                 self.replay(key, value)
@@ -109,7 +109,7 @@ class MirrorShard:
                 records.append((rec.state_key(k), rec.state_value(new)))
         if epoch is not None and self.epochs.get(k) != epoch:
             records.append((rec.epoch_key(k), rec.epoch_value(epoch)))
-        return self._result(records) if records else WriteResult(None)
+        return self.result_of(records) if records else WriteResult(None)
 
     def delete(self, keys: Iterable[MirrorKey]) -> WriteResult[None]:
         """Tombstones for both records of each key this shard holds anything for."""
@@ -119,4 +119,4 @@ class MirrorShard:
                 records.append((rec.state_key(k), None))
             if k in self.epochs:
                 records.append((rec.epoch_key(k), None))
-        return self._result(records) if records else WriteResult(None)
+        return self.result_of(records) if records else WriteResult(None)
