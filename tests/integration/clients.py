@@ -155,6 +155,23 @@ def ck_rec(m: Any) -> Rec:
     )
 
 
+def ck_values(bootstrap: str, topic: str, expect: int, timeout: float = 60) -> list[bytes]:
+    """The values of ``topic`` from the start, with a fresh group, until ``expect`` arrived or
+    ``timeout`` passed (fewer then)."""
+    cons = ck_consumer(bootstrap, **{"group.id": f"check-{topic}-{time.monotonic_ns()}"})
+    cons.subscribe([topic])
+    out: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(out) < expect and time.monotonic() < deadline:
+            m = cons.poll(0.5)
+            if m is not None and m.error() is None:
+                out.append(m.value())
+    finally:
+        cons.close()
+    return out
+
+
 def ck_read_all(
     bootstrap: str, topic: str, partitions: int, n: int, timeout: float = 15
 ) -> list[Rec]:

@@ -71,6 +71,28 @@ class Cluster:
     def bootstrap(self) -> str:
         return ",".join(n.bootstrap for n in self.nodes)
 
+    def partition_state(
+        self, topic: str, partition: int = 0
+    ) -> tuple[int, list[int], list[int]] | None:
+        """(leader, replicas, sorted ISR) as the first running node's metadata has it (read
+        with confluent-kafka's AdminClient); None when no running node knows the partition."""
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import AdminClient
+
+        for n in self.nodes:
+            if n.proc is None or n.proc.poll() is not None:
+                continue
+            try:
+                md = AdminClient({"bootstrap.servers": n.bootstrap}).list_topics(topic, timeout=5)
+            except KafkaException:
+                continue
+            t = md.topics.get(topic)
+            if t is None or t.error is not None or partition not in t.partitions:
+                continue
+            p = t.partitions[partition]
+            return p.leader, list(p.replicas), sorted(p.isrs)
+        return None
+
     def node(self, node_id: int) -> Node:
         return next(n for n in self.nodes if n.node_id == node_id)
 

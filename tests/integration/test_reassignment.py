@@ -15,16 +15,16 @@ import json
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.waits import wait_for, wait_value
 
+from .clients import ck_values
 from .cluster import Cluster
 from .node import ROOT
 
@@ -78,24 +78,7 @@ def _create(c: Cluster, name: str, replicas: list[int]) -> None:
     admin.create_topics([NewTopic(name, num_partitions=1, replica_assignment=[replicas])])[
         name
     ].result(30)
-    wait_for(lambda: _state(c, name) is not None, 30, what=f"{name} in metadata")
-
-
-def _state(c: Cluster, topic: str) -> tuple[int, list[int], list[int]] | None:
-    """(leader, replicas, sorted isr) of partition 0 as a running node's metadata has it."""
-    for n in c.nodes:
-        if n.proc is None or n.proc.poll() is not None:
-            continue
-        try:
-            md = AdminClient({"bootstrap.servers": n.bootstrap}).list_topics(topic, timeout=5)
-        except KafkaException:
-            continue
-        t = md.topics.get(topic)
-        if t is None or t.error is not None or 0 not in t.partitions:
-            continue
-        p = t.partitions[0]
-        return p.leader, list(p.replicas), sorted(p.isrs)
-    return None
+    wait_for(lambda: c.partition_state(name) is not None, 30, what=f"{name} in metadata")
 
 
 def _produce(c: Cluster, topic: str, values: list[bytes]) -> None:
@@ -110,28 +93,6 @@ def _produce(c: Cluster, topic: str, values: list[bytes]) -> None:
         )
         p.poll(0)
     assert p.flush(60) == 0 and not errors, errors[:3]
-
-
-def _consume_all(c: Cluster, topic: str, expect: int) -> list[bytes]:
-    cons = Consumer(
-        {
-            "bootstrap.servers": c.bootstrap,
-            "group.id": f"check-{topic}-{time.monotonic_ns()}",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
-    )
-    cons.subscribe([topic])
-    out: list[bytes] = []
-    deadline = time.monotonic() + 60
-    try:
-        while len(out) < expect and time.monotonic() < deadline:
-            m = cons.poll(0.5)
-            if m is not None and m.error() is None:
-                out.append(m.value())
-    finally:
-        cons.close()
-    return out
 
 
 def _copy(c: Cluster, node_id: int, topic: str) -> bytes | None:
@@ -167,14 +128,14 @@ def test_move_a_single_replica_partition_with_its_data(cluster: Cluster, tmp_pat
 
     _verified(cluster, plan, "move")
     state = wait_value(
-        lambda: (s := _state(cluster, "move")) and s[1] == [2] and s[0] == 2 and s,
+        lambda: (s := cluster.partition_state("move")) and s[1] == [2] and s[0] == 2 and s,
         30,
         what="move-0 led by 2 alone",
     )
     assert state == (2, [2], [2])
     wait_for(lambda: _copy(cluster, 1, "move") is None, 30, what="node 1 deleted its copy")
     assert _copy(cluster, 2, "move") == original
-    assert _consume_all(cluster, "move", len(values)) == values
+    assert ck_values(cluster.bootstrap, "move", len(values)) == values
     res = _tool(cluster, "--list")
     assert res.returncode == 0 and res.stdout.strip() == "No partition reassignments found.", res
 
@@ -190,7 +151,7 @@ def test_grow_from_two_replicas_to_three(cluster: Cluster, tmp_path: Path) -> No
     assert res.returncode == 0, res
     _verified(cluster, plan, "grow")
     state = wait_value(
-        lambda: (s := _state(cluster, "grow")) and s[2] == [1, 2, 3] and s,
+        lambda: (s := cluster.partition_state("grow")) and s[2] == [1, 2, 3] and s,
         30,
         what="grow-0 in sync on three nodes",
     )
@@ -201,7 +162,7 @@ def test_grow_from_two_replicas_to_three(cluster: Cluster, tmp_path: Path) -> No
         return len(set(copies.values())) == 1 and bool(copies[1])
 
     wait_for(identical, 30, what="three identical copies")
-    assert _consume_all(cluster, "grow", len(values)) == values
+    assert ck_values(cluster.bootstrap, "grow", len(values)) == values
 
 
 def test_cancel_puts_the_partition_back(cluster: Cluster, tmp_path: Path) -> None:
@@ -227,7 +188,7 @@ def test_cancel_puts_the_partition_back(cluster: Cluster, tmp_path: Path) -> Non
         res = _tool(cluster, "--cancel", "--reassignment-json-file", plan)
         assert res.returncode == 0, res
         assert "Successfully cancelled partition reassignment for: undo-0" in res.stdout
-        state = _state(cluster, "undo")
+        state = cluster.partition_state("undo")
         assert state is not None and state[1] == [1], state
         res = _tool(cluster, "--cancel", "--reassignment-json-file", plan)
         assert res.returncode == 0, res
@@ -242,7 +203,7 @@ def test_cancel_puts_the_partition_back(cluster: Cluster, tmp_path: Path) -> Non
     # once back, node 3 holds no copy of a partition it no longer replicates
     wait_for(lambda: _copy(cluster, 3, "undo") is None, 30, what="node 3 without undo-0")
     _produce(cluster, "undo", [b"after"])
-    assert _consume_all(cluster, "undo", 2) == [b"before", b"after"]
+    assert ck_values(cluster.bootstrap, "undo", 2) == [b"before", b"after"]
 
 
 def test_refusals(cluster: Cluster, tmp_path: Path) -> None:
@@ -261,7 +222,7 @@ def test_refusals(cluster: Cluster, tmp_path: Path) -> None:
     assert res.returncode == 1, res
     assert "Error reassigning partition(s):" in res.stdout
     assert "refuse-0: The replication factor is changed from 1 to 2" in res.stdout
-    assert _state(cluster, "refuse") == (1, [1], [1])
+    assert cluster.partition_state("refuse") == (1, [1], [1])
 
 
 def test_generate_proposes_a_plan_for_the_brokers_given(cluster: Cluster, tmp_path: Path) -> None:
@@ -283,4 +244,7 @@ def test_generate_proposes_a_plan_for_the_brokers_given(cluster: Cluster, tmp_pa
     assert lines[3] == "Proposed partition reassignment configuration"
     proposed = json.loads(lines[4])["partitions"]
     assert [sorted(p["replicas"]) for p in proposed] == [[2, 3]]
-    assert _state(cluster, "gen") is not None and _state(cluster, "gen")[1] == [1, 2]  # type: ignore[index]
+    assert cluster.partition_state("gen") is not None and cluster.partition_state("gen")[1] == [
+        1,
+        2,
+    ]  # type: ignore[index]

@@ -18,13 +18,12 @@ import contextlib
 import os
 import re
 import signal
-import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -35,6 +34,7 @@ from confluent_kafka.admin import (
 
 from tests.waits import wait_for, wait_value
 
+from .clients import ck_values
 from .cluster import Cluster
 
 LAG_MS = 3000
@@ -69,24 +69,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 def _create(c: Cluster, name: str, partitions: int = 1) -> None:
     admin = AdminClient({"bootstrap.servers": c.bootstrap})
     admin.create_topics([NewTopic(name, partitions, 3)])[name].result(30)
-    wait_for(lambda: _state(c, name, 0) is not None, 30, what=f"{name} in metadata")
-
-
-def _state(c: Cluster, topic: str, partition: int) -> tuple[int, list[int], list[int]] | None:
-    """(leader, replicas, isr) as a live node's metadata has it."""
-    for n in c.nodes:
-        if n.proc is None or n.proc.poll() is not None:
-            continue
-        try:
-            md = AdminClient({"bootstrap.servers": n.bootstrap}).list_topics(topic, timeout=5)
-        except KafkaException:
-            continue
-        t = md.topics.get(topic)
-        if t is None or t.error is not None or partition not in t.partitions:
-            continue
-        p = t.partitions[partition]
-        return p.leader, list(p.replicas), sorted(p.isrs)
-    return None
+    wait_for(lambda: c.partition_state(name, 0) is not None, 30, what=f"{name} in metadata")
 
 
 State = tuple[int, list[int], list[int]]
@@ -96,10 +79,10 @@ def _until(
     c: Cluster, topic: str, pred: Callable[[State], bool], timeout: float, what: str
 ) -> State:
     def get() -> State | None:
-        s = _state(c, topic, 0)
+        s = c.partition_state(topic, 0)
         return s if s is not None and pred(s) else None
 
-    return wait_value(get, timeout, what=what, detail=lambda: _state(c, topic, 0))
+    return wait_value(get, timeout, what=what, detail=lambda: c.partition_state(topic, 0))
 
 
 def _produce(c: Cluster, topic: str, values: list[bytes], acks: str = "all") -> list[object]:
@@ -129,28 +112,6 @@ def _produce(c: Cluster, topic: str, values: list[bytes], acks: str = "all") -> 
     return results
 
 
-def _consume_all(c: Cluster, topic: str, expect: int) -> list[bytes]:
-    cons = Consumer(
-        {
-            "bootstrap.servers": c.bootstrap,
-            "group.id": f"check-{topic}-{time.monotonic_ns()}",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
-    )
-    cons.subscribe([topic])
-    out: list[bytes] = []
-    deadline = time.monotonic() + 60
-    try:
-        while len(out) < expect and time.monotonic() < deadline:
-            m = cons.poll(0.5)
-            if m is not None and m.error() is None:
-                out.append(m.value())
-    finally:
-        cons.close()
-    return out
-
-
 def _segments(c: Cluster, topic: str, partition: int) -> dict[int, bytes]:
     """Each node's copy of the partition: its .log files concatenated."""
     out = {}
@@ -172,7 +133,7 @@ def test_every_replica_holds_the_same_bytes(cluster: Cluster) -> None:
         return len(set(copies.values())) == 1 and len(next(iter(copies.values()))) > 0
 
     wait_for(identical, 30, what="three identical replicas")
-    assert _consume_all(cluster, "same-bytes", 2000) == values
+    assert ck_values(cluster.bootstrap, "same-bytes", 2000) == values
 
 
 def _pause(c: Cluster, node_id: int) -> None:
@@ -244,7 +205,7 @@ def test_isr_shrinks_refuses_acks_all_under_min_isr_and_heals(cluster: Cluster) 
     assert _metric(_scrape(cluster, leader), "kafka_server_replicamanager_isrexpands_total") >= 1
     again = _produce(cluster, "isr", [b"all-again"])
     assert isinstance(again[0], int), again
-    got = _consume_all(cluster, "isr", 3)
+    got = ck_values(cluster.bootstrap, "isr", 3)
     assert got == [b"two-in-sync", b"acks-one", b"all-again"]
 
 
@@ -252,7 +213,7 @@ def test_leader_killed_nothing_acked_is_lost(cluster: Cluster) -> None:
     _create(cluster, "failover")
     first = _produce(cluster, "failover", [f"a{i}".encode() for i in range(500)])
     assert all(isinstance(r, int) for r in first)
-    state = _state(cluster, "failover", 0)
+    state = cluster.partition_state("failover", 0)
     assert state is not None
     leader = state[0]
     node = cluster.node(leader)
@@ -267,6 +228,6 @@ def test_leader_killed_nothing_acked_is_lost(cluster: Cluster) -> None:
     finally:
         node.start(60)
     _until(cluster, "failover", lambda s: s[2] == [1, 2, 3], 60, "the restarted node in the ISR")
-    got = _consume_all(cluster, "failover", 1000)
+    got = ck_values(cluster.bootstrap, "failover", 1000)
     expected = [f"a{i}".encode() for i in range(500)] + [f"b{i}".encode() for i in range(500)]
     assert got == expected
