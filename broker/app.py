@@ -99,7 +99,7 @@ from .metadata.image import (
     MetadataImage,
     apply_records,
 )
-from .metadata.mirror_states import MIRROR_STATE_TOPIC
+from .metadata.mirror_states import MIRROR_NAME_CONFIG, MIRROR_STATE_TOPIC
 from .metadata.snapshot import image_info, image_records, snapshot_delta
 from .metrics.broker_metrics import BrokerMetrics, StateSnapshot
 from .metrics.on_loop import read_on_loop
@@ -683,10 +683,16 @@ class Node:
         return topic_configs.log_config(self.config, self.image.config(TOPIC_RESOURCE, topic))
 
     def _replication_config_for(self, topic: str) -> ReplicationConfig:
-        """replica.lag.time.max.ms (broker) and min.insync.replicas (topic, else broker)."""
-        cfg = self.image.config(TOPIC_RESOURCE, topic).get("min.insync.replicas")
+        """replica.lag.time.max.ms (broker), min.insync.replicas (topic, else broker), and
+        whether the topic is mirrored (KIP-1279 mirror.name)."""
+        configs = self.image.config(TOPIC_RESOURCE, topic)
+        cfg = configs.get("min.insync.replicas")
         min_isr = int(cfg) if cfg is not None else self.config.min_insync_replicas
-        return ReplicationConfig(self.config.replica_lag_time_max_ms, min_isr)
+        return ReplicationConfig(
+            self.config.replica_lag_time_max_ms,
+            min_isr,
+            mirrored=bool(configs.get(MIRROR_NAME_CONFIG)),
+        )
 
     def _txn_coordinator_node(self, transactional_id: str) -> int | None:
         """The node leading the transactional id's ``__transaction_state`` partition."""

@@ -47,10 +47,16 @@ from broker.replication.replica_progress import ReplicaProgress
 
 @dataclass(frozen=True, slots=True)
 class ReplicationConfig:
-    """``replica.lag.time.max.ms`` (broker) and ``min.insync.replicas`` (topic)."""
+    """``replica.lag.time.max.ms`` (broker) and ``min.insync.replicas`` (topic); ``mirrored``: a
+    mirror topic (``mirror.name`` set, KIP-1279), whose batches carry the source's leader epochs.
+    Its leader does not record its own epoch in the leader-epoch cache on election: that would
+    interleave destination epochs with the source's and make followers see divergence where
+    there is none (the cache learns epochs from the batches; a local append after failover
+    records the local epoch then)."""
 
     replica_lag_time_max_ms: int = 30_000
     min_insync_replicas: int = 1
+    mirrored: bool = False
 
 
 class PartitionRegistration(Protocol):
@@ -231,7 +237,8 @@ class LeaderPartitionState:
             self.isr_state = CommittedIsr(isr)
         if reg.leader_epoch > self.leader_epoch:
             start = self.log.log_end_offset
-            self.log.assign_epoch_start_offset(reg.leader_epoch, start)
+            if not self.config.mirrored:
+                self.log.assign_epoch_start_offset(reg.leader_epoch, start)
             for r, p in self.followers.items():
                 p.reset(now_ms, start, new_leader=new_leader, in_isr=r in isr)
             self.leader_epoch = reg.leader_epoch

@@ -9,8 +9,9 @@ partitions with news), and hands each answer back to it: the state appends the l
 batches byte for byte (they stay memoryviews of the response frame until the log writes them),
 truncates on a diverging epoch, and takes the leader's high watermark and log start.
 OFFSET_OUT_OF_RANGE is resolved with ListOffsets (the leader's earliest and latest offsets).
-Every loop backs off ``replica.fetch.backoff.ms`` after an error, so a dead leader costs one
-failed connection attempt per back-off.
+A partition whose answer is an error sits out ``replica.fetch.backoff.ms`` while the others go
+on; a failed request backs off the whole fetcher as long, so a dead leader costs one failed
+connection attempt per back-off.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -160,16 +162,23 @@ class ReplicaFetcher:
         self._task: asyncio.Task[None] | None = None
         self.session = FetchSessionBuilder()
         self._session_by_id: bool | None = None
+        # partitions whose last answer was an error sit out until then (monotonic seconds),
+        # as Kafka delays only the failing partition, not the whole fetcher
+        self._delayed: dict[tuple[str, int], float] = {}
 
     def __repr__(self) -> str:
         return f"ReplicaFetcher(leader={self.leader_id}, index={self.key[1]})"
 
     def add(self, partition: Partition) -> None:
-        self.partitions[(partition.topic, partition.partition)] = partition
+        key = (partition.topic, partition.partition)
+        self.partitions[key] = partition
+        self._delayed.pop(key, None)  # a new leader or epoch: try at once
         self._wakeup.set()
 
     def remove(self, partition: Partition) -> None:
-        self.partitions.pop((partition.topic, partition.partition), None)
+        key = (partition.topic, partition.partition)
+        self.partitions.pop(key, None)
+        self._delayed.pop(key, None)
 
     def start(self) -> None:
         self._task = asyncio.get_event_loop().create_task(self._run())
@@ -204,19 +213,28 @@ class ReplicaFetcher:
                 await asyncio.sleep(backoff_s)
 
     async def _round(self) -> bool:
-        """One Fetch (or offset reset); False asks for a back-off."""
+        """One Fetch (or offset reset); False asks for a back-off of the whole fetcher."""
         for p in list(self.partitions.values()):
             if p.follower.status is FollowerStatus.NEEDS_OFFSETS and not p.is_leader:
                 await self._reset_offsets(p)
+        now = time.monotonic()
         wanted: list[tuple[Partition, FetchPartition]] = []
-        for p in self.partitions.values():
+        for key, p in self.partitions.items():
+            until = self._delayed.get(key)
+            if until is not None:
+                if until > now:
+                    continue
+                del self._delayed[key]
             req = p.fetch_request()
             if req is not None:
                 wanted.append((p, req))
         if not wanted:
             self._wakeup.clear()
+            wait = self._config.backoff_ms / 1000
+            if self._delayed:
+                wait = max(0.0, min(wait, min(self._delayed.values()) - now))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), self._config.backoff_ms / 1000)
+                await asyncio.wait_for(self._wakeup.wait(), wait)
             return True
         version = await self._clients.version_for(self.leader_id, FETCH)
         if version < _MIN_VERSION:
@@ -263,7 +281,7 @@ class ReplicaFetcher:
             log.info("%s: Fetch answered %s", self, _name(resp.error_code))
             return False
         sent = {((p.topic_id if by_id else p.topic), p.partition): (p, r) for p, r in wanted}
-        ok = True
+        backoff_s = self._config.backoff_ms / 1000
         for tkey, data in resp.partitions:
             entry = sent.get((tkey, data.partition))
             if entry is None:
@@ -288,18 +306,18 @@ class ReplicaFetcher:
                 )
             except ReplicationStateError as e:
                 log.error("%s: %s", p, e)
-                ok = False
+                self._delayed[(p.topic, p.partition)] = time.monotonic() + backoff_s
                 continue
             except OSError:
                 log.exception("%s: follower append failed", p)
-                ok = False
+                self._delayed[(p.topic, p.partition)] = time.monotonic() + backoff_s
                 continue
             if step.backoff:
                 log.debug("%s: fetch error %s", p, code.name)
-                ok = False
+                self._delayed[(p.topic, p.partition)] = time.monotonic() + backoff_s
             if step.truncated_to >= 0:
                 log.info("%s: truncated to %d", p, step.truncated_to)
-        return ok
+        return True
 
     async def _reset_offsets(self, p: Partition) -> None:
         """After OFFSET_OUT_OF_RANGE: the leader's log start and end (ListOffsets as a replica,

@@ -218,10 +218,15 @@ class TxnLogMachine(RuleBasedStateMachine):
                 assert ongoing.get(t.pid) == later, (t, ongoing)
                 self.rebases.append(Rebase(t.pid, t.first, later, self.leo))
         unreplicated = psm._unreplicated  # no public view; the test only reads it
+        # the log keys an unreplicated transaction by the first offset its replay saw: one that
+        # reaches below the log start is seen from its first batch at or above it
         self.released = {
             (t.pid, t.first, t.marker)
             for t in self.txns()
-            if t.marker is not None and t.marker >= self.hw and t.first not in unreplicated
+            if t.marker is not None
+            and t.marker >= self.hw
+            and (t.first if t.first >= self.log_start else t.first_from(self.log_start))
+            not in unreplicated
         }
 
     # -- rules -------------------------------------------------------------------------
