@@ -65,6 +65,16 @@ def load(path: str, what: str) -> dict[str, str]:
         raise UsageError(f"cannot read the {what} file {path}: {e}") from None
 
 
+def optional_config(path: str | None, flag: str) -> dict[str, str]:
+    """The client properties file a tool's ``flag`` names (``--command-config``,
+    ``--admin.config``); none given: no properties."""
+    if path is None:
+        return {}
+    if not os.path.exists(path):
+        raise UsageError(f"{flag}: the file {path} does not exist")
+    return load(path, flag)
+
+
 def servers(value: str) -> list[tuple[str, int]]:
     out = []
     for entry in (e.strip() for e in value.split(",")):

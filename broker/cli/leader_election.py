@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 from collections.abc import Sequence
 from typing import Any, Final, TextIO
@@ -31,7 +30,7 @@ from broker.cli.admin import (
     UsageError,
     code,
     code_name,
-    load,
+    optional_config,
     run_main,
     servers,
 )
@@ -215,18 +214,10 @@ def report(kind: int, resp: Any, out: TextIO) -> int:
     return 0
 
 
-def _props(path: str | None) -> dict[str, str]:
-    if path is None:
-        return {}
-    if not os.path.exists(path):
-        raise UsageError(f"--admin.config: the file {path} does not exist")
-    return load(path, "--admin.config")
-
-
 async def _run(args: argparse.Namespace, out: TextIO) -> int:
     kind, partitions = _validate(args)
     addresses = servers(args.bootstrap_server)
-    props = _props(args.admin_config)
+    props = optional_config(args.admin_config, "--admin.config")
     try:
         timeout_ms = int(props.get("default.api.timeout.ms", str(DEFAULT_TIMEOUT_MS)))
     except ValueError:

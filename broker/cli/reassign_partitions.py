@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
 import sys
 from collections.abc import Sequence
@@ -41,7 +40,7 @@ from broker.cli.admin import (
     UsageError,
     code,
     code_name,
-    load,
+    optional_config,
     run_main,
     servers,
 )
@@ -568,18 +567,10 @@ async def generate(c: Cluster, topics: list[str], wanted: list[int], out: TextIO
 # --- main -----------------------------------------------------------------------------------
 
 
-def _props(path: str | None) -> dict[str, str]:
-    if path is None:
-        return {}
-    if not os.path.exists(path):
-        raise UsageError(f"--command-config: the file {path} does not exist")
-    return load(path, "--command-config")
-
-
 async def _run(args: argparse.Namespace, out: TextIO) -> int:
     action = validate(args)
     addresses = servers(args.bootstrap_server)
-    props = _props(args.command_config)
+    props = optional_config(args.command_config, "--command-config")
     # the files are read and checked before connecting: a bad plan needs no cluster
     plan: Plan = []
     topics: list[str] = []

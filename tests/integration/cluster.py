@@ -111,9 +111,12 @@ class Cluster:
 
     def stop(self, timeout: float = 20.0) -> None:
         """SIGTERM to every node at once (one by one, the last ones would wait for a quorum
-        that has already left), then wait; a node that does not exit in time is killed."""
+        that has already left; a stopped node is continued first), then wait; a node that does
+        not exit in time is killed."""
         for n in self.nodes:
             if n.proc is not None and n.proc.poll() is None:
+                # a node a test SIGSTOPped (and failed before resuming) must hear the SIGTERM
+                n.proc.send_signal(signal.SIGCONT)
                 n.proc.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + timeout
         for n in self.nodes:

@@ -10,7 +10,6 @@ records written and read with confluent-kafka (librdkafka), metadata read with i
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -47,10 +46,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     try:
         yield c
     finally:
-        for n in c.nodes:  # a failed test must not leave a stopped node hanging the stop
-            if n.proc is not None and n.proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(n.proc.pid, signal.SIGCONT)
         c.stop()
 
 

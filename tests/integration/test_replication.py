@@ -14,7 +14,6 @@ RF=3, min.insync.replicas=2, replica.lag.time.max.ms short enough for a test) se
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import signal
@@ -59,10 +58,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     try:
         yield c
     finally:
-        for n in c.nodes:  # a test that failed while a node was stopped must not hang the stop
-            if n.proc is not None and n.proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(n.proc.pid, signal.SIGCONT)
         c.stop()
 
 
