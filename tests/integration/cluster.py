@@ -71,6 +71,24 @@ class Cluster:
     def bootstrap(self) -> str:
         return ",".join(n.bootstrap for n in self.nodes)
 
+    def known_everywhere(self, topic: str, partition: int = 0) -> bool:
+        """True when every running node's metadata lists the partition: a tool bootstrapped
+        with the whole cluster may ask any of them (brokers apply metadata at their own pace)."""
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import AdminClient
+
+        for n in self.nodes:
+            if n.proc is None or n.proc.poll() is not None:
+                continue
+            try:
+                md = AdminClient({"bootstrap.servers": n.bootstrap}).list_topics(topic, timeout=5)
+            except KafkaException:
+                return False
+            t = md.topics.get(topic)
+            if t is None or t.error is not None or partition not in t.partitions:
+                return False
+        return True
+
     def partition_state(
         self, topic: str, partition: int = 0
     ) -> tuple[int, list[int], list[int]] | None:

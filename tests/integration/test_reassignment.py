@@ -73,7 +73,7 @@ def _create(c: Cluster, name: str, replicas: list[int]) -> None:
     admin.create_topics([NewTopic(name, num_partitions=1, replica_assignment=[replicas])])[
         name
     ].result(30)
-    wait_for(lambda: c.partition_state(name) is not None, 30, what=f"{name} in metadata")
+    wait_for(lambda: c.known_everywhere(name), 30, what=f"{name} in metadata")
 
 
 def _produce(c: Cluster, topic: str, values: list[bytes]) -> None:

@@ -64,7 +64,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 def _create(c: Cluster, name: str, partitions: int = 1) -> None:
     admin = AdminClient({"bootstrap.servers": c.bootstrap})
     admin.create_topics([NewTopic(name, partitions, 3)])[name].result(30)
-    wait_for(lambda: c.partition_state(name, 0) is not None, 30, what=f"{name} in metadata")
+    wait_for(lambda: c.known_everywhere(name), 30, what=f"{name} in metadata")
 
 
 State = tuple[int, list[int], list[int]]
