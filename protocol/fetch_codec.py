@@ -49,6 +49,7 @@ class FetchPartitionData:
     diverging_end_offset: int = -1
     current_leader_id: int = -1
     current_leader_epoch: int = -1
+    mirror_leader_epoch: int = -1  # v19 tag 3 (KIP-1279)
 
 
 @dataclass(slots=True)
@@ -70,6 +71,7 @@ class FetchPartitionRequest:
     last_fetched_epoch: int
     log_start_offset: int
     max_bytes: int
+    mirror_leader_epoch: int = -1  # v19 tag 2 (KIP-1279): a mirror partition's follower
 
 
 class _Cursor:
@@ -188,6 +190,8 @@ def _partition_tags(c: _Cursor, data: FetchPartitionData) -> None:
             data.diverging_epoch, data.diverging_end_offset = _EPOCH_END.unpack_from(c.buf, c.pos)
         elif tag == 1 and size >= _LEADER.size:
             data.current_leader_id, data.current_leader_epoch = _LEADER.unpack_from(c.buf, c.pos)
+        elif tag == 3 and size >= _I32.size:
+            data.mirror_leader_epoch = _I32.unpack_from(c.buf, c.pos)[0]
         c.pos = end
 
 
@@ -209,18 +213,20 @@ def encode_fetch_request(
     """A Fetch request body: a consumer's (replica id -1) or a follower's (its broker id and,
     from v15, its broker epoch in ReplicaState)."""
     topics: dict[Any, list[dict[str, Any]]] = {}
+    mirror_epochs = version >= 19
     for p in partitions:
         key = p.topic_id if by_topic_id else p.topic
-        topics.setdefault(key, []).append(
-            {
-                "partition": p.partition,
-                "current_leader_epoch": p.current_leader_epoch,
-                "fetch_offset": p.fetch_offset,
-                "last_fetched_epoch": p.last_fetched_epoch,
-                "log_start_offset": p.log_start_offset,
-                "partition_max_bytes": p.max_bytes,
-            }
-        )
+        fields: dict[str, Any] = {
+            "partition": p.partition,
+            "current_leader_epoch": p.current_leader_epoch,
+            "fetch_offset": p.fetch_offset,
+            "last_fetched_epoch": p.last_fetched_epoch,
+            "log_start_offset": p.log_start_offset,
+            "partition_max_bytes": p.max_bytes,
+        }
+        if mirror_epochs:
+            fields["mirror_leader_epoch"] = p.mirror_leader_epoch
+        topics.setdefault(key, []).append(fields)
     forgot: dict[Any, list[int]] = {}
     for name, tid, partition in forgotten:
         forgot.setdefault(tid if by_topic_id else name, []).append(partition)

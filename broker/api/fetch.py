@@ -1,5 +1,8 @@
-"""Fetch v4-v17 (consumers, and followers: a replica id >= 0, see `_read`; a Fetch of
-``__cluster_metadata-0`` goes to the KRaft quorum): long-poll reads.
+"""Fetch v4-v19 (consumers, and followers: a replica id >= 0, see `_read`; a Fetch of
+``__cluster_metadata-0`` goes to the KRaft quorum): long-poll reads. v18 adds a partition's
+high watermark for KRaft fetchers (ignored here); v19 (KIP-1279) MirrorLeaderEpoch: a follower
+of a mirror partition learns the latest epoch in the leader's log, the bound its appends are
+checked against, since the batches carry the source cluster's epochs, not ours.
 
 Reads return the log's byte ranges untouched; the hand encoder puts them on the wire without
 copying. ``max_wait``/``min_bytes`` long-poll on the replica manager's append signal; ``max_bytes``
@@ -39,7 +42,7 @@ from .services import Services
 log = logging.getLogger(__name__)
 
 API_KEY = 1
-VERSIONS = (4, 17)  # served (Kafka 4.1's range); the request parser knows up to 19
+VERSIONS = (4, 19)  # served; 19 is KIP-1279's
 READ_COMMITTED = 1
 
 
@@ -124,7 +127,7 @@ class FetchApi:
             )
         while True:
             rows, total = self._read(
-                wanted, req.max_bytes, committed, by_id, full, denied, follower
+                wanted, req.max_bytes, committed, by_id, full, denied, follower, version >= 19
             )
             remaining = deadline - time.monotonic()
             if total >= req.min_bytes or remaining <= 0 or any(r["error_code"] for _, r in rows):
@@ -213,6 +216,7 @@ class FetchApi:
         full: bool,
         denied: set[Any] | None = None,
         follower: tuple[int, int] | None = None,
+        mirror_epochs: bool = False,
     ) -> tuple[list[tuple[tuple[Any, int], dict[str, Any]]], int]:
         img = self.s.image()
         rows: list[tuple[tuple[Any, int], dict[str, Any]]] = []
@@ -310,6 +314,8 @@ class FetchApi:
                         code = ErrorCode.unknown_server_error
                     row["error_code"] = code
             size = sum(len(b) for b in records)
+            if follower is not None and mirror_epochs:
+                row["mirror_leader_epoch"] = hosted.mirror_leader_epoch
             if size:
                 row["records"] = records
                 budget -= size

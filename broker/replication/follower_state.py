@@ -15,7 +15,11 @@ Rules, as in Kafka:
 - DivergingEpoch: truncate (``truncation.truncation_for_diverging_epoch``); nothing else of that
   answer is applied. The next Fetch carries the new end and epoch, so an incomplete truncation
   asks again by itself.
-- Records: appended at the log end offset (any other position is a bug). The high watermark
+- Records: appended at the log end offset (any other position is a bug), but only the batches
+  whose leader epoch is at most the epoch the answer is valid for (KAFKA-18723: a late answer
+  must not bring batches of a newer epoch): the leader epoch we fetched with, or, for a mirror
+  partition whose batches carry the source's epochs, the MirrorLeaderEpoch the leader sent
+  (KIP-1279). The rest is fetched again. The high watermark
   becomes min(leader's HW, our log end offset); the log start moves up to the leader's when the
   HW allows it.
 - OFFSET_OUT_OF_RANGE: ask the leader for its earliest and latest offsets (ListOffsets), then
@@ -51,9 +55,10 @@ class FollowerLog(EpochLookup, Protocol[R_contra]):
     @high_watermark.setter
     def high_watermark(self, offset: int) -> None: ...
 
-    def append_as_follower(self, records: R_contra) -> None:
+    def append_as_follower(self, records: R_contra, max_epoch: int) -> bool:
         """Append the leader's records at the log end offset, keeping their offsets and epochs
-        (and teaching the epoch cache their epochs)."""
+        (and teaching the epoch cache their epochs), up to the first batch whose leader epoch
+        exceeds ``max_epoch`` (-1: no bound). True when every batch was appended."""
         ...
 
     def truncate_to(self, offset: int) -> object:
@@ -83,6 +88,7 @@ class FetchPartition(NamedTuple):
     last_fetched_epoch: int
     current_leader_epoch: int
     log_start_offset: int
+    mirror_leader_epoch: int = -1  # the latest the leader sent (KIP-1279), -1: none yet
 
 
 class FetchResponsePartition(NamedTuple, Generic[R]):
@@ -91,6 +97,7 @@ class FetchResponsePartition(NamedTuple, Generic[R]):
     log_start_offset: int = -1
     diverging: EpochEndOffset | None = None
     records: R | None = None
+    mirror_leader_epoch: int = -1  # the latest epoch in a mirror partition leader's log
 
 
 class FollowerStep(NamedTuple):
@@ -101,6 +108,7 @@ class FollowerStep(NamedTuple):
     truncated_to: int = -1
     hw_changed: bool = False
     backoff: bool = False
+    beyond_epoch: bool = False  # a batch of a newer epoch than the answer is valid for was refused
 
 
 class ReplicationStateError(Exception):
@@ -118,6 +126,10 @@ class FollowerPartitionState(Generic[R]):
         self.leader_epoch = -1
         self.status = FollowerStatus.NO_LEADER
         self.fetch_offset = log.log_end_offset
+        # A mirror partition's batches carry the source's epochs: without a MirrorLeaderEpoch
+        # from the leader there is nothing to check them against.
+        self.mirrored = False
+        self.mirror_leader_epoch = -1
 
     def become_follower(self, leader_id: int, leader_epoch: int) -> bool:
         """Apply a registration naming ``leader_id`` (-1: none) leader. A new leader epoch
@@ -145,6 +157,7 @@ class FollowerPartitionState(Generic[R]):
             -1 if epoch is None else epoch,
             self.leader_epoch,
             self.log.log_start_offset,
+            self.mirror_leader_epoch,
         )
 
     def on_fetch_response(
@@ -184,10 +197,13 @@ class FollowerPartitionState(Generic[R]):
             raise ReplicationStateError(
                 f"fetched at {self.fetch_offset} but the log ends at {log.log_end_offset}"
             )
-        appended = response.records is not None
+        complete = True
+        if response.mirror_leader_epoch >= 0:
+            self.mirror_leader_epoch = response.mirror_leader_epoch
         if response.records is not None:
-            log.append_as_follower(response.records)
+            complete = log.append_as_follower(response.records, self._epoch_bound(response))
         end = log.log_end_offset
+        appended = end != self.fetch_offset
         hw = min(max(response.high_watermark, log.log_start_offset), end)
         changed = hw != log.high_watermark
         if changed:
@@ -195,7 +211,14 @@ class FollowerPartitionState(Generic[R]):
         if log.log_start_offset < response.log_start_offset <= hw:
             log.increment_log_start_offset(response.log_start_offset)
         self.fetch_offset = end
-        return FollowerStep(appended=appended, hw_changed=changed)
+        return FollowerStep(
+            appended=appended, hw_changed=changed, backoff=not complete, beyond_epoch=not complete
+        )
+
+    def _epoch_bound(self, response: FetchResponsePartition[R]) -> int:
+        if response.mirror_leader_epoch >= 0:
+            return response.mirror_leader_epoch
+        return -1 if self.mirrored else self.leader_epoch
 
     def on_leader_offsets(self, leader_log_start: int, leader_log_end: int) -> FollowerStep:
         """The leader's earliest and latest offsets, asked for after OFFSET_OUT_OF_RANGE."""

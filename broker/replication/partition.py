@@ -75,6 +75,7 @@ class Partition:
         rlog = ReplicaLog(log, now_ms)
         self.leader = LeaderPartitionState(local_id, -1, rlog, brokers, config)
         self.follower: FollowerPartitionState[Any] = FollowerPartitionState(local_id, rlog)
+        self.follower.mirrored = config.mirrored
         self._waiters: set[asyncio.Future[None]] = set()
 
     def __repr__(self) -> str:
@@ -116,8 +117,22 @@ class Partition:
         self.wake()
 
     def update_config(self, config: ReplicationConfig) -> None:
+        self.follower.mirrored = config.mirrored
         if self.leader.update_config(self._now_ms(), config):
             self.wake()
+
+    @property
+    def mirror_leader_epoch(self) -> int:
+        """What a leader tells followers in MirrorLeaderEpoch (KIP-1279): the latest epoch in its
+        log when that log carries a source cluster's epochs (a mirror partition, or one just
+        failed over whose epoch bump has not reached its followers yet); -1 otherwise, and the
+        followers check batches against their own leader epoch."""
+        latest = self.log.latest_epoch
+        if latest is None:
+            return -1
+        if self.leader.config.mirrored or latest > self.leader_epoch:
+            return latest
+        return -1
 
     # --- appends as leader --------------------------------------------------------------------
 

@@ -254,6 +254,7 @@ class ReplicaFetcher:
                 r.last_fetched_epoch,
                 r.log_start_offset,
                 cfg.max_bytes,
+                r.mirror_leader_epoch,
             )
             for p, r in wanted
         )
@@ -301,7 +302,12 @@ class ReplicaFetcher:
                 step = p.on_fetch_response(
                     req,
                     FetchResponsePartition(
-                        code, data.high_watermark, data.log_start_offset, diverging, records
+                        code,
+                        data.high_watermark,
+                        data.log_start_offset,
+                        diverging,
+                        records,
+                        data.mirror_leader_epoch,
                     ),
                 )
             except ReplicationStateError as e:
@@ -312,6 +318,14 @@ class ReplicaFetcher:
                 log.exception("%s: follower append failed", p)
                 self._delayed[(p.topic, p.partition)] = time.monotonic() + backoff_s
                 continue
+            if step.beyond_epoch:
+                log.warning(
+                    "%s: the leader sent a batch of an epoch above %d; it is fetched again",
+                    p,
+                    data.mirror_leader_epoch
+                    if data.mirror_leader_epoch >= 0
+                    else req.current_leader_epoch,
+                )
             if step.backoff:
                 log.debug("%s: fetch error %s", p, code.name)
                 self._delayed[(p.topic, p.partition)] = time.monotonic() + backoff_s

@@ -8,6 +8,8 @@ carries the source cluster's epochs, which may be higher than our partition's).
 
 from typing import Any
 
+from protocol.records.scan import epoch_prefix
+
 from ..log.partition_log import PartitionLog
 
 
@@ -46,10 +48,15 @@ class ReplicaLog:
         if latest is None or epoch > latest:
             self._log.leader_epoch_cache.assign(epoch, start_offset)
 
-    def append_as_follower(self, records: Any) -> None:
+    def append_as_follower(self, records: Any, max_epoch: int) -> bool:
         """The leader's batches, byte for byte at their offsets (the epoch cache learns their
-        epochs and the producer state and transaction index follow, as for any raw append)."""
-        self._log.append_raw(records, now_ms=self._now_ms())
+        epochs and the producer state and transaction index follow, as for any raw append), up
+        to the first batch of an epoch above ``max_epoch`` (-1: no bound)."""
+        size = len(records) if not isinstance(records, memoryview) else records.nbytes
+        keep = size if max_epoch < 0 else epoch_prefix(records, max_epoch)
+        if keep:
+            self._log.append_raw(records[:keep] if keep < size else records, now_ms=self._now_ms())
+        return keep == size
 
     def truncate_to(self, offset: int) -> bool:
         return self._log.truncate_to(offset)

@@ -6,8 +6,9 @@ hot paths use to check produce payloads, fetched data and log segments.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from protocol.errors import CorruptRecordError, ProtocolError, TruncatedError
 
@@ -17,6 +18,7 @@ from .batch import (
     MAGIC_OFFSET,
     MAGIC_V2,
     MIN_BATCH_LENGTH,
+    PARTITION_LEADER_EPOCH_OFFSET,
     BatchView,
     Buffer,
 )
@@ -159,3 +161,23 @@ def summarize(
         count += 1
         size += view.size
     return Summary(first, last, count, size)
+
+
+_EPOCH: Final = struct.Struct(">i")
+
+
+def epoch_prefix(buf: Buffer, max_epoch: int) -> int:
+    """Bytes of the leading batches whose partition leader epoch is at most ``max_epoch``: the
+    part of a follower's fetched data that the epoch it fetched for vouches for (KAFKA-18723).
+    Headers only; anything malformed is left in the prefix for the append to refuse by name."""
+    mv = memoryview(buf)
+    end = mv.nbytes
+    pos = 0
+    while pos + LOG_OVERHEAD + 4 <= end:
+        length = HEAD.unpack_from(mv, pos)[1]
+        if _EPOCH.unpack_from(mv, pos + PARTITION_LEADER_EPOCH_OFFSET)[0] > max_epoch:
+            return pos
+        if length < MIN_BATCH_LENGTH:
+            return end
+        pos += LOG_OVERHEAD + length
+    return end

@@ -222,8 +222,12 @@ class MemLog:
         self.recs.extend((epoch, i) for i in ids)
         return self.log_end_offset - 1
 
-    def append_as_follower(self, records: Batch) -> None:
+    def append_as_follower(self, records: Batch, max_epoch: int) -> bool:
         base, recs = records
+        complete = True
+        if max_epoch >= 0:
+            keep = next((i for i, (e, _) in enumerate(recs) if e > max_epoch), len(recs))
+            complete, recs = keep == len(recs), recs[:keep]
         if base != self.log_end_offset:
             raise AssertionError(f"follower append at {base}, log ends at {self.log_end_offset}")
         latest = self.cache.latest_epoch
@@ -232,6 +236,7 @@ class MemLog:
                 self.cache.assign(epoch, base + i)
                 latest = epoch
         self.recs.extend(recs)
+        return complete
 
     def read(self, offset: int, max_records: int) -> Batch:
         i = offset - self.start

@@ -193,3 +193,40 @@ def test_records_must_land_at_our_log_end() -> None:
     log_of(f).recs.append((3, 1))  # something else appended behind the state's back
     with pytest.raises(ReplicationStateError):
         f.on_fetch_response(req, Response(ErrorCode.none, 5, 0, None, records(8, 5)))
+
+
+def test_batches_of_an_epoch_above_the_fetched_one_are_refused() -> None:
+    # KAFKA-18723: the answer vouches for batches up to the leader epoch we fetched with (5)
+    f = follower()
+    req = f.fetch_request()
+    assert req is not None
+    step = f.on_fetch_response(req, Response(ErrorCode.none, 100, 0, None, records(8, 5, 6, 6)))
+    assert step.beyond_epoch and step.backoff and step.appended
+    assert log_of(f).log_end_offset == 9 and f.fetch_offset == 9  # the epoch-5 batch only
+
+
+def test_a_mirror_partition_checks_against_the_mirror_leader_epoch() -> None:
+    # KIP-1279: the batches carry the source's epochs (here 9 and 12, above our epoch 5)
+    f = follower()
+    f.mirrored = True
+    req = f.fetch_request()
+    assert req is not None and req.mirror_leader_epoch == -1
+    answer = Response(ErrorCode.none, 100, 0, None, records(8, 9, 12, 13), mirror_leader_epoch=12)
+    step = f.on_fetch_response(req, answer)
+    assert step.beyond_epoch and log_of(f).log_end_offset == 10  # 13 > 12: not vouched for
+    req = f.fetch_request()
+    assert req is not None and req.mirror_leader_epoch == 12  # what the leader said last
+    step = f.on_fetch_response(
+        req, Response(ErrorCode.none, 100, 0, None, records(10, 13), mirror_leader_epoch=13)
+    )
+    assert not step.beyond_epoch and log_of(f).log_end_offset == 11
+
+
+def test_a_mirror_partition_without_a_mirror_leader_epoch_is_not_checked() -> None:
+    # a leader that does not send the field (Fetch below v19): nothing to check against
+    f = follower()
+    f.mirrored = True
+    req = f.fetch_request()
+    assert req is not None
+    step = f.on_fetch_response(req, Response(ErrorCode.none, 100, 0, None, records(8, 9, 12)))
+    assert not step.beyond_epoch and log_of(f).log_end_offset == 10

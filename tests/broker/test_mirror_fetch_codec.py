@@ -41,6 +41,7 @@ def _response(version: int, records: bytes) -> memoryview:
                             "preferred_read_replica": -1,
                             "records": records,
                             "diverging_epoch": {"epoch": 4, "end_offset": 8},
+                            **({"mirror_leader_epoch": 12} if version >= 19 else {}),
                         },
                         {
                             "partition_index": 4,
@@ -74,6 +75,7 @@ def test_parse_matches_encoder(version: int) -> None:
     assert isinstance(p.records, memoryview)
     if version >= 12:
         assert (p.diverging_epoch, p.diverging_end_offset) == (4, 8)
+    assert p.mirror_leader_epoch == (12 if version >= 19 else -1)
     _, q = parsed.partitions[1]
     assert q.error_code == 1 and len(q.records) == 0
 
@@ -95,7 +97,7 @@ def test_request_round_trips(version: int) -> None:
         max_bytes=1000,
         session_id=9,
         session_epoch=2,
-        partitions=[FetchPartitionRequest("t", TID, 1, 42, 3, 2, -1, 100)],
+        partitions=[FetchPartitionRequest("t", TID, 1, 42, 3, 2, -1, 100, 11)],
         forgotten=[("t", TID, 0)],
         by_topic_id=version >= 13,
     )
@@ -105,6 +107,8 @@ def test_request_round_trips(version: int) -> None:
     assert (topic.topic_id if version >= 13 else topic.topic) == (TID if version >= 13 else "t")
     (p,) = topic.partitions
     assert (p.partition, p.fetch_offset, p.partition_max_bytes) == (1, 42, 100)
+    if version >= 19:
+        assert p.mirror_leader_epoch == 11  # KIP-1279's tag 2
     if version >= 7:
         assert (req.session_id, req.session_epoch) == (9, 2)
         assert [list(f.partitions) for f in req.forgotten_topics_data] == [[0]]
