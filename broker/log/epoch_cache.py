@@ -2,6 +2,13 @@
 
 Semantics follow Kafka's LeaderEpochFileCache: entries are kept strictly increasing in both
 epoch and start offset; a new entry evicts any later-or-equal entries that conflict with it.
+
+A new entry is not written at once (Kafka stopped fsyncing it on the append path in
+KAFKA-15046; we go one step further): it starts at or past the log end, so above the recovery
+point, and recovery after a crash re-assigns the epochs of those batches from the segments
+anyway. ``flush`` (when the log moves its recovery point, and at close) writes the file, with
+fsync. A torn or unreadable file is rebuilt from the segments on load. Truncations write at
+once: they are rare, and they remove entries that recovery would not remove by itself.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ class LeaderEpochCache:
         # Parallel lists, both strictly increasing.
         self._epochs: list[int] = []
         self._offsets: list[int] = []
+        self._unsynced = False
         if persist:
             for epoch, offset in read_epoch_checkpoint(self._path):
                 self._assign(epoch, offset)
@@ -67,8 +75,13 @@ class LeaderEpochCache:
         """Record that ``epoch`` starts at ``start_offset``; persists when something changed."""
         changed = self._assign(epoch, start_offset)
         if changed:
-            self._write()
+            self._unsynced = self._persist
         return changed
+
+    def flush(self) -> None:
+        """Write the entries assigned since the last write, durably."""
+        if self._unsynced:
+            self._write()
 
     def _assign(self, epoch: int, start_offset: int) -> bool:
         if epoch < 0 or start_offset < 0:
@@ -119,5 +132,6 @@ class LeaderEpochCache:
         self._write()
 
     def _write(self) -> None:
+        self._unsynced = False
         if self._persist and self._path.parent.exists():
             write_epoch_checkpoint(self._path, self.entries())

@@ -43,7 +43,9 @@ from protocol.records.batch import (
 from protocol.txn_index import AbortedTxn
 
 from .checkpoint import (
+    LEADER_EPOCH_CHECKPOINT,
     PARTITION_METADATA,
+    CheckpointError,
     fsync_dir,
     read_partition_metadata,
     write_partition_metadata,
@@ -243,7 +245,14 @@ class PartitionLog:
                 stem = p.name[: -len(suffix)]
                 if stem.isdigit() and int(stem) not in known:
                     p.unlink()  # orphan index: its log is gone
-        self.epoch_cache = LeaderEpochCache(self.dir)
+        try:
+            self.epoch_cache = LeaderEpochCache(self.dir)
+        except CheckpointError as e:
+            # Torn by a crash (see epoch_cache): rebuild it from every batch's epoch.
+            log.warning("%s: %s; rebuilding the leader epoch cache from the segments", self.name, e)
+            (self.dir / LEADER_EPOCH_CHECKPOINT).unlink(missing_ok=True)
+            self.epoch_cache = LeaderEpochCache(self.dir)
+            recovery_point, clean_shutdown = 0, False
         now = self._clock.now_ms()
         segments = [self._make_segment(b, now) for b in bases]
         if not segments:
@@ -653,6 +662,7 @@ class PartitionLog:
                 break
             seg.flush()
         self._recovery_point = max(self._recovery_point, offset)
+        self.epoch_cache.flush()
         self._last_flush_ms = self._clock.now_ms()
         if offset >= self._leo:
             self._unflushed = 0
@@ -1018,6 +1028,7 @@ class PartitionLog:
         if self._closed:
             return
         self.flush()
+        self.epoch_cache.flush()
         for seg in self._segments:
             seg.close()
         self.purge_deleted_files(0, force=True)

@@ -7,10 +7,12 @@ per partition steps the partition one valid transition at a time, doing each sta
 - PREPARING: align the log with the source (truncate where the epoch histories diverge), then
   MIRRORING, which starts the fetcher (which resumes from the local log end offset).
 - PAUSING: stop the fetcher, then PAUSED. Resume goes straight back to MIRRORING.
-- STOPPING (failover): stop the fetcher, truncate to the last stable offset, persist the last
-  mirrored epoch, bump the leader epoch above every mirrored epoch, write the MIRROR_PID_RESET
-  control batch, then STOPPED; once every partition of the topic is STOPPED its ``mirror.name`` is
-  cleared and the topic is writable.
+- STOPPING (failover): stop the fetcher, truncate to the last stable offset and persist STOPPING
+  with the last mirrored epoch in one write, while the leader epoch is bumped above every
+  mirrored epoch (the KIP bumps first; nothing is appended locally until STOPPED, so the log's
+  latest epoch is still the mirrored one either way); then write the MIRROR_PID_RESET control
+  batch and STOPPED, from which the partition is writable. Once every partition of the topic is
+  STOPPED its ``mirror.name`` is cleared.
 - FAILED stays FAILED until the operator removes the topic from the mirror.
 
 Only the node leading a destination partition drives it (and runs its fetcher); the other
@@ -71,6 +73,16 @@ class StateStore(Protocol):
     async def write_last_mirror_epoch(
         self, mirror: str, topic_id: uuid.UUID, partition: int, epoch: int
     ) -> None: ...
+    async def write_partition(
+        self,
+        mirror: str,
+        topic_id: uuid.UUID,
+        partition: int,
+        state: MirrorState | None,
+        epoch: int | None,
+    ) -> None:
+        """A transition and an LME in one atomic write (None leaves either alone)."""
+        ...
 
 
 class Fetchers(Protocol):
@@ -177,6 +189,8 @@ class MirrorManager:
         self._locks: dict[Key, asyncio.Lock] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._fetching: set[Key] = set()
+        # epoch bumps started on entering STOPPING, awaited before the marker is written
+        self._bumping: dict[Key, asyncio.Task[None]] = {}
         self._closed = False
         self._last_error: dict[Key, str] = {}
 
@@ -249,6 +263,9 @@ class MirrorManager:
                 return  # leading again by the time the lock was free
             info = self._info.pop(key, None)
             self._last_error.pop(key, None)
+            bump = self._bumping.pop(key, None)
+            if bump is not None:
+                bump.cancel()  # the new leader bumps for itself
             if info is not None:
                 await self._stop_fetcher(key, info.mirror)
                 log.info(
@@ -362,7 +379,12 @@ class MirrorManager:
             # their next fetch) before anything new is mirrored on top of it.
             if not await self._replicas_truncated(key, info, hosted, aligned_ms):
                 return
-        await self._states.write_state(info.mirror, info.topic_id, partition, new)
+        if new == MirrorState.STOPPING:
+            lme = await self._enter_stopping(key, info, hosted)
+            await self._states.write_partition(info.mirror, info.topic_id, partition, new, lme)
+            info.last_mirror_epoch = lme if lme is not None else info.last_mirror_epoch
+        else:
+            await self._states.write_state(info.mirror, info.topic_id, partition, new)
         log.info(
             "mirror %s: %s-%d %s -> %s", info.mirror, topic, partition, info.state.name, new.name
         )
@@ -402,31 +424,65 @@ class MirrorManager:
                 return False
             await asyncio.sleep(0.05)
 
-    async def _do_stopping(self, key: Key, info: PartitionInfo, hosted: Any) -> None:
-        """Failover work between STOPPING and STOPPED (the KIP's order)."""
+    async def _enter_stopping(self, key: Key, info: PartitionInfo, hosted: Any) -> int | None:
+        """Failover's first half, before STOPPING is written: the fetcher stops, the log is cut
+        to its last stable offset, and the epoch bump starts (awaited in `_do_stopping`). The
+        last mirrored epoch returned is written with STOPPING, so a restart in STOPPING never
+        takes the LME from a log that may already hold the local marker."""
+        plog = hosted.log
+        await self._stop_fetcher(key, info.mirror)
+        self._truncate_to_lso(key, info, hosted)
+        lme: int | None = plog.latest_epoch
+        old = self._bumping.pop(key, None)
+        if old is not None:
+            old.cancel()
+        self._bumping[key] = asyncio.get_running_loop().create_task(
+            self._bump_above(key, hosted, lme)
+        )
+        return lme
+
+    def _truncate_to_lso(self, key: Key, info: PartitionInfo, hosted: Any) -> None:
         topic, partition = key
         plog = hosted.log
-        t0 = time.monotonic()
-        await self._stop_fetcher(key, info.mirror)
-        t_stopped = time.monotonic()
         lso = self._last_stable_offset(plog)
         if lso < plog.log_end_offset:
             info.note = _warn_truncation(info.mirror, topic, partition, plog, lso)
             plog.truncate_to(lso)
             hosted.after_local_change()
             log.info("mirror %s: %s-%d truncated to LSO %d", info.mirror, topic, partition, lso)
-        lme = plog.latest_epoch
-        if lme is not None:
-            await self._states.write_last_mirror_epoch(info.mirror, info.topic_id, partition, lme)
-            info.last_mirror_epoch = lme
-        t_lme = time.monotonic()
-        # New local writes must carry an epoch above every mirrored one.
+
+    async def _bump_above(self, key: Key, hosted: Any, lme: int | None) -> None:
+        """New local writes must carry an epoch above every mirrored one: through the
+        controller, then until this node applied it (the marker carries it)."""
         target = max(lme if lme is not None else -1, hosted.leader_epoch) + 1
-        await self._bump(topic, partition, target)
-        # the controller committed the bump; the marker carries it once this node applied it
+        await self._bump(key[0], key[1], target)
         deadline = time.monotonic() + EPOCH_APPLY_WAIT_S
         while hosted.leader_epoch < target and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
+
+    async def _do_stopping(self, key: Key, info: PartitionInfo, hosted: Any) -> None:
+        """Failover's second half, from STOPPING to STOPPED (the KIP's order): the bump
+        committed and applied, then the MIRROR_PID_RESET marker."""
+        topic, partition = key
+        t0 = time.monotonic()
+        bump = self._bumping.pop(key, None)
+        if bump is None:
+            # STOPPING found at start-up or on a new leader: the first half again, except the
+            # LME, which STOPPING's write carried (the log may hold a local marker by now).
+            await self._stop_fetcher(key, info.mirror)
+            self._truncate_to_lso(key, info, hosted)
+            lme = info.last_mirror_epoch
+            if lme is None:
+                lme = hosted.log.latest_epoch
+                if lme is not None:
+                    await self._states.write_last_mirror_epoch(
+                        info.mirror, info.topic_id, partition, lme
+                    )
+                    info.last_mirror_epoch = lme
+            if lme is None or hosted.leader_epoch <= lme:
+                await self._bump_above(key, hosted, lme)
+        else:
+            await bump
         t_bumped = time.monotonic()
         source_id = await self._source_cluster_id(info.mirror) or ""
         t_source = time.monotonic()
@@ -437,15 +493,12 @@ class MirrorManager:
         )
         hosted.append_records(marker, origin=AppendOrigin.COORDINATOR)
         log.debug(
-            "mirror %s: %s-%d STOPPING took %.0f ms: fetcher %.0f, LME %.0f, bump %.0f, "
-            "source id %.0f",
+            "mirror %s: %s-%d STOPPING to STOPPED took %.0f ms: bump %.0f, source id %.0f",
             info.mirror,
             topic,
             partition,
             (time.monotonic() - t0) * 1000,
-            (t_stopped - t0) * 1000,
-            (t_lme - t_stopped) * 1000,
-            (t_bumped - t_lme) * 1000,
+            (t_bumped - t0) * 1000,
             (t_source - t_bumped) * 1000,
         )
 
@@ -533,8 +586,9 @@ class MirrorManager:
 
     async def close(self) -> None:
         self._closed = True
-        for task in list(self._tasks):
+        for task in [*self._tasks, *self._bumping.values()]:
             task.cancel()
+        self._bumping.clear()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 

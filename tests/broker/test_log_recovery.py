@@ -114,3 +114,31 @@ def test_unclean_restart_without_damage_keeps_everything(tmp_path: Path) -> None
     assert len(views(again.read(0, 1 << 20, upper_bound=leo).records)) >= 1
     res = again.append_as_leader(batch(1), 3, now_ms=T0)
     assert res.first_offset == leo
+
+
+def test_a_torn_epoch_checkpoint_is_rebuilt_from_the_segments(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A crash (or a disk) may leave the file torn or empty.
+    plog = open_log(tmp_path)
+    fill(plog, 4, epoch=3)  # 0..11
+    plog.flush()
+    fill(plog, 4, epoch=5)  # 12..23
+    plog.close()
+    checkpoint = plog.dir / "leader-epoch-checkpoint"
+    checkpoint.write_text("0\n2\n3 ")  # torn mid-entry
+    with caplog.at_level(logging.WARNING):
+        again = open_log(tmp_path, clean_shutdown=True)
+    assert "rebuilding the leader epoch cache" in caplog.text
+    assert again.epoch_cache.entries() == [(3, 0), (5, 12)]
+    assert again.log_end_offset == 24
+
+
+def test_a_new_epoch_is_durable_once_the_log_is_flushed(tmp_path: Path) -> None:
+    plog = open_log(tmp_path)
+    fill(plog, 2, epoch=3)
+    fill(plog, 2, epoch=4)
+    assert plog.epoch_cache._unsynced  # not written yet: recovery would rebuild it
+    plog.flush()
+    assert not plog.epoch_cache._unsynced
+    assert (plog.dir / "leader-epoch-checkpoint").read_text().split("\n")[2:4] == ["3 0", "4 6"]

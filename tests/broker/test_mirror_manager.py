@@ -10,6 +10,7 @@ import pytest
 from broker.log.clock import ManualClock
 from broker.log.config import LogConfig
 from broker.log.partition_log import PartitionLog
+from broker.log.validation import AppendOrigin
 from broker.metadata.image import (
     MIRROR_RESOURCE,
     TOPIC_RESOURCE,
@@ -25,6 +26,7 @@ from protocol.records import (
     ControlType,
     Record,
     build_batch,
+    build_mirror_pid_reset,
     iter_records,
     parse_control_record,
     scan_batches,
@@ -52,6 +54,14 @@ class States:
 
     async def write_last_mirror_epoch(self, m: str, tid: uuid.UUID, p: int, epoch: int) -> None:
         self.lme[(m, tid, p)] = epoch
+
+    async def write_partition(
+        self, m: str, tid: uuid.UUID, p: int, state: MirrorState | None, epoch: int | None
+    ) -> None:
+        if epoch is not None:
+            await self.write_last_mirror_epoch(m, tid, p, epoch)
+        if state is not None:
+            await self.write_state(m, tid, p, state)
 
 
 class Fetchers:
@@ -250,6 +260,27 @@ def test_restart_in_mirroring_restarts_the_fetcher(world: Any) -> None:
         await _settle(m)
         assert ("t", 0) in world["fetchers"].active
         assert world["states"].history == []  # no transition was needed
+
+    asyncio.run(run())
+
+
+def test_restart_in_stopping_keeps_the_lme_written_with_stopping(world: Any) -> None:
+    # A leader died after its marker (local epoch 8) but before STOPPED: the new attempt must
+    # not take the marker's epoch for the last mirrored one, nor bump again.
+    async def run() -> None:
+        key = ("m", world["tid"], 0)
+        world["states"].states[key] = MirrorState.STOPPING
+        world["states"].lme[key] = 7
+        hosted = world["hosted"]
+        hosted.leader_epoch = 8
+        hosted.append_records(
+            build_mirror_pid_reset("source-cluster", partition_leader_epoch=8, timestamp=1),
+            origin=AppendOrigin.COORDINATOR,
+        )
+        _set(world, "m.removed")
+        await _settle(world["manager"])
+        assert world["states"].states[key] == MirrorState.STOPPED
+        assert world["states"].lme[key] == 7 and world["bumps"] == []
 
     asyncio.run(run())
 
