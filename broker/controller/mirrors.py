@@ -240,14 +240,15 @@ class MirrorController:
                     continue
                 if name in img.topics:
                     value = img.config(TOPIC_RESOURCE, name).get(MIRROR_NAME_CONFIG)
-                    if value:
-                        base, suffix = split_mirror_name(value)
-                        if base == mirror and suffix == REMOVED_SUFFIX:
-                            res.error = MirrorErrorCode.MIRROR_TOPIC_BEING_REMOVED
-                            res.message = f"Topic {name} is being removed from mirror {mirror}; add it again once it is stopped."
-                        else:
-                            res.error = MirrorErrorCode.TOPIC_ALREADY_IN_MIRROR
-                            res.message = f"Topic {name} is already in mirror {base}."
+                    base, suffix = split_mirror_name(value) if value else ("", "")
+                    # The same mirror's ".removed" topic is added back: the KIP's "restarting
+                    # a stopped mirror" sets mirror.name again. On a destination of several
+                    # nodes the suffix stays after failover (only the active controller clears
+                    # it), so refusing it left a failed-over or FAILED partition no way back.
+                    # A partition still STOPPING finishes that first (STOPPED, then PREPARING).
+                    if value and not (base == mirror and suffix == REMOVED_SUFFIX):
+                        res.error = MirrorErrorCode.TOPIC_ALREADY_IN_MIRROR
+                        res.message = f"Topic {name} is already in mirror {base}."
                         continue
                     if img.topics[name].is_internal:
                         res.error = ErrorCode.invalid_topic_exception

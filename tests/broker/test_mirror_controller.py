@@ -172,7 +172,6 @@ def test_pause_resume_remove_clear_and_delete() -> None:
     assert _mirror_name(q, "a") == "m.removed" and _mirror_name(q, "b") == "m.removed"
     for op in (mc.remove_topics, mc.pause_topics, mc.resume_topics):
         assert codes(asyncio.run(op("m", ["a"]))) == [M.MIRROR_TOPIC_BEING_REMOVED]
-    assert codes(asyncio.run(mc.add_topics("m", ["a"]))) == [M.MIRROR_TOPIC_BEING_REMOVED]
     assert asyncio.run(mc.add_topics("other", ["a"])).topics[0].error == M.TOPIC_ALREADY_IN_MIRROR
     code, msg = asyncio.run(mc.delete_mirror("m"))
     assert code == M.MIRROR_NOT_EMPTY and msg and "a" in msg
@@ -189,6 +188,18 @@ def test_pause_resume_remove_clear_and_delete() -> None:
     # the name is free again; a stopped topic can join a mirror again
     assert asyncio.run(mc.create_mirror("m", SRC))[0] == ErrorCode.none
     assert codes(asyncio.run(mc.add_topics("m", ["a"]))) == [ErrorCode.none]
+
+
+def test_a_removed_topic_is_added_back_to_its_own_mirror_only() -> None:
+    """The KIP's "restarting a stopped mirror": mirror.name is set again, also while it still
+    says ".removed" (a destination of several nodes keeps the suffix after failover)."""
+    q, _c, mc = _with_topics("a")
+    asyncio.run(mc.add_topics("m", ["a"]))
+    asyncio.run(mc.remove_topics("m", ["a"]))
+    assert _mirror_name(q, "a") == "m.removed"
+    assert asyncio.run(mc.add_topics("other", ["a"])).topics[0].error == M.TOPIC_ALREADY_IN_MIRROR
+    assert [r.error for r in asyncio.run(mc.add_topics("m", ["a"])).topics] == [ErrorCode.none]
+    assert _mirror_name(q, "a") == "m"
 
 
 def test_bump_leader_epochs() -> None:
