@@ -553,6 +553,7 @@ class Node:
             source_cluster_id=sources.cluster_id,
             align_with_source=sources.align,
             verify_source=self.mirror_api.check_source,
+            truncation_timeout_ms=config.mirror_truncation_timeout_ms,
             now_ms=self.clock.now_ms,
         )
         self.metadata_sync = MirrorMetadataSync(

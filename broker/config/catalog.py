@@ -150,6 +150,7 @@ _BROKER_VALIDATORS: dict[str, Validator] = {
     "mirror.num.replica.fetchers": Range(1),
     "mirror.metadata.refresh.interval.ms": Range(1),
     "mirror.replication.throttled.rate": Range(0),
+    "mirror.truncation.timeout.ms": Range(1),
     "password.encoder.keyfactory.algorithm": AnyOf(
         ("PBKDF2WithHmacSHA1", "PBKDF2WithHmacSHA256", "PBKDF2WithHmacSHA512")
     ),
@@ -207,6 +208,9 @@ BROKER_KEYS: dict[str, BrokerKey] = _kafka_keys() | {
             _K.PER_BROKER,
             _O.KIP_1279,
         ),
+        # Ours: how long PREPARING waits for the replicas' LME truncation before FAILED
+        # (broker/mirror/truncation_wait.py; the KIP says FAILED but names no bound).
+        _extra("mirror.truncation.timeout.ms", ConfigType.LONG, "60000", _K.READ_ONLY, _O.KMIRROR),
         # Ours: the Prometheus exporter's port (0 disables it) and the address it binds.
         _extra("metrics.port", ConfigType.INT, "0", _K.READ_ONLY, _O.KMIRROR),
         _extra("metrics.host", ConfigType.STRING, "0.0.0.0", _K.READ_ONLY, _O.KMIRROR),

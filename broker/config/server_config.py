@@ -115,7 +115,7 @@ IMPLEMENTED_KEYS: frozenset[str] = frozenset(
         "metrics.port", "metrics.host",
         "mirror.topic.num.partitions", "mirror.topic.replication.factor",
         "mirror.num.replica.fetchers", "mirror.metadata.refresh.interval.ms",
-        "mirror.replication.throttled.rate",
+        "mirror.replication.throttled.rate", "mirror.truncation.timeout.ms",
         "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found",
         "auto.leader.rebalance.enable", "leader.imbalance.check.interval.seconds",
     }
@@ -270,6 +270,7 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     mirror_num_replica_fetchers: int
     mirror_metadata_refresh_interval_ms: int
     mirror_replication_throttled_rate: int
+    mirror_truncation_timeout_ms: int = 60_000  # PREPARING's wait for the replicas, then FAILED
     # ACLs (broker.security.authorizer): "" = no authorizer
     authorizer_class_name: str = ""
     super_users: str | None = None

@@ -63,6 +63,9 @@ class MirrorSnapshot:
     sync_error_kinds: tuple[str, ...] = ()  # reported as 0 per mirror until they occur
     last_refresh_ms: Mapping[str, int] = field(default_factory=dict)
     throttle_rate: float = 0.0  # mirror.replication.throttled.rate in force; 0: none set
+    # per mirror: partitions this node failed because replicas did not complete the LME
+    # truncation within mirror.truncation.timeout.ms
+    truncation_timeouts: Mapping[str, int] = field(default_factory=dict)
 
 
 class MirrorCollector(Collector):
@@ -108,6 +111,12 @@ def _partition_families(snap: MirrorSnapshot) -> list[Any]:
         "Partitions whose last fetch failed (source unreachable, no leader, error) or given up",
         ["mirror"],
     )
+    timeouts = _counter(
+        "truncation_timeouts",
+        "Partitions failed because replicas did not complete the LME truncation within "
+        "mirror.truncation.timeout.ms",
+        ["mirror"],
+    )
     mirrors = set(snap.mirrors)
     counts = {(m, s): 0 for m in snap.mirrors for s in snap.states}
     maxes = dict.fromkeys(snap.mirrors, 0)
@@ -129,7 +138,8 @@ def _partition_families(snap: MirrorSnapshot) -> list[Any]:
     for m in snap.mirrors:
         max_lag.add_metric([m], maxes[m])
         failed.add_metric([m], fails[m])
-    return [states, lag, max_lag, committed, failed]
+        timeouts.add_metric([m], snap.truncation_timeouts.get(m, 0))
+    return [states, lag, max_lag, committed, failed, timeouts]
 
 
 def _fetcher_families(snap: MirrorSnapshot) -> list[Any]:

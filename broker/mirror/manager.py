@@ -13,7 +13,9 @@ per partition steps the partition one valid transition at a time, doing each sta
   latest epoch is still the mirrored one either way); then write the MIRROR_PID_RESET control
   batch and STOPPED, from which the partition is writable. Once every partition of the topic is
   STOPPED its ``mirror.name`` is cleared.
-- FAILED stays FAILED until the operator removes the topic from the mirror.
+- FAILED stays FAILED until the operator removes the topic from the mirror. Besides errors
+  (a corrupt batch, a refused source), PREPARING fails a partition whose replicas do not complete
+  the LME truncation within ``mirror.truncation.timeout.ms`` (`truncation_wait` has the rule).
 
 Only the node leading a destination partition drives it (and runs its fetcher); the other
 replicas follow that leader like any partition's followers. A node that stops leading stops
@@ -45,6 +47,8 @@ from ..metadata.mirror_states import (
     REMOVED_SUFFIX,
     MirrorState,
 )
+from . import truncation_wait
+from .truncation_wait import Outcome
 
 log = logging.getLogger(__name__)
 
@@ -155,6 +159,9 @@ class PartitionInfo:
     last_mirror_epoch: int | None = None
     error: str | None = None  # why FAILED
     note: str | None = None  # what the last truncation removed, and why
+    # PREPARING: when (time.monotonic()) the wait for the other replicas' truncation started
+    # counting towards mirror.truncation.timeout.ms; None: not counting
+    truncation_wait_since: float | None = None
 
 
 class MirrorManager:
@@ -171,6 +178,7 @@ class MirrorManager:
         align_with_source: Callable[[str, str, int, Any], Awaitable[str | None]] | None = None,
         verify_source: Callable[[str], Awaitable[tuple[bool, str | None]]] | None = None,
         now_ms: Callable[[], int],
+        truncation_timeout_ms: int = truncation_wait.DEFAULT_TIMEOUT_MS,
     ) -> None:
         self._image = image
         self._replicas = replicas
@@ -193,6 +201,9 @@ class MirrorManager:
         self._bumping: dict[Key, asyncio.Task[None]] = {}
         self._closed = False
         self._last_error: dict[Key, str] = {}
+        self._truncation_timeout_ms = truncation_timeout_ms
+        # per mirror: partitions failed because replicas did not truncate in time (a metric)
+        self.truncation_timeouts: dict[str, int] = {}
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -344,7 +355,12 @@ class MirrorManager:
                 nxt = next_state(info.state, wanted.state)
                 if nxt is None:
                     return
+                before = info.state
                 await self._enter(key, info, nxt, wanted)
+                if info.state == before:
+                    # no step (PREPARING still waits for the replicas): the next reconcile
+                    # tries again, rather than this one holding the lock for 16 attempts
+                    return
 
     async def _settle(self, key: Key, info: PartitionInfo, wanted: Wanted) -> None:
         """Make the side effects of a stable state true (e.g. after a restart)."""
@@ -390,6 +406,7 @@ class MirrorManager:
         )
         info.state = new
         info.error = None
+        info.truncation_wait_since = None  # a later PREPARING waits afresh
         if new == MirrorState.MIRRORING and wanted.state == MirrorState.MIRRORING:
             await self._start_fetcher(key, info)
         elif new in (MirrorState.PAUSED, MirrorState.STOPPING):
@@ -400,26 +417,51 @@ class MirrorManager:
     async def _replicas_truncated(
         self, key: Key, info: PartitionInfo, hosted: Any, since_ms: int
     ) -> bool:
-        """KIP-1279's LME truncation, phase two: wait (bounded) until every ISR member, or every
-        replica with ``mirror.support.unclean.leader.election=true``, has fetched with a log
-        consistent with the leader's cut one. False leaves the partition in PREPARING (tried
-        again on the next reconcile), with the reason shown by ``--describe``."""
+        """KIP-1279's LME truncation, phase two: wait (one attempt, bounded) until every ISR
+        member, or every replica with ``mirror.support.unclean.leader.election=true``, has
+        fetched with a log consistent with the leader's cut one. False leaves the partition in
+        PREPARING (tried again on the next reconcile) with the reason shown by ``--describe``,
+        or, once ``mirror.truncation.timeout.ms`` has passed with enough ISR, FAILED
+        (`truncation_wait` has the rule and why)."""
         topic_config = self._image().config(TOPIC_RESOURCE, key[0])
         all_replicas = topic_config.get(UNCLEAN_CONFIG, "false").lower() == "true"
-        if hosted.leader.under_min_isr:
-            info.note = (
-                f"waiting for min.insync.replicas ({hosted.leader.effective_min_isr}) in the ISR "
-                f"before leaving PREPARING (ISR {sorted(hosted.leader.isr)})"
-            )
-            return False
-        deadline = time.monotonic() + TRUNCATION_WAIT_S
+        timeout_s = self._truncation_timeout_ms / 1000
+        now = time.monotonic()
+        if info.truncation_wait_since is None:
+            info.truncation_wait_since = now
+        since = info.truncation_wait_since
+        deadline = min(now + TRUNCATION_WAIT_S, since + timeout_s)
         while True:
             behind = hosted.replicas_behind(since_ms, all_replicas=all_replicas)
-            if not behind:
+            waited = time.monotonic() - since
+            outcome = truncation_wait.judge(
+                behind,
+                under_min_isr=hosted.leader.under_min_isr,
+                waited_s=waited,
+                timeout_s=timeout_s,
+            )
+            if outcome == Outcome.TRUNCATED:
                 return True
-            if time.monotonic() >= deadline or self._closed:
-                who = "replicas" if all_replicas else "ISR members"
-                info.note = f"waiting for {who} {behind} to complete the LME truncation"
+            if outcome == Outcome.RETRY:  # the clock stops until the ISR is back
+                info.truncation_wait_since = None
+                info.note = (
+                    f"waiting for min.insync.replicas ({hosted.leader.effective_min_isr}) in "
+                    f"the ISR before leaving PREPARING (ISR {sorted(hosted.leader.isr)})"
+                )
+                return False
+            if self._closed:
+                return False
+            if outcome == Outcome.FAILED:
+                reason = truncation_wait.failure_reason(
+                    behind, all_replicas, self._truncation_timeout_ms
+                )
+                self.truncation_timeouts[info.mirror] = (
+                    self.truncation_timeouts.get(info.mirror, 0) + 1
+                )
+                await self._mark_failed(key, info, reason)
+                return False
+            if time.monotonic() >= deadline:
+                info.note = truncation_wait.waiting_note(behind, all_replicas, waited)
                 log.info("mirror %s: %s-%d %s", info.mirror, *key, info.note)
                 return False
             await asyncio.sleep(0.05)

@@ -84,6 +84,7 @@ def build_snapshot(
         sync_error_kinds=KIP_SYNC_ERROR_KINDS,
         last_refresh_ms=dict(sync.last_refresh_ms),
         throttle_rate=fetchers.throttle.rate or 0.0,
+        truncation_timeouts=dict(manager.truncation_timeouts),
     )
 
 

@@ -363,9 +363,9 @@ class _Brokers:
 
 
 class _Reg:
-    def __init__(self, isr: tuple[int, ...]) -> None:
+    def __init__(self, isr: tuple[int, ...], partition_epoch: int = 0) -> None:
         self.replicas, self.isr, self.leader = (1, 2, 3), isr, 1
-        self.leader_epoch, self.partition_epoch = 0, 0
+        self.leader_epoch, self.partition_epoch = 0, partition_epoch
 
 
 def _three_replicas(w: Any, isr: tuple[int, ...], min_isr: int = 2) -> Partition:
@@ -478,5 +478,86 @@ def test_prepare_waits_for_min_insync_replicas(world: Any) -> None:
         await _settle(m)
         assert world["states"].states[("m", world["tid"], 0)] == MirrorState.PREPARING
         assert "min.insync.replicas" in (m.reason("t", 0) or "")
+
+    asyncio.run(run())
+
+
+async def _reconcile_until(m: MirrorManager, done: Any, rounds: int = 60) -> None:
+    """Reconcile as the node's maintenance does (every round), until ``done()`` (bounded)."""
+    for _ in range(rounds):
+        m.reconcile_all()
+        await _settle(m)
+        if done():
+            return
+        await asyncio.sleep(0.02)
+
+
+def test_replicas_that_never_truncate_fail_the_partition_after_the_bound(
+    world: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """mirror.truncation.timeout.ms: the ISR holds min.insync.replicas, follower 2 fetched the
+    cut log, ISR member 3 never does: FAILED once the bound has passed, the reason naming 3,
+    counted for the metric; no fetcher started."""
+    import broker.mirror.manager as manager_module
+
+    monkeypatch.setattr(manager_module, "TRUNCATION_WAIT_S", 0.05)
+    world["now_ms"] = lambda: 1_700_000_000_000
+
+    async def run() -> None:
+        m: MirrorManager = world["manager"]
+        m._truncation_timeout_ms = 300
+        hosted = _three_replicas(world, (1, 2, 3))
+        m._align = _cut_to_one(world)
+        key = ("m", world["tid"], 0)
+        m.reconcile_all()
+        await _settle(m)
+        assert world["states"].states[key] == MirrorState.PREPARING  # within the bound
+        hosted.on_follower_fetch(
+            2, hosted.log.log_end_offset, last_fetched_epoch=-1, current_leader_epoch=0,
+            broker_epoch=1, log_start_offset=0,
+        )  # fmt: skip
+        await _reconcile_until(m, lambda: world["states"].states[key] == MirrorState.FAILED)
+        assert world["states"].states[key] == MirrorState.FAILED
+        reason = m.reason("t", 0) or ""
+        assert "ISR members [3] did not complete the LME truncation" in reason, reason
+        assert "mirror.truncation.timeout.ms=300" in reason, reason
+        assert m.truncation_timeouts == {"m": 1} and not world["fetchers"].active
+        m.reconcile_all()  # FAILED stays FAILED (and is counted once)
+        await _settle(m)
+        assert world["states"].states[key] == MirrorState.FAILED
+        assert m.truncation_timeouts == {"m": 1}
+
+    asyncio.run(run())
+
+
+def test_below_min_isr_retries_past_the_bound_without_failing(
+    world: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fewer than min.insync.replicas in the ISR: retried round after round, however long,
+    and that time does not count towards the bound once the ISR is back."""
+    import broker.mirror.manager as manager_module
+
+    monkeypatch.setattr(manager_module, "TRUNCATION_WAIT_S", 0.05)
+    world["now_ms"] = lambda: 1_700_000_000_000
+
+    async def run() -> None:
+        m: MirrorManager = world["manager"]
+        m._truncation_timeout_ms = 200
+        hosted = _three_replicas(world, (1,), min_isr=2)
+        m._align = _cut_to_one(world)
+        key = ("m", world["tid"], 0)
+        t0 = asyncio.get_running_loop().time()
+        await _reconcile_until(m, lambda: asyncio.get_running_loop().time() - t0 > 0.5)
+        assert world["states"].states[key] == MirrorState.PREPARING
+        assert "min.insync.replicas" in (m.reason("t", 0) or "")
+        assert m.partitions()[("t", 0)].truncation_wait_since is None and not m.truncation_timeouts
+        hosted.become(_Reg((1, 2, 3), partition_epoch=1), broker_epoch=1)  # the ISR is back
+        m.reconcile_all()
+        await _settle(m)
+        # the clock starts now: one attempt (0.05 s) within the 0.2 s bound waits, not fails
+        assert world["states"].states[key] == MirrorState.PREPARING
+        assert "ISR members [2, 3]" in (m.reason("t", 0) or "")
+        await _reconcile_until(m, lambda: world["states"].states[key] == MirrorState.FAILED)
+        assert world["states"].states[key] == MirrorState.FAILED
 
     asyncio.run(run())

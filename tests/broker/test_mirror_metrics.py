@@ -67,6 +67,7 @@ SNAP = MirrorSnapshot(
     sync_error_kinds=KIP_SYNC_ERROR_KINDS,
     last_refresh_ms={"a": 1_700_000_000_500},
     throttle_rate=1e6,
+    truncation_timeouts={"b": 2, "gone": 1},
 )
 
 
@@ -91,6 +92,14 @@ def test_partition_states_are_counted_per_mirror_and_zero_filled() -> None:
     assert value(s, p, mirror="b", state="FAILED") == 0
     assert sum(v for (n, _), v in s.items() if n == p) == 4
     assert not any(dict(lbl).get("mirror") == "gone" for _, lbl in s)
+
+
+def test_truncation_timeouts_are_counted_per_mirror_and_zero_filled() -> None:
+    s = scrape(lambda: SNAP)
+    name = "kafka_server_mirror_truncation_timeouts_total"
+    assert value(s, name, mirror="b") == 2
+    assert value(s, name, mirror="a") == 0  # a series from the start, so increase() sees the 1st
+    assert (name, (("mirror", "gone"),)) not in s
 
 
 def test_committed_lag_shows_a_stuck_last_stable_offset() -> None:
@@ -170,6 +179,7 @@ def test_no_mirrors_only_node_wide_series() -> None:
 @dataclass
 class FakeManager:
     infos: dict[tuple[str, int], PartitionInfo]
+    truncation_timeouts: dict[str, int] = field(default_factory=dict)
 
     def partitions(self) -> dict[tuple[str, int], PartitionInfo]:
         return dict(self.infos)
@@ -228,7 +238,8 @@ def test_build_snapshot_joins_states_with_fetch_status() -> None:
             ("t", 0): PartitionInfo("m", tid, MirrorState.MIRRORING),
             ("t", 1): PartitionInfo("m", tid, MirrorState.MIRRORING),
             ("t", 2): PartitionInfo("m", tid, MirrorState.PAUSED),
-        }
+        },
+        {"m": 1},
     )
     fetchers = FakeFetchers(
         {"m": {("t", 0): _status(10, 4), ("t", 1): _status(-1, 0, "no leader at the source")}},
@@ -247,6 +258,7 @@ def test_build_snapshot_joins_states_with_fetch_status() -> None:
     assert snap.fetchers == (FetcherRow("m", 1, 0, True, 3, 0, 0, 100, 0, 0.0),)
     assert snap.throttle_rate == 500.0
     assert snap.sync_errors == {("m", "groups"): 1} and snap.last_refresh_ms == {"m": 5}
+    assert snap.truncation_timeouts == {"m": 1}
     # a copy: later changes to the live counters do not alter a snapshot already taken
     sync.errors[("m", "groups")] = 7
     assert snap.sync_errors[("m", "groups")] == 1

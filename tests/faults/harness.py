@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
+import subprocess
 import time
 from pathlib import Path
 from types import TracebackType
 
 from tests.integration.cluster import Cluster
-from tests.integration.node import Node, free_port
+from tests.integration.node import ROOT, Node, free_port
 
 from .linkproxy import LinkProxy, available
 
@@ -43,6 +45,18 @@ def fault_rounds(default: int) -> int:
 
 def alive(node: Node) -> bool:
     return node.proc is not None and node.proc.poll() is None
+
+
+def active_controller(fc: FaultCluster) -> int:
+    """The metadata quorum's leader, from kafka-metadata-quorum.sh describe --status."""
+    done = subprocess.run(
+        [str(ROOT / "bin" / "kafka-metadata-quorum.sh"), "--bootstrap-server", fc.bootstrap,
+         "describe", "--status"],
+        capture_output=True, timeout=60,
+    )  # fmt: skip
+    m = re.search(rb"LeaderId:\s+(\d+)", done.stdout)
+    assert m, f"no LeaderId from kafka-metadata-quorum.sh: {done.stdout!r} {done.stderr!r}"
+    return int(m.group(1))
 
 
 class FaultCluster:

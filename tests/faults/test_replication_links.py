@@ -14,17 +14,14 @@ a time. ``KMIRROR_FAULT_SEED`` replays the choices.
 
 from __future__ import annotations
 
-import re
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.integration.node import ROOT
 from tests.waits import wait_for, wait_value
 
-from .harness import FaultCluster, fault_seed
+from .harness import FaultCluster, active_controller, fault_seed
 from .replicas import compare_replicas
 from .workload import MetadataWatch, SeqProducerProcess, create_topics
 
@@ -38,18 +35,6 @@ SETTINGS = {
     "offsets__topic__replication__factor": "3",
     "transaction__state__log__replication__factor": "3",
 }
-
-
-def active_controller(fc: FaultCluster) -> int:
-    """The metadata quorum's leader, from kafka-metadata-quorum.sh describe --status."""
-    done = subprocess.run(
-        [str(ROOT / "bin" / "kafka-metadata-quorum.sh"), "--bootstrap-server", fc.bootstrap,
-         "describe", "--status"],
-        capture_output=True, timeout=60,
-    )  # fmt: skip
-    m = re.search(rb"LeaderId:\s+(\d+)", done.stdout)
-    assert m, f"no LeaderId from kafka-metadata-quorum.sh: {done.stdout!r} {done.stderr!r}"
-    return int(m.group(1))
 
 
 def state(meta: MetadataWatch, p: int, since: float) -> tuple[int, list[int], list[int]] | None:

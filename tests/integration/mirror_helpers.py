@@ -6,6 +6,7 @@ table, the Prometheus endpoint, and librdkafka's mock cluster as a source. Polli
 ``clients.wait_for``; every loop here is bounded.
 """
 
+import asyncio
 import ctypes
 import glob
 import io
@@ -20,6 +21,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from broker.cli import mirrors as mirrors_cli
+from broker.cli.admin import Session
 
 from .clients import wait_for
 from .node import ROOT, Node
@@ -63,6 +65,27 @@ def describe_rows(dst: Node, mirror: str, topic: str) -> list[list[str]]:
     PARTITION, SOURCE-OFFSET, DESTINATION-OFFSET, LAG, STATE, SOURCE-AGE)."""
     text = mirror_tool(dst, "--describe", "--mirror", mirror)
     return [cols for cols in (line.split() for line in text.splitlines()) if cols[1:2] == [topic]]
+
+
+def node_mirror_states(node: Node, mirror: str) -> dict[tuple[str, int], tuple[str, str | None]]:
+    """DescribeMirrors of one node only (the partitions it leads), unlike ``--describe``, which
+    asks every node (and so waits for a frozen one): (topic, partition) -> (state, reason)."""
+
+    async def ask() -> Any:
+        s = await Session.open([("127.0.0.1", node.port)], {})
+        try:
+            body = {"mirror_names": [mirror], "include_authorized_operations": False}
+            return await s.call(99, body)  # DescribeMirrors
+        finally:
+            s.close()
+
+    resp = asyncio.run(ask())
+    return {
+        (str(t.topic_name), int(p.partition_index)): (str(p.state), p.state_reason)
+        for m in resp.mirrors
+        for t in m.topics
+        for p in t.partitions
+    }
 
 
 # --- nodes and data ---------------------------------------------------------------------------
