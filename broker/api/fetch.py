@@ -31,6 +31,7 @@ from protocol.readers import Buffer
 from protocol.registry import REGISTRY, body_bytes, decode_body
 
 from ..metadata.image import METADATA_TOPIC, METADATA_TOPIC_ID
+from ..replication.leader_epochs import diverging_epoch
 from ..replication.replica_manager import leader_epoch_error
 from ..security.acls import AclOperation, ResourceType
 from .authz import allowed
@@ -130,8 +131,12 @@ class FetchApi:
                 wanted, req.max_bytes, committed, by_id, full, denied, follower, version >= 19
             )
             remaining = deadline - time.monotonic()
-            if total >= req.min_bytes or remaining <= 0 or any(r["error_code"] for _, r in rows):
-                break
+            if (
+                total >= req.min_bytes
+                or remaining <= 0
+                or any(r["error_code"] or "diverging_epoch" in r for _, r in rows)
+            ):
+                break  # a DivergingEpoch answer is not held back for min_bytes either
             await self._wait_for_data(wanted, by_id, remaining)
         if session is not None:
             for key, row in rows:
@@ -277,6 +282,27 @@ class FetchApi:
                 epoch_error = leader_epoch_error(hosted, sp.current_leader_epoch)
                 if epoch_error is not None:
                     row["error_code"] = epoch_error
+                    rows.append((key, row))
+                    continue
+                # LastFetchedEpoch is checked for every Fetch that carries it, as Kafka's
+                # Partition.readRecords does, not only followers': a KIP-1279 mirror fetcher
+                # (a consumer Fetch) sends its log's latest epoch, and failback relies on the
+                # DivergingEpoch answer to drop what the old source wrote after the failover
+                # within the last mirrored epoch (without it the source answered from the
+                # fetch offset: the fetcher cut its own batch there and left a gap).
+                check = diverging_epoch(
+                    plog, sp.last_fetched_epoch, sp.fetch_offset, plog.log_start_offset
+                )
+                if check.out_of_range or check.diverging is not None:
+                    if check.diverging is None:
+                        row["error_code"] = ErrorCode.offset_out_of_range
+                    else:
+                        row["high_watermark"] = plog.high_watermark
+                        row["log_start_offset"] = plog.log_start_offset
+                        row["diverging_epoch"] = {
+                            "epoch": check.diverging.epoch,
+                            "end_offset": check.diverging.end_offset,
+                        }
                     rows.append((key, row))
                     continue
                 hw = plog.high_watermark

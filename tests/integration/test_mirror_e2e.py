@@ -157,8 +157,10 @@ def test_cli_wrapper_help() -> None:
 
 
 def test_failback_copies_only_the_delta(tmp_path: Path) -> None:
-    """A -> B, fail over to B, B takes writes, then B -> A with the same mirror name: A keeps
-    what it has, truncates nothing B confirms, and fetches only B's new batches."""
+    """A -> B, fail over to B, B takes writes (and so does A, which B never sees), then B -> A
+    with the same mirror name: A keeps what B confirms, drops its own later records (B's
+    DivergingEpoch answer: they are in the last mirrored epoch) and fetches only B's new
+    batches."""
     a, b = Node(tmp_path / "a"), Node(tmp_path / "b")
     with running(a, b):
         create_topic(a.bootstrap, TOPIC, PARTITIONS)
@@ -170,6 +172,7 @@ def test_failback_copies_only_the_delta(tmp_path: Path) -> None:
         wait_for(lambda: not _produce(b.bootstrap, 1, start=5000), 30, "B writable", step=0.2)
         assert not _produce(b.bootstrap, 99, start=5001)
         a_before = {p: len(_segment_bytes(a, p)) for p in range(PARTITIONS)}
+        assert not _produce(a.bootstrap, 20, start=7000)  # at A's epoch, after B's copy ends
 
         props_b = write_mirror_config(tmp_path / "to-b.properties", b.bootstrap)
         create_mirror(a, "dr", props_b, TOPIC)
