@@ -399,26 +399,43 @@ class SourceClient:
     async def last_mirrored_epochs(self, mirror: str) -> dict[tuple[str, int], int] | None:
         """The source's own last mirrored epochs for ``mirror`` (failback, KIP-1279 PREPARING).
 
+        Every broker of the source is asked and the answers merged: a kmirror source of several
+        nodes answers DescribeMirrors for the partitions each node leads (so does
+        kafka-mirrors.sh --describe). Asking one node left the others' partitions unconfirmed,
+        and failback truncated them to nothing and copied them again. A broker that cannot be
+        reached fails the call (SourceError: PREPARING retries) for the same reason.
+
         None when the source cannot say (no DescribeMirrors, or no such mirror there): the
         caller then treats every local epoch as unconfirmed.
         """
-        try:
-            _version, resp = await self._any(
-                DESCRIBE_MIRRORS, {"mirror_names": [mirror], "include_authorized_operations": False}
-            )
-        except UnsupportedVersionError:
+        body = {"mirror_names": [mirror], "include_authorized_operations": False}
+        answers: list[Any] = []
+        for node_id in sorted(await self.brokers()):
+            try:
+                _version, resp = await self._send(
+                    self.connection_for(node_id), DESCRIBE_MIRRORS, body
+                )
+            except UnsupportedVersionError:
+                continue  # that broker predates the API: it mirrors nothing
+            except NetworkError as e:
+                raise SourceError(f"DescribeMirrors to source broker {node_id}: {e}") from e
+            answers.append(resp)
+        if not answers:
             self.skipped.add("DescribeMirrors")
             return None
         out: dict[tuple[str, int], int] = {}
-        for m in resp.mirrors:
-            if _code(m.error_code) != 0 or m.mirror_name != mirror:
-                continue
-            for t in m.topics:
-                for p in t.partitions:
-                    if p.last_mirror_epoch >= 0:
-                        out[(t.topic_name, p.partition_index)] = int(p.last_mirror_epoch)
-            return out
-        return None
+        found = False
+        for resp in answers:
+            for m in resp.mirrors:
+                if _code(m.error_code) != 0 or m.mirror_name != mirror:
+                    continue
+                found = True
+                for t in m.topics:
+                    for p in t.partitions:
+                        key = (str(t.topic_name), int(p.partition_index))
+                        if p.last_mirror_epoch >= 0:
+                            out[key] = max(out.get(key, -1), int(p.last_mirror_epoch))
+        return out if found else None
 
     async def close(self) -> None:
         self._closed = True
