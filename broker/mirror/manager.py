@@ -455,10 +455,11 @@ class MirrorManager:
                 reason = truncation_wait.failure_reason(
                     behind, all_replicas, self._truncation_timeout_ms
                 )
+                await self._mark_failed(key, info, reason)
+                # counted once written (a failed write is tried again, and counted then)
                 self.truncation_timeouts[info.mirror] = (
                     self.truncation_timeouts.get(info.mirror, 0) + 1
                 )
-                await self._mark_failed(key, info, reason)
                 return False
             if time.monotonic() >= deadline:
                 info.note = truncation_wait.waiting_note(behind, all_replicas, waited)
