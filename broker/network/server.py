@@ -268,6 +268,11 @@ class _Connection(asyncio.BufferedProtocol):
             log.exception("request handler failed; closing %s", self._name())
             self.shutdown(abort=False)
             return
+        finally:
+            # No cycle slot -> task -> its context -> slot: the request's memory (its frame,
+            # its response) goes by reference counting, not at some later full collection.
+            slot.task = None
+            _CURRENT_SLOT.set(None)
         slot.response = response
         slot.done = True
         if not self.closing:
@@ -280,7 +285,7 @@ class _Connection(asyncio.BufferedProtocol):
         while slots and slots[0].done:
             slot = slots.popleft()
             self._server._release(slot)
-            response = slot.response
+            response, slot.response = slot.response, None
             freed = True
             if response and transport is not None:
                 size = 0
@@ -351,6 +356,7 @@ class _Connection(asyncio.BufferedProtocol):
             self._server._release(slot)
             if slot.task is not None:
                 slot.task.cancel()
+                slot.task = None
 
     def lift_pre_auth_limit(self) -> None:
         self._reader.set_max_size(self._server.max_request_bytes)

@@ -176,3 +176,37 @@ def test_a_closed_connection_keeps_no_buffers_alive() -> None:
             await server.close()
 
     run(main())
+
+
+def test_served_requests_leave_no_reference_cycles() -> None:
+    """A request's slot, task and context must not form a cycle: one that outlives a young
+    collection keeps the request's frame and response (megabytes for a Produce or a Fetch)
+    until a full one."""
+
+    async def main() -> None:
+        server = KafkaServer([Listener("PLAINTEXT", "127.0.0.1", 0)], _echo_corr)
+        await server.start()
+        gc.collect()
+        gc.disable()
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        try:
+            for _ in range(5):
+                conn = await RawConn.open(server)
+                for corr in range(4):
+                    conn.send(api_versions_request(3), corr=corr)
+                for corr in range(4):
+                    assert struct.unpack(">i", await conn.read_frame())[0] == corr
+                conn.close()
+                await conn.writer.wait_closed()
+            await wait_for_async(lambda: server.connections_open == 0, 2, "the closes seen")
+            gc.collect()
+            ours = {"_Slot", "_Connection", "ConnectionContext", "FrameReader", "Task", "Context"}
+            left = [type(o).__name__ for o in gc.garbage if type(o).__name__ in ours]
+            assert left == []
+        finally:
+            gc.set_debug(0)
+            gc.garbage.clear()
+            gc.enable()
+            await server.close()
+
+    run(main())
