@@ -3,14 +3,19 @@
 Small frames are read into one reusable chunk and copied out (cheap, and the chunk can be reused).
 A frame larger than half a chunk gets its own ``bytearray`` and the rest of it is read directly
 into that array, so a big Produce request or Fetch response is never copied after the kernel hands
-it over. The array is not sized from the size prefix alone: a peer that sends a 100 MB prefix and
-nothing else must not make us allocate 100 MB. It starts at min(size, ``BIG_START``) and doubles
-as bytes arrive (frames up to ``BIG_START`` are read with no copy; larger ones pay a few copies,
-amortized under one frame's size). Every frame returned owns its memory: handlers may keep views
-into it (record batches stay memoryviews into the request).
+it over. Memory follows the bytes that actually arrive, not the size prefix: a peer that sends a
+100 MB prefix and nothing else must not make us allocate 100 MB, nor 1 MB. A large frame stays in
+the chunk until half a chunk of it has arrived; only then does it get its own array, of
+min(size, ``BIG_START``) bytes, which doubles as more bytes arrive (frames up to ``BIG_START`` are
+read with no copy but the first half chunk's; larger ones pay a few copies, amortized under one
+frame's size). So a connection holds at most its chunk plus max(``BIG_START``, twice what it has
+sent of its frame). Every frame returned owns its memory: handlers may keep views into it (record
+batches stay memoryviews into the request).
 
-``set_max_size`` changes the limit between frames (e.g. ``sasl.server.max.receive.size`` until a
-SASL client has authenticated). ``release`` drops the buffers of a closed connection at once.
+``pending_size`` is the announced size of a frame being received into its own array (the
+listener reserves it against ``queued.max.request.bytes``). ``set_max_size`` changes the limit
+between frames (e.g. ``sasl.server.max.receive.size`` until a SASL client has authenticated).
+``release`` drops the buffers of a closed connection at once.
 
 The size rules are `protocol.framing`'s (negative or above the maximum -> `FrameError`).
 """
@@ -28,6 +33,7 @@ _SIZE: Final = struct.Struct(">i")
 
 class FrameReader:
     __slots__ = (
+        "_alone_at",
         "_big",
         "_big_filled",
         "_big_size",
@@ -42,6 +48,8 @@ class FrameReader:
     def __init__(self, max_size: int, chunk: int = DEFAULT_CHUNK) -> None:
         self._max = max_size
         self._buf = bytearray(chunk)
+        # A large frame moves to its own array once this many of its bytes are in the chunk.
+        self._alone_at = chunk // 2
         self._view = memoryview(self._buf)
         self._start = 0  # first unconsumed byte in _buf
         self._end = 0  # end of received bytes in _buf
@@ -66,6 +74,12 @@ class FrameReader:
         self._big = None
         self._big_view = memoryview(b"")
         self._start = self._end = self._big_filled = self._big_size = 0
+
+    @property
+    def pending_size(self) -> int:
+        """The announced size of the frame being received into its own array (complete or not,
+        until `next_frame` returns it); 0 when there is none."""
+        return self._big_size
 
     @property
     def buffered(self) -> int:
@@ -117,9 +131,9 @@ class FrameReader:
         if avail - 4 >= size:
             self._start = body + size
             return memoryview(bytes(self._view[body : body + size]))  # the chunk is reused
-        if size > len(self._buf) // 2:
+        have = avail - 4
+        if size > len(self._buf) // 2 and have >= self._alone_at:
             # Give it its own array; what already arrived is the only copy made.
-            have = avail - 4
             big = bytearray(max(have, min(size, BIG_START)))
             big[:have] = self._view[body : self._end]
             self._big = big
@@ -127,7 +141,9 @@ class FrameReader:
             self._big_filled = have
             self._big_size = size
             self._start = self._end = 0
-        elif self._start + 4 + size > len(self._buf):
+        elif self._start + 4 + min(size, self._alone_at) > len(self._buf):
+            # Room in the chunk for the whole frame, or for the first bytes of a large one (a
+            # bare size prefix costs nothing until its frame's bytes come).
             self._compact()
         return None
 

@@ -9,7 +9,7 @@ import random
 import struct
 import weakref
 
-from broker.network.framer import BIG_START, FrameReader
+from broker.network.framer import BIG_START, DEFAULT_CHUNK, FrameReader
 from broker.network.server import ConnectionContext, KafkaServer, Listener, Response
 from tests.waits import wait_for_async
 
@@ -24,8 +24,34 @@ def test_a_size_prefix_alone_does_not_allocate_its_frame() -> None:
     buf[:4] = struct.pack(">i", 100 * MiB)
     reader.buffer_updated(4)
     assert reader.next_frame() is None
-    # what the loop may write into next: bounded, not the announced 100 MiB
-    assert len(reader.get_buffer()) <= BIG_START
+    # no array of its own yet: the next bytes go to the connection's chunk
+    assert reader.pending_size == 0
+    assert len(reader.get_buffer()) <= DEFAULT_CHUNK
+
+
+def test_a_large_frame_gets_its_own_array_after_half_a_chunk() -> None:
+    reader = FrameReader(max_size=200 * MiB)
+    small = struct.pack(">i", 6) + b"corr01"
+    assert feed(reader, small + struct.pack(">i", 100 * MiB) + bytes(1000)) == [b"corr01"]
+    assert feed(reader, bytes(DEFAULT_CHUNK // 2 - 2000)) == []
+    assert reader.pending_size == 0  # still under half a chunk: kept in the chunk
+    feed(reader, bytes(1000))
+    assert reader.pending_size == 100 * MiB
+    assert len(reader.get_buffer()) <= BIG_START  # what the loop may write into next
+
+
+def feed(reader: FrameReader, data: bytes) -> list[bytes]:
+    """Hand ``data`` to the reader as the loop would (in pieces as big as its buffers)."""
+    frames, pos = [], 0
+    while pos < len(data):
+        buf = reader.get_buffer()
+        n = min(len(buf), len(data) - pos)
+        buf[:n] = data[pos : pos + n]
+        reader.buffer_updated(n)
+        pos += n
+        while (frame := reader.next_frame()) is not None:
+            frames.append(bytes(frame))
+    return frames
 
 
 def test_a_big_frame_grows_as_it_arrives_and_arrives_intact() -> None:
