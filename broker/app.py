@@ -867,6 +867,7 @@ class Node:
             len(server.connections) if server else 0,
             dict(server.rejected) if server else {},
             (server.accept_throttled, server.accept_throttle_seconds) if server else (0, 0.0),
+            ((server.queued_request_bytes, server.memory_depleted_seconds) if server else (0, 0.0)),
             tuple(self.replicas.stats()),  # type: ignore[arg-type]
         )
 

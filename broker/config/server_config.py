@@ -518,6 +518,15 @@ def parse_server_config(props: Properties) -> tuple[ServerConfig, list[str]]:
 
     _check_password_encoder(typed, props)
 
+    queued_bytes: int = get("queued.max.request.bytes")
+    request_max: int = get("socket.request.max.bytes")
+    if 0 < queued_bytes < request_max:
+        # as Kafka: the node's request memory must hold at least one request of the largest size
+        raise fail(
+            "queued.max.request.bytes",
+            f"must be -1 (no bound) or at least socket.request.max.bytes ({request_max})",
+        )
+
     try:
         ip_overrides = parse_ip_overrides(get("max.connections.per.ip.overrides") or "")
     except ValueError as e:

@@ -78,6 +78,8 @@ class StateSnapshot:
     connections_rejected: dict[str, int] = field(default_factory=dict)
     # (connections throttled by max.connection.creation.rate, seconds they waited in all)
     accept_throttle: tuple[int, float] = (0, 0.0)
+    # (request bytes held or reserved, seconds at queued.max.request.bytes in all)
+    request_memory: tuple[int, float] = (0, 0.0)
     # leaders, under-replicated, under min ISR, ISR shrinks, ISR expands (ReplicationStats)
     replication: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)
 
@@ -137,7 +139,30 @@ class _StateCollector(Collector):
             "Seconds new connections waited for max.connection.creation.rate, in all",
         )
         waited.add_metric([], snap.accept_throttle[1])
-        return [count, size, end, start, conns, rejected, throttled, waited, *_replication(snap)]
+        pool = GaugeMetricFamily(
+            "kafka_network_socketserver_memorypoolused",
+            "Request bytes the node holds or has reserved for frames arriving (Kafka's "
+            "MemoryPoolUsed; bounded by queued.max.request.bytes)",
+        )
+        pool.add_metric([], snap.request_memory[0])
+        depleted = CounterMetricFamily(
+            "kafka_network_memory_pool_depleted_seconds",
+            "Seconds the node stopped reading sockets at queued.max.request.bytes, in all",
+        )
+        depleted.add_metric([], snap.request_memory[1])
+        return [
+            count,
+            size,
+            end,
+            start,
+            conns,
+            rejected,
+            throttled,
+            waited,
+            pool,
+            depleted,
+            *_replication(snap),
+        ]
 
 
 def _replication(snap: StateSnapshot) -> list[Any]:

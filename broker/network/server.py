@@ -5,7 +5,19 @@ requests of one connection can be served at once (clients pipeline), but respons
 request order, as the protocol requires: each request takes a slot in a per-connection queue and
 the queue is flushed from its head. Memory per connection is bounded by ``max_inflight`` (slots,
 answered or not, until written) and by the transport's write buffer high-water mark: past either,
-reading pauses.
+reading pauses. A frame's buffer grows as its bytes arrive (see `FrameReader`).
+
+Across connections, ``queued_max_request_bytes`` (queued.max.request.bytes) bounds the request
+bytes the node holds, as Kafka's memory pool does: a large frame reserves its announced size when
+its bytes start to arrive (its own array; a frame is never split), a small one its size when it is
+complete, and both are given back once the response is written. At or past the bound no connection
+starts a new frame, and every connection stops reading, except those in the middle of a frame
+already reserved: they read it to its end, so reservations always complete and are given back.
+The pool may go past its bound by one frame, like Kafka's (non-strict): the node holds at most the
+bound plus ``socket.request.max.bytes``, plus the first bytes of frames buffered in each
+connection's chunk. As in Kafka, a reservation lasts as long as its frame takes to arrive: with a
+bound set, clients that announce large frames and send them slowly hold up the others (until
+``connections.max.idle.ms`` closes them), which is why the default is no bound.
 
 The server is the last line of defence: a bad frame size or a handler exception closes that one
 connection, and nothing a client sends reaches the event loop's exception handler.
@@ -148,6 +160,9 @@ class _Connection(asyncio.BufferedProtocol):
         self._close_requested = False  # a handler asked to close after its response
         self._drained: asyncio.Future[None] | None = None
         self._throttled = False  # max.connection.creation.rate: not served until its turn
+        # Bytes reserved in the server's request memory for the frame being received into its
+        # own array (its announced size); moved to the frame's slot when the frame is complete.
+        self._reserved = 0
         self.closing = False
         self.last_active = server.monotonic()
         self.ctx: ConnectionContext | None = None
@@ -179,6 +194,7 @@ class _Connection(asyncio.BufferedProtocol):
         for slot in self._slots:
             self._server._release(slot)
         self._slots.clear()
+        self._give_back_reservation()
         self._reader.release()  # the read buffers go now, not at the next full GC
         self._resolve_drained()
         self._server._connection_closed(self)
@@ -209,11 +225,13 @@ class _Connection(asyncio.BufferedProtocol):
     # -- requests
 
     def _take_frames(self) -> None:
-        limit = self._server.max_inflight
+        server = self._server
+        limit = server.max_inflight
         reader = self._reader
         if self._close_requested or self._draining:
             self._discard_frames()
-        # Stop taking frames while writes are backed up, too: each one may add a response.
+        # Stop taking frames while writes are backed up, too: each one may add a response. With
+        # the request memory full, only a frame already reserved is taken (it must complete).
         while (
             not self.closing
             and not self._draining
@@ -221,15 +239,20 @@ class _Connection(asyncio.BufferedProtocol):
             and not self._write_paused
             and not self._throttled
             and len(self._slots) < limit
-            and not self._server.memory_full
+            and (self._reserved or not server.memory_full)
         ):
             try:
                 frame = reader.next_frame()
             except FrameError as e:
-                log.warning("closing %s: %s", self._name(), e)
+                log.warning("closing %s: %s (%s)", self._name(), e, self._limit_name())
                 self.shutdown(abort=True)
                 return
             if frame is None:
+                pending = reader.pending_size
+                if pending and not self._reserved:
+                    # A large frame started: reserve all of it, so it can always complete.
+                    self._reserved = pending
+                    server._reserve(pending)
                 break
             self._dispatch(frame)
         if not self._slots and (self._close_requested or (self._eof and not self._write_paused)):
@@ -242,14 +265,21 @@ class _Connection(asyncio.BufferedProtocol):
         # input sends a reset, which can destroy the responses the client has not read yet.
         try:
             while self._reader.next_frame() is not None:
-                pass
+                self._give_back_reservation()  # the frame it was for, if any, is dropped
         except FrameError:
             self.shutdown(abort=True)
+
+    def _give_back_reservation(self) -> None:
+        if self._reserved:
+            self._server._unreserve(self._reserved)
+            self._reserved = 0
 
     def _dispatch(self, frame: memoryview) -> None:
         slot = _Slot(len(frame))
         self._slots.append(slot)
-        self._server._hold(slot)
+        # The frame of a reservation (always the next one taken) keeps its bytes as its slot's.
+        self._server._hold(slot, self._reserved)
+        self._reserved = 0
         self._server.requests += 1
         task = asyncio.get_running_loop().create_task(self._serve(slot, frame))
         slot.task = task
@@ -308,7 +338,8 @@ class _Connection(asyncio.BufferedProtocol):
             and not self._write_paused
             and not self._throttled
             and len(self._slots) < self._server.max_inflight
-            and not self._server.memory_full
+            # a reserved frame is read to its end, whatever the memory
+            and (not self._server.memory_full or self._reserved > 0)
         )
         if want != self._reading:
             self._reading = want
@@ -360,6 +391,12 @@ class _Connection(asyncio.BufferedProtocol):
 
     def lift_pre_auth_limit(self) -> None:
         self._reader.set_max_size(self._server.max_request_bytes)
+
+    def _limit_name(self) -> str:
+        """The config key behind the frame size limit in force on this connection."""
+        if self._reader.max_size == self._server.max_request_bytes:
+            return "socket.request.max.bytes"
+        return "sasl.server.max.receive.size, before SASL authentication"
 
     def start_draining(self) -> "asyncio.Future[None]":
         """Stop taking requests; the future resolves once every pending response is written."""
@@ -451,6 +488,10 @@ class KafkaServer:
         self.queued_max_request_bytes = queued_max_request_bytes
         self.queued_request_bytes = 0
         self.memory_full = False
+        self._depleted_seconds = 0.0  # time spent at the bound, past periods
+        self._depleted_since = 0.0
+        self._depleted_times = 0
+        self._depleted_logged: float | None = None
         # max.connections / max.connections.per.ip(.overrides): a connection past a limit is
         # closed at once (listeners in ``unlimited_listeners``, e.g. the controller's, exempt).
         self.max_connections = max_connections
@@ -557,21 +598,46 @@ class KafkaServer:
 
     # -- bookkeeping called by connections
 
-    def _hold(self, slot: _Slot) -> None:
-        self.queued_request_bytes += slot.size
+    def _hold(self, slot: _Slot, reserved: int = 0) -> None:
+        """``slot``'s request bytes are held until its response is written (``reserved`` of
+        them already are: the frame's reservation)."""
+        self._reserve(slot.size - reserved)
+
+    def _release(self, slot: _Slot) -> None:
+        size, slot.size = slot.size, 0
+        self._unreserve(size)
+
+    def _reserve(self, nbytes: int) -> None:
+        self.queued_request_bytes += nbytes
         bound = self.queued_max_request_bytes
         if bound > 0 and self.queued_request_bytes >= bound and not self.memory_full:
             self.memory_full = True
-            log.info("queued.max.request.bytes (%d) reached: reading paused", bound)
+            self._depleted_since = now = self.monotonic()
+            self._depleted_times += 1
+            if self._depleted_logged is None or now - self._depleted_logged >= 60:
+                # a node at its bound may cross it at every request: not a line for each
+                self._depleted_logged = now
+                log.info(
+                    "queued.max.request.bytes (%d) reached (%d times so far): reading paused "
+                    "until requests are answered",
+                    bound,
+                    self._depleted_times,
+                )
 
-    def _release(self, slot: _Slot) -> None:
-        self.queued_request_bytes -= slot.size
-        slot.size = 0
+    def _unreserve(self, nbytes: int) -> None:
+        self.queued_request_bytes -= nbytes
         if self.memory_full and self.queued_request_bytes < self.queued_max_request_bytes:
             self.memory_full = False
+            self._depleted_seconds += self.monotonic() - self._depleted_since
             for conn in list(self._connections):
                 if not conn.closing:
                     conn.resume_after_memory()
+
+    @property
+    def memory_depleted_seconds(self) -> float:
+        """Seconds the request memory has spent at queued.max.request.bytes, in all."""
+        current = self.monotonic() - self._depleted_since if self.memory_full else 0.0
+        return self._depleted_seconds + current
 
     def _next_index(self) -> int:
         index = self._index

@@ -17,7 +17,10 @@ def test_gauges_are_built_from_a_snapshot_taken_in_the_loop_thread(
     def build() -> StateSnapshot:
         seen.append(threading.current_thread())
         return StateSnapshot(
-            [("t", 0, 100, 7, 2), ("t", 1, 50, 3, 0)], connections=4, replication=(2, 1, 0, 5, 4)
+            [("t", 0, 100, 7, 2), ("t", 1, 50, 3, 0)],
+            connections=4,
+            request_memory=(5000, 1.5),
+            replication=(2, 1, 0, 5, 4),
         )
 
     m = BrokerMetrics()
@@ -28,6 +31,8 @@ def test_gauges_are_built_from_a_snapshot_taken_in_the_loop_thread(
     assert 'kafka_log_log_logendoffset{partition="0",topic="t"} 7.0' in text
     assert 'kafka_log_log_size{partition="1",topic="t"} 50.0' in text
     assert "kafka_server_socket_server_connection_count 4.0" in text
+    assert "kafka_network_socketserver_memorypoolused 5000.0" in text
+    assert "kafka_network_memory_pool_depleted_seconds_total 1.5" in text
     assert "kafka_server_replicamanager_leadercount 2.0" in text
     assert "kafka_server_replicamanager_underreplicatedpartitions 1.0" in text
     assert "kafka_server_replicamanager_isrshrinks_total 5.0" in text

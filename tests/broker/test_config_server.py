@@ -97,11 +97,25 @@ def test_unimplemented_kafka_keys_one_warning() -> None:
         ("metrics.port=70000\n", "metrics.port"),
         ("log.cleanup.policy=delete,shred\n", "shred"),
         ("compression.type=brotli\n", "compression.type"),
+        ("queued.max.request.bytes=1000\n", "at least socket.request.max.bytes"),
+        ("sasl.server.max.receive.size=0\n", "sasl.server.max.receive.size"),
     ],
 )
 def test_bad_values(extra: str, needle: str) -> None:
     with pytest.raises(ConfigError, match=needle):
         cfg(extra)
+
+
+def test_request_memory_limits() -> None:
+    c, warnings = cfg()
+    assert (c.queued_max_request_bytes, c.sasl_server_max_receive_size) == (-1, 512 * 1024)
+    c, warnings = cfg(
+        "queued.max.request.bytes=104857600\nsasl.server.max.receive.size=65536\n"
+        "socket.request.max.bytes=104857600\n"
+    )
+    assert warnings == []  # both implemented, not "accepted but not implemented"
+    assert (c.queued_max_request_bytes, c.sasl_server_max_receive_size) == (104857600, 65536)
+    assert cfg("queued.max.request.bytes=0\n")[0].queued_max_request_bytes == 0  # no bound
 
 
 def test_value_error_names_key_value_and_line() -> None:

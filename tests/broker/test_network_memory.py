@@ -179,6 +179,74 @@ def test_queued_request_bytes_are_bounded_across_connections() -> None:
     run(main())
 
 
+def test_a_large_frame_reserves_its_size_and_is_read_to_its_end_when_memory_is_full() -> None:
+    """queued.max.request.bytes as Kafka's memory pool: a large frame takes its announced size
+    when its bytes start to arrive; at the bound frames already started are still read to their
+    end (else they could wait on each other for ever), new ones wait for memory."""
+
+    async def main() -> None:
+        release = asyncio.Event()
+        served: list[int] = []
+
+        async def handle(conn: ConnectionContext, frame: memoryview) -> Response | None:
+            served.append(len(frame))
+            await release.wait()
+            return [frame[4:8]]
+
+        size = 200 * 1024
+        server = KafkaServer(
+            [Listener("PLAINTEXT", "127.0.0.1", 0)], handle, queued_max_request_bytes=300 * 1024
+        )
+        await server.start()
+        try:
+            conns = [await RawConn.open(server) for _ in range(3)]
+            payload = random.Random(3).randbytes(size)
+            frame = struct.pack(">i", size) + payload
+            for c in conns[:2]:  # two frames started: both reserved, the bound passed
+                c.send_bytes(frame[: 3 * DEFAULT_CHUNK])
+            await wait_for_async(lambda: server.queued_request_bytes == 2 * size, 5, "reserved")
+            assert server.memory_full
+            conns[2].send_bytes(frame)  # waits: no new frame starts at the bound
+            for c in conns[:2]:
+                c.send_bytes(frame[3 * DEFAULT_CHUNK :])  # the started ones complete
+            await wait_for_async(lambda: len(served) == 2, 5, "the started frames served")
+            await asyncio.sleep(0.2)  # time for the third to sneak in, if it could
+            assert len(served) == 2 and server.queued_request_bytes == 2 * size
+            release.set()
+            for c in conns:
+                assert await c.read_frame() == payload[4:8]
+            assert served == [size] * 3 and server.queued_request_bytes == 0
+            for c in conns:
+                c.close()
+        finally:
+            await server.close()
+
+    run(main())
+
+
+def test_a_reservation_is_given_back_when_its_connection_goes() -> None:
+    async def main() -> None:
+        server = KafkaServer(
+            [Listener("PLAINTEXT", "127.0.0.1", 0)], _echo_corr, queued_max_request_bytes=MiB
+        )
+        await server.start()
+        try:
+            conn = await RawConn.open(server)
+            conn.send_bytes(struct.pack(">i", 2 * MiB) + bytes(DEFAULT_CHUNK))
+            await wait_for_async(lambda: server.memory_full, 5, "the frame reserved")
+            conn.close()
+            await wait_for_async(lambda: server.queued_request_bytes == 0, 5, "given back")
+            assert not server.memory_full
+            conn = await RawConn.open(server)  # others are served again
+            conn.send(api_versions_request(3), corr=9)
+            assert struct.unpack(">i", await conn.read_frame())[0] == 9
+            conn.close()
+        finally:
+            await server.close()
+
+    run(main())
+
+
 def test_a_closed_connection_keeps_no_buffers_alive() -> None:
     async def main() -> None:
         server = KafkaServer([Listener("PLAINTEXT", "127.0.0.1", 0)], _echo_corr)
