@@ -199,6 +199,10 @@ def test_frames_before_sasl_authentication_are_capped(node: Node) -> None:
     with socket.create_connection(("127.0.0.1", port)) as s:
         s.sendall(struct.pack(">i", 1 * MiB) + bytes(1024))  # above sasl.server.max.receive.size
         assert until_closed(s) == b""
+    assert (
+        f"frame size {MiB} exceeds the maximum of {64 * 1024} bytes "
+        "(sasl.server.max.receive.size, before SASL authentication)" in node.log_tail(200)
+    )
     # an authenticated client may send big requests (the server's own limit applies then)
     create_topic(node.bootstrap, "big", 1)
     producer = Producer(
