@@ -1,76 +1,40 @@
-"""The main job: a source and a destination node on this machine, mirrored, then failed over.
+"""The main job: a source and a destination cluster on this machine, mirrored, then failed over.
 
-``bin/quickstart.sh`` runs this: it formats and starts two nodes on free loopback ports under
-``$KMIRROR_QUICKSTART_DIR`` (default: a new temporary directory), produces to the source with a
-stock idempotent lz4 producer, creates a mirror with kafka-mirrors.sh semantics (create, add,
-describe), shows that both sides hold the same topic id and byte-identical record batches, reads
-the mirror topic on the destination with a stock consumer, fails over (remove) and produces to the
-destination. At the end, on an error, on SIGTERM or on SIGINT it stops the nodes it started
-(SIGTERM, by PID); with ``--keep`` it leaves them running instead and prints their PIDs and the
-command that stops them, so they are never left behind unsaid.
+``bin/quickstart.sh`` runs this: it formats and starts a source node and a destination of three
+combined broker+controller nodes forming one KRaft quorum (``--destination-nodes 1``: one node),
+with three replicas of every topic and internal topic and two in sync for acks=all, on free
+loopback ports under ``$KMIRROR_QUICKSTART_DIR`` (default: a new temporary directory). It produces
+to the source with a stock idempotent lz4 producer, creates a mirror with kafka-mirrors.sh
+semantics (create, add, describe), shows that both sides hold the same topic id and that every
+destination replica holds the source's record batches byte for byte, reads the mirror topic on
+the destination with a stock consumer, fails over (remove) and produces to the destination with
+acks=all. At the end, on an error, on SIGTERM or on SIGINT it stops the nodes it started (SIGTERM,
+by PID, all at once); with ``--keep`` it leaves them running instead and prints their PIDs and
+the command that stops them, so they are never left behind unsaid.
 """
 
 import argparse
 import os
 import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-# Two clusters, two ids: a mirror refuses a source whose cluster id is its own.
-CLUSTER_IDS = {"source": "RjB46kGQQMy-Ec7V6fz7tQ", "destination": "bF724YU5TvumqsDMmGNubg"}
+from .quickstart_nodes import (
+    ClusterSpec,
+    Started,
+    plan_cluster,
+    print_left_running,
+    start_clusters,
+    stop_all,
+)
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _write_config(workdir: Path, port: int, cport: int, mport: int) -> Path:
-    path = workdir / "server.properties"
-    path.write_text(
-        "\n".join(
-            [
-                "process.roles=broker,controller",
-                "node.id=1",
-                f"controller.quorum.voters=1@127.0.0.1:{cport}",
-                f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}",
-                f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}",
-                "controller.listener.names=CONTROLLER",
-                "inter.broker.listener.name=PLAINTEXT",
-                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-                f"log.dirs={workdir / 'logs'}",
-                "num.partitions=3",
-                "offsets.topic.replication.factor=1",
-                "offsets.topic.num.partitions=4",
-                "mirror.topic.replication.factor=1",
-                "mirror.topic.num.partitions=4",
-                "group.initial.rebalance.delay.ms=0",
-                f"metrics.port={mport}",
-                "",
-            ]
-        )
-    )
-    return path
-
-
-def _wait_listening(port: int, proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"node exited with code {proc.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise SystemExit(f"node did not listen on {port} within {timeout}s")
+TOPIC, PARTITIONS = "quickstart", 3
+DESTINATION_SIZES = (1, 3)  # one node, or a quorum of three (RF=3, min.insync.replicas=2)
+# Three: the layout replication is for, and it still runs in about 8 s on two cores (one node: 4 s).
+DEFAULT_DESTINATION_NODES = 3
 
 
 def demo(bootstrap: str, records: int) -> None:
@@ -78,9 +42,9 @@ def demo(bootstrap: str, records: int) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for _topic, fut in admin.create_topics([NewTopic("quickstart", 3, 1)]).items():
+    for _topic, fut in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)]).items():
         fut.result(timeout=10)
-    print("created topic 'quickstart' (3 partitions)")
+    print(f"created topic {TOPIC!r} ({PARTITIONS} partitions)")
 
     producer = Producer(
         {
@@ -134,44 +98,6 @@ def demo(bootstrap: str, records: int) -> None:
         raise SystemExit(f"expected {records} records, consumed {seen}")
 
 
-def _start_node(
-    workdir: Path, name: str, keep: bool, started: list[subprocess.Popen[bytes]]
-) -> tuple[int, int]:
-    """Format and start one node; it joins ``started`` as soon as it runs (so a signal while it
-    comes up still finds it). Returns its Kafka and metrics ports."""
-    home = workdir / name
-    home.mkdir(parents=True, exist_ok=True)
-    port, cport, mport = _free_port(), _free_port(), _free_port()
-    config = _write_config(home, port, cport, mport)
-    subprocess.run(
-        [
-            str(ROOT / "bin" / "kafka-storage.sh"),
-            "format",
-            "-t",
-            CLUSTER_IDS[name],
-            "-c",
-            str(config),
-            "--ignore-formatted",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    log_path = home / "node.log"
-    with log_path.open("ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "broker", str(config)],
-            cwd=ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=keep,  # kept nodes outlive a Ctrl-C sent to the terminal
-        )
-    started.append(proc)
-    print(f"{name} node: pid {proc.pid}, log {log_path}", flush=True)
-    _wait_listening(port, proc)
-    print(f"{name} node: bootstrap 127.0.0.1:{port}, metrics http://127.0.0.1:{mport}/metrics")
-    return port, mport
-
-
 def _mirrors(*args: str) -> str:
     """kafka-mirrors.sh, in this process (the same code bin/kafka-mirrors.sh runs)."""
     import io
@@ -198,78 +124,158 @@ def _end_offsets(bootstrap: str, topic: str, partitions: int) -> int:
         c.close()
 
 
-def mirror_demo(workdir: Path, source: str, destination: str, records: int) -> None:
-    from confluent_kafka import Consumer, Producer
+def mirror_demo(workdir: Path, source: ClusterSpec, destination: ClusterSpec, records: int) -> None:
+    demo(source.bootstrap, records)  # topic 'quickstart' with data on the source
+    want = _create_mirror(workdir, source, destination)
+    if destination.size > 1:
+        _print_replicas(destination)
+    print(_describe_at_lag_zero(destination.bootstrap).rstrip())
+    ids = {c.side: _topic_id(c.bootstrap, TOPIC) for c in (source, destination)}
+    same = "same" if ids["source"] == ids["destination"] else "DIFFERENT"
+    print(f"topic id: source {ids['source']}, destination {ids['destination']} ({same})")
+    _compare_bytes(source, destination)
+    _consume_mirror(destination.bootstrap, want)
+    _fail_over(destination)
+    _print_end_offsets(destination.bootstrap, want)
 
-    demo(source, records)  # topic 'quickstart' with data on the source
+
+def _create_mirror(workdir: Path, source: ClusterSpec, destination: ClusterSpec) -> int:
+    """Mirror 'dr' on the destination, topics 'quick.*' added; returns the records mirrored once
+    the destination's high watermarks (on a quorum of three: replicated to the ISR) reach the
+    source's end offsets."""
     props = workdir / "mirror.properties"
-    props.write_text(f"bootstrap.servers={source}\n")
-    _mirrors(
-        "--bootstrap-server",
-        destination,
-        "--create",
-        "--mirror",
-        "dr",
-        "--mirror-config",
-        str(props),
-    )
-    _mirrors("--bootstrap-server", destination, "--add", "--topic", "quick.*", "--mirror", "dr")
-    print("created mirror 'dr' on the destination and added topics matching 'quick.*'")
-    want = _end_offsets(source, "quickstart", 3)
+    props.write_text(f"bootstrap.servers={source.bootstrap}\n")
+    dst = destination.bootstrap
+    _mirrors("--bootstrap-server", dst, "--create", "--mirror", "dr", "--mirror-config", str(props))
+    _mirrors("--bootstrap-server", dst, "--add", "--topic", "quick.*", "--mirror", "dr")
+    where = "" if destination.size == 1 else f" ({destination.size} nodes)"
+    print(f"created mirror 'dr' on the destination{where} and added topics matching 'quick.*'")
+    want = _end_offsets(source.bootstrap, TOPIC, PARTITIONS)
     started = time.perf_counter()
     deadline = time.monotonic() + 120
-    while _end_offsets(destination, "quickstart", 3) < want:
+    while _mirrored_so_far(dst) < want:
         if time.monotonic() > deadline:
             raise SystemExit("the mirror did not catch up within 120 s")
         time.sleep(0.2)
-    took = time.perf_counter() - started
-    print(f"mirrored {want} records in {took:.2f}s")
-    print(_mirrors("--bootstrap-server", destination, "--describe", "--mirror", "dr").rstrip())
-    ids = {side: _topic_id(side_bootstrap, "quickstart") for side, side_bootstrap in
-           (("source", source), ("destination", destination))}  # fmt: skip
-    same = "same" if ids["source"] == ids["destination"] else "DIFFERENT"
-    print(f"topic id: source {ids['source']}, destination {ids['destination']} ({same})")
+    print(f"mirrored {want} records in {time.perf_counter() - started:.2f}s")
+    return want
+
+
+def _mirrored_so_far(bootstrap: str) -> int:
+    """The destination's end offsets summed; 0 while the node asked does not know the new topic
+    yet (on a quorum of three, each node applies the topic's metadata record at its own pace)."""
+    from confluent_kafka import KafkaException
+
+    try:
+        return _end_offsets(bootstrap, TOPIC, PARTITIONS)
+    except KafkaException:
+        return 0
+
+
+def _print_replicas(destination: ClusterSpec) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    md = AdminClient({"bootstrap.servers": destination.bootstrap}).list_topics(TOPIC, timeout=10)
+    print(
+        f"the mirror topic on the destination: replication factor "
+        f"{destination.replication_factor}, min.insync.replicas {destination.min_insync_replicas}"
+    )
+    for p, part in sorted(md.topics[TOPIC].partitions.items()):
+        print(
+            f"  partition {p}: leader node {part.leader}, replicas {list(part.replicas)}, "
+            f"in sync {sorted(part.isrs)}"
+        )
+
+
+def _describe_at_lag_zero(bootstrap: str, timeout: float = 30) -> str:
+    """``--describe``, asked again until every partition's LAG is 0 (a leader learns the source's
+    end offset with its next Fetch answer), or the last answer after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        table = _mirrors("--bootstrap-server", bootstrap, "--describe", "--mirror", "dr")
+        rows = [line.split() for line in table.splitlines()[1:] if line.startswith("dr ")]
+        lags = [row[5] for row in rows if len(row) > 5]
+        if (lags and all(lag == "0" for lag in lags)) or time.monotonic() > deadline:
+            return table
+        time.sleep(0.2)
+
+
+def _compare_bytes(source: ClusterSpec, destination: ClusterSpec) -> None:
+    """Each partition's segment bytes on every destination replica against the source's."""
     total, all_same = 0, True
-    for p in range(3):
-        src = _partition_bytes(workdir / "source", "quickstart", p)
-        dst = _partition_bytes(workdir / "destination", "quickstart", p)
-        # the destination must hold exactly the source's batches up to its own end
-        same_bytes = bool(dst) and src[: len(dst)] == dst
-        verdict = "identical" if same_bytes else "DIFFERENT"
-        print(f"partition {p}: {len(dst):,} bytes of record batches on each side, {verdict}")
-        total += len(dst)
-        all_same = all_same and same_bytes
+    for p in range(PARTITIONS):
+        src = _partition_bytes(source.nodes[0].home, TOPIC, p)
+        for node in destination.nodes:
+            dst = _replica_bytes(node.home, p, len(src))
+            # the destination must hold exactly the source's batches up to its own end
+            same_bytes = bool(dst) and src[: len(dst)] == dst
+            verdict = "identical" if same_bytes else "DIFFERENT"
+            if destination.size == 1:
+                print(
+                    f"partition {p}: {len(dst):,} bytes of record batches on each side, {verdict}"
+                )
+            else:
+                print(
+                    f"partition {p} on {node.name}: {len(dst):,} bytes of record batches, "
+                    f"{verdict} to the source's"
+                )
+            all_same = all_same and same_bytes
+        total += len(src)
+    where = (
+        "the destination's segment files against the source's"
+        if destination.size == 1
+        else f"on each of the {destination.size} destination nodes, against the source's"
+    )
     print(
         f"bytes identical: {'yes' if all_same else 'NO'} ({total:,} bytes of record batches in "
-        "3 partitions, the destination's segment files against the source's)"
+        f"{PARTITIONS} partitions, {where})"
     )
+
+
+def _replica_bytes(node_dir: Path, partition: int, expected: int, timeout: float = 30) -> bytes:
+    """The replica's bytes once it holds ``expected`` of them: a follower may still be a fetch
+    behind the high watermark's last step. After ``timeout``, what it holds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        held = _partition_bytes(node_dir, TOPIC, partition)
+        if len(held) >= expected or time.monotonic() > deadline:
+            return held
+        time.sleep(0.1)
+
+
+def _consume_mirror(bootstrap: str, want: int) -> None:
+    from confluent_kafka import Consumer
 
     consumer = Consumer(
         {
-            "bootstrap.servers": destination,
+            "bootstrap.servers": bootstrap,
             "group.id": "dr-readers",
             "auto.offset.reset": "earliest",
             "isolation.level": "read_committed",
         }
     )
-    consumer.subscribe(["quickstart"])
+    consumer.subscribe([TOPIC])
     seen, deadline = 0, time.monotonic() + 60
     while seen < want and time.monotonic() < deadline:
         seen += sum(1 for m in consumer.consume(1000, timeout=1.0) if not m.error())
     consumer.close()
     print(f"a stock consumer read {seen} records from the mirror topic on the destination")
 
-    _mirrors(
-        "--bootstrap-server", destination, "--remove", "--topic", "quickstart", "--mirror", "dr"
-    )
-    producer = Producer({"bootstrap.servers": destination, "enable.idempotence": True})
+
+def _fail_over(destination: ClusterSpec) -> None:
+    """``--remove``, then one record with acks=all, retried until the topic takes it."""
+    from confluent_kafka import Producer
+
+    dst = destination.bootstrap
+    _mirrors("--bootstrap-server", dst, "--remove", "--topic", TOPIC, "--mirror", "dr")
+    producer = Producer({"bootstrap.servers": dst, "enable.idempotence": True, "acks": "all"})
     deadline = time.monotonic() + 60
     while True:
         failed: list[object] = []
         producer.produce(
-            "quickstart",
+            TOPIC,
             value=b"written after failover",
-            on_delivery=lambda e, m: failed.append(e) if e else None,  # noqa: B023 (same list)  # noqa: B023 (same list)
+            on_delivery=lambda e, m: failed.append(e) if e else None,  # noqa: B023 (same list)
         )
         producer.flush(10)
         if not failed:
@@ -277,16 +283,34 @@ def mirror_demo(workdir: Path, source: str, destination: str, records: int) -> N
         if time.monotonic() > deadline:
             raise SystemExit(f"the destination did not become writable: {failed[0]}")
         time.sleep(0.5)
-    print("failed over: the topic is writable on the destination, a producer wrote to it")
-    after = _end_offsets(destination, "quickstart", 3)
+    insync = (
+        ""
+        if destination.size == 1
+        else " (acknowledged once every in-sync replica holds it; refused while fewer than "
+        f"min.insync.replicas={destination.min_insync_replicas} are in sync)"
+    )
+    print(
+        "failed over: the topic is writable on the destination, a producer wrote to it "
+        f"with acks=all{insync}"
+    )
+
+
+def _print_end_offsets(bootstrap: str, mirrored: int) -> None:
+    expected = mirrored + PARTITIONS + 1
+    # a marker counts once the ISR holds it: on a quorum of three, a follower's next fetch
+    deadline = time.monotonic() + 10
+    while (after := _end_offsets(bootstrap, TOPIC, PARTITIONS)) < expected:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     print(
         "failover wrote a MIRROR_PID_RESET control batch to each destination partition, so each\n"
         "  ended one offset past the source's before the new record (a control batch takes an\n"
         "  offset, as a transaction marker does; consumers skip it)"
     )
     print(
-        f"destination end offsets now sum to {after} = {want} mirrored + 3 failover markers "
-        "+ 1 new record"
+        f"destination end offsets now sum to {after} = {mirrored} mirrored + {PARTITIONS} "
+        "failover markers + 1 new record"
     )
 
 
@@ -317,16 +341,23 @@ SUMMARY_METRICS = (
 )
 
 
-def _summary(metrics_url: str) -> list[tuple[str, str, str]]:
-    """(what, value, metric name) for SUMMARY_METRICS; counts as integers."""
+def _scrape_sums(metrics_urls: list[str]) -> dict[str, float]:
+    """Every sample summed over its labels and over the nodes."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    with urllib.request.urlopen(metrics_url, timeout=5) as resp:
-        text = resp.read().decode()
     sums: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            sums[sample.name] = sums.get(sample.name, 0.0) + sample.value
+    for url in metrics_urls:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            text = resp.read().decode()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                sums[sample.name] = sums.get(sample.name, 0.0) + sample.value
+    return sums
+
+
+def _summary(metrics_urls: list[str]) -> list[tuple[str, str, str]]:
+    """(what, value, metric name) for SUMMARY_METRICS; counts as integers."""
+    sums = _scrape_sums(metrics_urls)
     rows = []
     for what, name in SUMMARY_METRICS:
         value = sums.get(name)
@@ -335,38 +366,21 @@ def _summary(metrics_url: str) -> list[tuple[str, str, str]]:
     return rows
 
 
-def _print_summary(metrics_url: str) -> None:
-    rows = _summary(metrics_url)
-    print(f"the destination's metrics ({metrics_url}, summed over labels):")
+def _print_summary(destination: ClusterSpec) -> None:
+    urls = [n.metrics_url for n in destination.nodes]
+    rows = _summary(urls)
+    where = f"{urls[0]}, summed over labels" if len(urls) == 1 else "summed over nodes and labels"
+    print(f"the destination's metrics ({where}):")
     w0 = max(len(r[0]) for r in rows)
     w1 = max(len(r[1]) for r in rows)
     for what, value, name in rows:
         print(f"  {what:<{w0}}  {value:>{w1}}  {name}")
 
 
-def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
-    for proc in reversed(procs):
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-
-def _left_running(procs: list[subprocess.Popen[bytes]], names: list[str]) -> None:
-    alive = [(n, p.pid) for n, p in zip(names, procs, strict=False) if p.poll() is None]
-    if not alive:
-        return
-    listed = ", ".join(f"{n} pid {pid}" for n, pid in alive)
-    print(f"nodes left running: {listed}")
-    print(f"stop them with: kill {' '.join(str(pid) for _n, pid in alive)}")
-
-
-def main() -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        description="Start a source and a destination kmirror node, mirror a topic, fail over."
+        prog="quickstart.sh",
+        description="Start a source and a destination kmirror cluster, mirror a topic, fail over.",
     )
     parser.add_argument(
         "--records",
@@ -375,19 +389,37 @@ def main() -> int:
         help="records to produce at the source (default 100000)",
     )
     parser.add_argument(
+        "--destination-nodes",
+        type=int,
+        choices=DESTINATION_SIZES,
+        default=DEFAULT_DESTINATION_NODES,
+        metavar="N",
+        help="nodes of the destination cluster: 3 (default; one KRaft quorum of combined "
+        "broker+controller nodes, replication factor 3, min.insync.replicas=2) or 1",
+    )
+    parser.add_argument(
         "--keep",
         action="store_true",
-        help="leave both nodes running at the end (their PIDs and a kill command are printed)",
+        help="leave the nodes running at the end (their PIDs and a kill command are printed)",
     )
-    args = parser.parse_args()
-    if args.records <= 0:
-        parser.error("--records must be positive")
+    return parser
+
+
+def _workdir() -> Path:
     workdir = Path(
         os.environ.get("KMIRROR_QUICKSTART_DIR") or tempfile.mkdtemp(prefix="kmirror-quickstart-")
     )
     workdir.mkdir(parents=True, exist_ok=True)
-    procs: list[subprocess.Popen[bytes]] = []
-    names: list[str] = []
+    return workdir
+
+
+def main() -> int:
+    parser = _parser()
+    args = parser.parse_args()
+    if args.records <= 0:
+        parser.error("--records must be positive")
+    workdir = _workdir()
+    started: Started = []
 
     def on_signal(signum: int, _frame: object) -> None:
         # unwinds into the finally below: the nodes are stopped, or listed with --keep
@@ -397,13 +429,11 @@ def main() -> int:
     signal.signal(signal.SIGINT, on_signal)
     status = 1
     try:
-        ports: dict[str, tuple[int, int]] = {}  # name -> (Kafka port, metrics port)
-        for name in ("source", "destination"):
-            names.append(name)
-            ports[name] = _start_node(workdir, name, args.keep, procs)
-        source, destination = (f"127.0.0.1:{ports[n][0]}" for n in ("source", "destination"))
+        source = plan_cluster(workdir, "source", 1)
+        destination = plan_cluster(workdir, "destination", args.destination_nodes)
+        start_clusters([source, destination], args.keep, started)
         mirror_demo(workdir, source, destination, args.records)
-        _print_summary(f"http://127.0.0.1:{ports['destination'][1]}/metrics")
+        _print_summary(destination)
         status = 0
     except KeyboardInterrupt as e:
         print(f"interrupted ({e or 'SIGINT'})")
@@ -412,9 +442,9 @@ def main() -> int:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         if args.keep:
-            _left_running(procs, names)
+            print_left_running(started)
         else:
-            _stop(procs)
+            stop_all(started)
             print("nodes stopped")
         print(f"data in {workdir}")
     return status
