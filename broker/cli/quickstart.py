@@ -35,6 +35,9 @@ TOPIC, PARTITIONS = "quickstart", 3
 DESTINATION_SIZES = (1, 3)  # one node, or a quorum of three (RF=3, min.insync.replicas=2)
 # Three: the layout replication is for, and it still runs in about 8 s on two cores (one node: 4 s).
 DEFAULT_DESTINATION_NODES = 3
+# librdkafka's info lines (level 6, e.g. "BGQUEUE ... Purging 1 unserved events" when an admin
+# client that knew several brokers is destroyed) would land in the middle of the demo's output.
+QUIET = {"log_level": 5}
 
 
 def demo(bootstrap: str, records: int) -> None:
@@ -175,7 +178,8 @@ def _mirrored_so_far(bootstrap: str) -> int:
 def _print_replicas(destination: ClusterSpec) -> None:
     from confluent_kafka.admin import AdminClient
 
-    md = AdminClient({"bootstrap.servers": destination.bootstrap}).list_topics(TOPIC, timeout=10)
+    admin = AdminClient({"bootstrap.servers": destination.bootstrap, **QUIET})
+    md = admin.list_topics(TOPIC, timeout=10)
     print(
         f"the mirror topic on the destination: replication factor "
         f"{destination.replication_factor}, min.insync.replicas {destination.min_insync_replicas}"
@@ -319,7 +323,7 @@ def _topic_id(bootstrap: str, topic: str) -> str:
     from confluent_kafka import TopicCollection
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
     desc = admin.describe_topics(TopicCollection([topic]))[topic].result(10)
     return str(desc.topic_id).replace("+", "-").replace("/", "_")
 
