@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_IDS = {"source": "RjB46kGQQMy-Ec7V6fz7tQ", "destination": "bF724YU5TvumqsDMmGNubg"}
 
 _PORTS = random.Random()
+_GIVEN: set[int] = set()  # no two nodes get one port: none binds it before all are planned
 
 
 @dataclass(frozen=True)
@@ -76,49 +77,43 @@ class ClusterSpec:
 
 
 # The quickstart's processes, in start order: (name, process).
-Started = list[tuple[str, "subprocess.Popen[bytes]"]]
+Started = list[tuple[str, subprocess.Popen[bytes]]]
 
 
 def free_port() -> int:
-    """A port free now, below the kernel's ephemeral range (32768+ on Linux): a port the kernel
-    handed out (bind to 0) may go to one of our own client connections before the node that was
-    given it binds it, which is likelier the more nodes start at once."""
+    """A port free now and not handed out before by this process, below the kernel's ephemeral
+    range (32768+ on Linux): a port the kernel handed out (bind to 0) may go to one of our own
+    client connections before the node that was given it binds it, which is likelier the more
+    nodes start at once."""
     for _ in range(200):
         port = _PORTS.randrange(15_000, 32_000)
+        if port in _GIVEN:
+            continue
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return port
+        _GIVEN.add(port)
+        return port
     with socket.socket() as s:  # a crowded range: let the kernel choose
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
+def _node_name(side: str, node_id: int, size: int) -> str:
+    """A lone node keeps the plain side name ("destination"); a quorum's are numbered."""
+    return side if size == 1 else f"{side}-{node_id}"
+
+
 def plan_cluster(workdir: Path, side: str, size: int) -> ClusterSpec:
-    """Names, directories and ports; a lone node keeps the plain side name ("destination")."""
-    ports: set[int] = set()
-
-    def fresh() -> int:  # three ports a node, none given twice
-        while (port := free_port()) in ports:
-            pass
-        ports.add(port)
-        return port
-
-    nodes = tuple(
-        NodeSpec(
-            name=name,
-            node_id=node_id,
-            home=workdir / name,
-            port=fresh(),
-            controller_port=fresh(),
-            metrics_port=fresh(),
-        )
-        for node_id in range(1, size + 1)
-        for name in [side if size == 1 else f"{side}-{node_id}"]
-    )
-    return ClusterSpec(side, nodes)
+    """Names, directories and three ports a node."""
+    nodes = []
+    for node_id in range(1, size + 1):
+        name = _node_name(side, node_id, size)
+        ports = {"port": free_port(), "controller_port": free_port(), "metrics_port": free_port()}
+        nodes.append(NodeSpec(name, node_id, workdir / name, **ports))
+    return ClusterSpec(side, tuple(nodes))
 
 
 def _replication_settings(cluster: ClusterSpec) -> list[str]:
@@ -174,7 +169,7 @@ def _format(node: NodeSpec, cluster_id: str) -> None:
     )
 
 
-def _launch(node: NodeSpec, keep: bool) -> "subprocess.Popen[bytes]":
+def _launch(node: NodeSpec, keep: bool) -> subprocess.Popen[bytes]:
     with node.log_path.open("ab") as out:
         return subprocess.Popen(
             [sys.executable, "-m", "broker", str(node.config_path)],
@@ -195,7 +190,7 @@ def _accepts(port: int) -> bool:
 
 
 def _wait_started(
-    node: NodeSpec, proc: "subprocess.Popen[bytes]", log_from: int, timeout: float
+    node: NodeSpec, proc: subprocess.Popen[bytes], log_from: int, timeout: float
 ) -> None:
     """Until the node says it started: registered and unfenced, so a topic with three replicas
     can be placed (a port that merely accepts is not enough on a quorum of three)."""
