@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any, Final
@@ -164,6 +165,7 @@ class RoutedMirrorStates:
             }
             codes: dict[tuple[str, int], int] = {}
             failure: CoordinatorError | None = None
+            t0 = time.monotonic()
             try:
                 resp = await self._call(node, WRITE_MIRROR_STATES, body)
                 for t in resp.topics:
@@ -171,6 +173,12 @@ class RoutedMirrorStates:
                         codes[(t.name, int(p.partition_index))] = int(p.error_code)
             except CoordinatorError as e:
                 failure = e
+            log.debug(
+                "WriteMirrorStates to %d: %d writes in %.0f ms",
+                node,
+                len(batch),
+                (time.monotonic() - t0) * 1000,
+            )
             for name, row, done in batch:
                 if done.done():
                     continue

@@ -11,6 +11,8 @@ transition, and the mapped append error when a write is not committed.
 
 import asyncio
 import base64
+import logging
+import time
 import uuid
 from dataclasses import dataclass
 
@@ -27,6 +29,8 @@ from broker.coordinator.runtime import (
 )
 from broker.coordinator.timer import LoopScheduler, Scheduler
 from broker.metadata.mirror_states import MirrorState
+
+log = logging.getLogger(__name__)
 
 MirrorStateEntry = tuple[tuple[str, uuid.UUID, int], MirrorState, int | None]
 
@@ -174,10 +178,18 @@ class MirrorCoordinator:
                         errors[i] = e
                 return s.result_of(records) if records else WriteResult(None)
 
+            t0 = time.monotonic()
             try:
                 await self.runtime.write(shard, op)
             except Exception as e:  # not committed (or not loaded): every write of the batch
                 errors = [err or e for err in errors]
+            log.debug(
+                "__mirror_state-%d: %d writes committed in %.0f ms (%d waiting)",
+                shard,
+                len(batch),
+                (time.monotonic() - t0) * 1000,
+                len(self._pending.get(shard, ())),
+            )
             for w, err in zip(batch, errors, strict=True):
                 if w.done.done():
                     continue
