@@ -185,7 +185,12 @@ def trickle(socks: list[socket.socket], head: bytes, body: int, seconds: float) 
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline and min(sent) < total:
         pending = [s for s, n in zip(socks, sent, strict=True) if n < total]
-        _, writable, _ = select.select([], pending, [], 0.1)
+        # poll, not select: in a long pytest run descriptors pass select()'s FD_SETSIZE (1024)
+        poller = select.poll()
+        for s in pending:
+            poller.register(s, select.POLLOUT)
+        by_fd = {s.fileno(): s for s in pending}
+        writable = [by_fd[fd] for fd, _ in poller.poll(100)]
         for s in writable:
             i = socks.index(s)
             data = head[sent[i] :] if sent[i] < len(head) else chunk[: total - sent[i]]
