@@ -267,12 +267,9 @@ class FetchApi:
                 if served.error != ErrorCode.none or served.diverging is not None:
                     row["error_code"] = served.error
                     if served.diverging is not None:
-                        row["high_watermark"] = served.high_watermark
-                        row["log_start_offset"] = served.log_start_offset
-                        row["diverging_epoch"] = {
-                            "epoch": served.diverging.epoch,
-                            "end_offset": served.diverging.end_offset,
-                        }
+                        _diverging(
+                            row, served.diverging, served.high_watermark, served.log_start_offset
+                        )
                     rows.append((key, row))
                     continue
                 hw = served.high_watermark
@@ -297,12 +294,7 @@ class FetchApi:
                     if check.diverging is None:
                         row["error_code"] = ErrorCode.offset_out_of_range
                     else:
-                        row["high_watermark"] = plog.high_watermark
-                        row["log_start_offset"] = plog.log_start_offset
-                        row["diverging_epoch"] = {
-                            "epoch": check.diverging.epoch,
-                            "end_offset": check.diverging.end_offset,
-                        }
+                        _diverging(row, check.diverging, plog.high_watermark, plog.log_start_offset)
                     rows.append((key, row))
                     continue
                 hw = plog.high_watermark
@@ -362,6 +354,13 @@ class FetchApi:
     def _lso(plog: Any) -> int:
         lso = getattr(plog, "last_stable_offset", None)
         return int(lso) if lso is not None else int(plog.high_watermark)
+
+
+def _diverging(row: dict[str, Any], diverging: Any, high_watermark: int, log_start: int) -> None:
+    """A DivergingEpoch answer: where the fetcher's epoch ends in our log (KIP-320)."""
+    row["high_watermark"] = high_watermark
+    row["log_start_offset"] = log_start
+    row["diverging_epoch"] = {"epoch": diverging.epoch, "end_offset": diverging.end_offset}
 
 
 def _is_metadata_fetch(req: FetchRequestView) -> bool:

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 from broker.config.meta_properties import random_uuid
 
@@ -74,42 +75,36 @@ class Cluster:
     def known_everywhere(self, topic: str, partition: int = 0) -> bool:
         """True when every running node's metadata lists the partition: a tool bootstrapped
         with the whole cluster may ask any of them (brokers apply metadata at their own pace)."""
-        from confluent_kafka import KafkaException
-        from confluent_kafka.admin import AdminClient
-
-        for n in self.nodes:
-            if n.proc is None or n.proc.poll() is not None:
-                continue
-            try:
-                md = AdminClient({"bootstrap.servers": n.bootstrap}).list_topics(topic, timeout=5)
-            except KafkaException:
-                return False
-            t = md.topics.get(topic)
-            if t is None or t.error is not None or partition not in t.partitions:
-                return False
-        return True
+        return all(self._partition_on(n, topic, partition) is not None for n in self._running())
 
     def partition_state(
         self, topic: str, partition: int = 0
     ) -> tuple[int, list[int], list[int]] | None:
         """(leader, replicas, sorted ISR) as the first running node's metadata has it (read
         with confluent-kafka's AdminClient); None when no running node knows the partition."""
+        for n in self._running():
+            p = self._partition_on(n, topic, partition)
+            if p is not None:
+                return p.leader, list(p.replicas), sorted(p.isrs)
+        return None
+
+    def _running(self) -> list[Node]:
+        return [n for n in self.nodes if n.proc is not None and n.proc.poll() is None]
+
+    @staticmethod
+    def _partition_on(node: Node, topic: str, partition: int) -> Any:
+        """The partition's metadata as ``node`` answers it, None when unknown or unreachable."""
         from confluent_kafka import KafkaException
         from confluent_kafka.admin import AdminClient
 
-        for n in self.nodes:
-            if n.proc is None or n.proc.poll() is not None:
-                continue
-            try:
-                md = AdminClient({"bootstrap.servers": n.bootstrap}).list_topics(topic, timeout=5)
-            except KafkaException:
-                continue
-            t = md.topics.get(topic)
-            if t is None or t.error is not None or partition not in t.partitions:
-                continue
-            p = t.partitions[partition]
-            return p.leader, list(p.replicas), sorted(p.isrs)
-        return None
+        try:
+            md = AdminClient({"bootstrap.servers": node.bootstrap}).list_topics(topic, timeout=5)
+        except KafkaException:
+            return None
+        t = md.topics.get(topic)
+        if t is None or t.error is not None:
+            return None
+        return t.partitions.get(partition)
 
     def node(self, node_id: int) -> Node:
         return next(n for n in self.nodes if n.node_id == node_id)
