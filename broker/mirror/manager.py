@@ -247,23 +247,46 @@ class MirrorManager:
             self.reconcile_topic(image, name)
 
     def reconcile_all(self) -> None:
+        """The periodic retry: only partitions not yet where they are wanted get a task (a
+        settled one costs a few lookups, not a task per partition per second); metadata changes
+        reach every partition of the topics they touch through `on_metadata`."""
         img = self._image()
         for name in list(img.topics):
-            self.reconcile_topic(img, name)
+            self.reconcile_topic(img, name, only_unsettled=True)
 
-    def reconcile_topic(self, image: MetadataImage, name: str) -> None:
+    def reconcile_topic(
+        self, image: MetadataImage, name: str, *, only_unsettled: bool = False
+    ) -> None:
         topic = image.topics.get(name)
         if topic is None:
             return
         wanted = wanted_from_config(image.config(TOPIC_RESOURCE, name).get(MIRROR_NAME_CONFIG))
         if wanted is None:
             return
+        # STOPPED everywhere here and the suffix still set: one task retries clearing it
+        clear_pending = wanted.state == MirrorState.STOPPED
         for p in topic.partitions:
+            key = (name, p)
             hosted = self._replicas.get(name, p)
             if hosted is not None and hosted.is_leader:
-                self._spawn(self._reconcile((name, p), topic.topic_id))
-            elif (name, p) in self._info:
-                self._spawn(self._step_down((name, p)))
+                if only_unsettled and self._settled(key, topic.topic_id, wanted):
+                    if clear_pending and self._info[key].state == MirrorState.STOPPED:
+                        clear_pending = False
+                        self._spawn(self._reconcile(key, topic.topic_id))
+                    continue
+                self._spawn(self._reconcile(key, topic.topic_id))
+            elif key in self._info:
+                self._spawn(self._step_down(key))
+
+    def _settled(self, key: Key, topic_id: uuid.UUID, wanted: "Wanted") -> bool:
+        info = self._info.get(key)
+        if info is None or info.mirror != wanted.mirror or info.topic_id != topic_id:
+            return False
+        if info.state == MirrorState.FAILED:
+            return wanted.state != MirrorState.STOPPED  # stays FAILED until removed
+        if info.state != wanted.state:
+            return False
+        return info.state != MirrorState.MIRRORING or key in self._fetching
 
     async def _step_down(self, key: Key) -> None:
         """This node no longer leads ``key``: its fetcher stops, and the state stays with the

@@ -264,6 +264,24 @@ def test_restart_in_mirroring_restarts_the_fetcher(world: Any) -> None:
     asyncio.run(run())
 
 
+def test_the_periodic_retry_leaves_settled_partitions_alone(world: Any) -> None:
+    async def run() -> None:
+        m: MirrorManager = world["manager"]
+        m.reconcile_all()
+        await _settle(m)
+        assert ("t", 0) in world["fetchers"].active
+        m.reconcile_all()  # MIRRORING with its fetcher: nothing to do, no task
+        assert not m._tasks
+        world["fetchers"].active.clear()
+        m._fetching.clear()  # its fetcher gone: the retry starts it again
+        m.reconcile_all()
+        assert m._tasks
+        await _settle(m)
+        assert ("t", 0) in world["fetchers"].active
+
+    asyncio.run(run())
+
+
 def test_restart_in_stopping_keeps_the_lme_written_with_stopping(world: Any) -> None:
     # A leader died after its marker (local epoch 8) but before STOPPED: the new attempt must
     # not take the marker's epoch for the last mirrored one, nor bump again.
