@@ -866,9 +866,10 @@ class Node:
             self._partition_stats(),
             len(server.connections) if server else 0,
             dict(server.rejected) if server else {},
-            (server.accept_throttled, server.accept_throttle_seconds) if server else (0, 0.0),
+            server.listener_snapshot() if server else {},
             ((server.queued_request_bytes, server.memory_depleted_seconds) if server else (0, 0.0)),
             tuple(self.replicas.stats()),  # type: ignore[arg-type]
+            server.idle_closed if server else 0,
         )
 
     def _partition_stats(self) -> list[tuple[str, int, int, int, int]]:

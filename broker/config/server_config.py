@@ -8,7 +8,7 @@ is a ``ConfigError`` naming the key, the value and ``file:line``.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
@@ -201,6 +201,9 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     max_connections_per_ip: int = 2**31 - 1
     max_connections_per_ip_overrides: dict[str, int] = msgspec.field(default_factory=dict)
     max_connection_creation_rate: int = 2**31 - 1  # new connections per second (KIP-612)
+    # listener.name.<listener>.max.connections / .max.connection.creation.rate, by listener name
+    listener_max_connections: dict[str, int] = msgspec.field(default_factory=dict)
+    listener_max_connection_creation_rate: dict[str, int] = msgspec.field(default_factory=dict)
     sasl_server_max_receive_size: int = 524288  # largest frame before SASL authentication
     connections_max_idle_ms: int
     num_network_threads: int
@@ -531,6 +534,15 @@ def parse_server_config(props: Properties) -> tuple[ServerConfig, list[str]]:
         ip_overrides = parse_ip_overrides(get("max.connections.per.ip.overrides") or "")
     except ValueError as e:
         raise fail("max.connections.per.ip.overrides", str(e)) from None
+    if get("max.connections.per.ip") == 0 and not ip_overrides:
+        raise fail(  # as Kafka: 0 would refuse every client
+            "max.connections.per.ip",
+            "0 is only allowed with max.connections.per.ip.overrides set",
+        )
+    per_listener = {
+        key: _listener_limits(key, listener_values, names, props)
+        for key in ("max.connections", "max.connection.creation.rate")
+    }
 
     # Log directories: log.dirs wins over log.dir.
     dirs_raw = get("log.dirs") if "log.dirs" in typed else get("log.dir")
@@ -568,6 +580,8 @@ def parse_server_config(props: Properties) -> tuple[ServerConfig, list[str]]:
         log_dirs=log_dirs,
         metadata_log_dir=metadata_dir,
         max_connections_per_ip_overrides=ip_overrides,
+        listener_max_connections=per_listener["max.connections"],
+        listener_max_connection_creation_rate=per_listener["max.connection.creation.rate"],
         log_roll_ms=first(("log.roll.ms", 1), ("log.roll.hours", 3_600_000)),
         log_retention_ms=first(
             ("log.retention.ms", 1),
@@ -612,6 +626,28 @@ def _check_password_encoder(typed: Mapping[str, Value], props: Properties) -> No
             props.where("password.encoder.key.length"),
             "must be an AES key length: 128, 192 or 256",
         )
+
+
+def _listener_limits(
+    key: str, listener_values: Mapping[str, str], names: Collection[str], props: Properties
+) -> dict[str, int]:
+    """``listener.name.<listener>.<key>`` values (a connection limit: an int >= 0), by listener."""
+    out: dict[str, int] = {}
+    by_lower = {n.lower(): n for n in names}
+    for full, raw in listener_values.items():
+        prefix, _, rest = full[len("listener.name.") :].partition(".")
+        if rest != key:
+            continue
+        if prefix.lower() not in by_lower:
+            raise _bad(full, raw, props.where(full), f"there is no listener {prefix!r}")
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            raise _bad(full, raw, props.where(full), "not an integer") from None
+        if value < 0:
+            raise _bad(full, raw, props.where(full), "must be at least 0")
+        out[by_lower[prefix.lower()]] = value
+    return out
 
 
 def parse_ip_overrides(raw: str) -> dict[str, int]:

@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from broker.network.connection_quotas import ListenerStats
 from protocol.errors import MirrorErrorCode
 from protocol.registry import REGISTRY
 
@@ -76,12 +77,13 @@ class StateSnapshot:
     connections: int
     # connections closed at accept, per limit (max.connections, max.connections.per.ip)
     connections_rejected: dict[str, int] = field(default_factory=dict)
-    # (connections throttled by max.connection.creation.rate, seconds they waited in all)
-    accept_throttle: tuple[int, float] = (0, 0.0)
+    # listener -> what its acceptor did (connections accepted and closed, creation-rate waits)
+    listeners: dict[str, ListenerStats] = field(default_factory=dict)
     # (request bytes held or reserved, seconds at queued.max.request.bytes in all)
     request_memory: tuple[int, float] = (0, 0.0)
     # leaders, under-replicated, under min ISR, ISR shrinks, ISR expands (ReplicationStats)
     replication: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)
+    idle_closed: int = 0  # connections closed by connections.max.idle.ms
 
 
 class _StateCollector(Collector):
@@ -129,16 +131,6 @@ class _StateCollector(Collector):
         )
         for limit, n in sorted(snap.connections_rejected.items()):
             rejected.add_metric([limit], n)
-        throttled = CounterMetricFamily(
-            "kafka_network_acceptor_throttled_connections",
-            "New connections held back by max.connection.creation.rate",
-        )
-        throttled.add_metric([], snap.accept_throttle[0])
-        waited = CounterMetricFamily(
-            "kafka_network_acceptor_throttle_seconds",
-            "Seconds new connections waited for max.connection.creation.rate, in all",
-        )
-        waited.add_metric([], snap.accept_throttle[1])
         pool = GaugeMetricFamily(
             "kafka_network_socketserver_memorypoolused",
             "Request bytes the node holds or has reserved for frames arriving (Kafka's "
@@ -157,12 +149,67 @@ class _StateCollector(Collector):
             start,
             conns,
             rejected,
-            throttled,
-            waited,
+            *_listeners(snap),
             pool,
             depleted,
             *_replication(snap),
         ]
+
+
+def _listeners(snap: StateSnapshot) -> list[Any]:
+    """Per-listener acceptor series (Kafka's socket-server-metrics and acceptor metrics)."""
+    families: list[tuple[type[Any], str, str, Callable[[ListenerStats], float]]] = [
+        (
+            GaugeMetricFamily,
+            "kafka_server_socket_server_listener_connection_count",
+            "Open connections, per listener (Kafka's connection-count)",
+            lambda s: s.created - s.closed,
+        ),
+        (
+            CounterMetricFamily,
+            "kafka_server_socket_server_connection_creation",
+            "Connections accepted and served, per listener (connection-creation-rate: rate())",
+            lambda s: s.created,
+        ),
+        (
+            CounterMetricFamily,
+            "kafka_server_socket_server_connection_close",
+            "Connections closed, per listener (connection-close-rate: rate())",
+            lambda s: s.closed,
+        ),
+        (
+            CounterMetricFamily,
+            "kafka_network_acceptor_throttled_connections",
+            "New connections that waited for max.connection.creation.rate (node or listener)",
+            lambda s: s.throttled,
+        ),
+        (
+            CounterMetricFamily,
+            "kafka_network_acceptor_throttle_seconds",
+            "Seconds new connections waited for max.connection.creation.rate, in all",
+            lambda s: s.throttle_seconds,
+        ),
+        (
+            CounterMetricFamily,
+            "kafka_network_acceptor_blocked_seconds",
+            "Seconds the listener stopped accepting at max.connections (node or listener); "
+            "rate() is Kafka's AcceptorBlockedPercent",
+            lambda s: s.blocked_seconds,
+        ),
+    ]
+    out: list[Any] = []
+    for kind, name, doc, value in families:
+        family = kind(name, doc, labels=["listener"])
+        for listener, stats in sorted(snap.listeners.items()):
+            family.add_metric([listener], value(stats))
+        out.append(family)
+    idle = CounterMetricFamily(
+        "kafka_network_idle_connections_closed",
+        "Connections closed after connections.max.idle.ms without traffic",
+    )
+    idle.add_metric([], snap.idle_closed)
+    out.append(idle)
+    return out
 
 
 def _replication(snap: StateSnapshot) -> list[Any]:

@@ -7,11 +7,16 @@ client listeners."""
 
 from __future__ import annotations
 
+import ipaddress
+import logging
+import socket
 from collections.abc import Mapping
 
 from ..config.server_config import ServerConfig
 from ..security.listeners import ListenerSecurity
 from .server import Handler, KafkaServer, Listener
+
+log = logging.getLogger(__name__)
 
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 MAX_INFLIGHT_CAP = 1000  # requests read ahead per connection, whatever queued.max.requests says
@@ -44,10 +49,34 @@ def node_server(
         queued_max_request_bytes=cfg.queued_max_request_bytes,
         max_connections=cfg.max_connections,
         max_connections_per_ip=cfg.max_connections_per_ip,
-        max_connections_per_ip_overrides=cfg.max_connections_per_ip_overrides,
+        max_connections_per_ip_overrides=resolve_ip_overrides(cfg.max_connections_per_ip_overrides),
         max_connection_creation_rate=cfg.max_connection_creation_rate,
+        listener_max_connections=cfg.listener_max_connections,
+        listener_max_connection_creation_rate=cfg.listener_max_connection_creation_rate,
+        inter_broker_listener=cfg.inter_broker_listener_name if cfg.is_broker else None,
         unlimited_listeners=frozenset(cfg.controller_listener_names),
     )
+
+
+def resolve_ip_overrides(overrides: Mapping[str, int]) -> dict[str, int]:
+    """``max.connections.per.ip.overrides`` by address: a host name counts for each address it
+    resolves to at start-up, as Kafka resolves it once (one that does not resolve is left out,
+    with a warning)."""
+    out: dict[str, int] = {}
+    for host, count in overrides.items():
+        try:
+            out[str(ipaddress.ip_address(host))] = count
+            continue
+        except ValueError:
+            pass
+        try:
+            infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+        except OSError as e:
+            log.warning("max.connections.per.ip.overrides: %s does not resolve (%s)", host, e)
+            continue
+        for *_, sockaddr in infos:
+            out.setdefault(str(sockaddr[0]), count)
+    return out
 
 
 def advertised_endpoints(

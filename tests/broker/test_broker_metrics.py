@@ -7,6 +7,7 @@ from prometheus_client import generate_latest
 
 from broker.metrics.broker_metrics import BrokerMetrics, StateSnapshot
 from broker.metrics.on_loop import read_on_loop
+from broker.network.connection_quotas import ListenerStats
 
 
 def test_gauges_are_built_from_a_snapshot_taken_in_the_loop_thread(
@@ -19,8 +20,10 @@ def test_gauges_are_built_from_a_snapshot_taken_in_the_loop_thread(
         return StateSnapshot(
             [("t", 0, 100, 7, 2), ("t", 1, 50, 3, 0)],
             connections=4,
+            listeners={"CLIENT": ListenerStats(7, 3, 2, 0.5, 1, 2.25)},
             request_memory=(5000, 1.5),
             replication=(2, 1, 0, 5, 4),
+            idle_closed=6,
         )
 
     m = BrokerMetrics()
@@ -32,6 +35,16 @@ def test_gauges_are_built_from_a_snapshot_taken_in_the_loop_thread(
     assert 'kafka_log_log_size{partition="1",topic="t"} 50.0' in text
     assert "kafka_server_socket_server_connection_count 4.0" in text
     assert "kafka_network_socketserver_memorypoolused 5000.0" in text
+    for series in (
+        'kafka_server_socket_server_listener_connection_count{listener="CLIENT"} 4.0',
+        'kafka_server_socket_server_connection_creation_total{listener="CLIENT"} 7.0',
+        'kafka_server_socket_server_connection_close_total{listener="CLIENT"} 3.0',
+        'kafka_network_acceptor_throttled_connections_total{listener="CLIENT"} 2.0',
+        'kafka_network_acceptor_throttle_seconds_total{listener="CLIENT"} 0.5',
+        'kafka_network_acceptor_blocked_seconds_total{listener="CLIENT"} 2.25',
+        "kafka_network_idle_connections_closed_total 6.0",
+    ):
+        assert series in text
     assert "kafka_network_memory_pool_depleted_seconds_total 1.5" in text
     assert "kafka_server_replicamanager_leadercount 2.0" in text
     assert "kafka_server_replicamanager_underreplicatedpartitions 1.0" in text

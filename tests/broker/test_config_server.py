@@ -256,3 +256,47 @@ def test_connection_limit_overrides_are_host_count_pairs() -> None:
         parse_ip_overrides("host")
     with pytest.raises(ValueError, match="not host:count"):
         parse_ip_overrides("h:x")
+
+
+def test_per_listener_connection_limits() -> None:
+    c, warnings = cfg(
+        "listener.name.plaintext.max.connections=10\n"
+        "listener.name.PLAINTEXT.max.connection.creation.rate=3\n"
+        "max.connections=20\nmax.connections.per.ip=4\nconnections.max.idle.ms=-1\n"
+    )
+    assert warnings == []
+    assert c.listener_max_connections == {"PLAINTEXT": 10}
+    assert c.listener_max_connection_creation_rate == {"PLAINTEXT": 3}
+    assert (c.max_connections, c.max_connections_per_ip) == (20, 4)
+    assert c.connections_max_idle_ms == -1  # never close idle connections, as Kafka
+    defaults = cfg()[0]
+    assert defaults.connections_max_idle_ms == 600_000
+    assert defaults.max_connections == defaults.max_connections_per_ip == 2**31 - 1
+
+
+@pytest.mark.parametrize(
+    ("line", "key"),
+    [
+        ("max.connections=-1", "max.connections"),
+        ("max.connections.per.ip=-2", "max.connections.per.ip"),
+        ("max.connection.creation.rate=-1", "max.connection.creation.rate"),
+        ("max.connections.per.ip.overrides=1.2.3.4:x", "max.connections.per.ip.overrides"),
+        ("max.connections.per.ip.overrides=1.2.3.4:-1", "max.connections.per.ip.overrides"),
+        ("max.connections.per.ip=0", "max.connections.per.ip"),
+        ("connections.max.idle.ms=soon", "connections.max.idle.ms"),
+        ("listener.name.plaintext.max.connections=-1", "listener.name.plaintext.max.connections"),
+        ("listener.name.plaintext.max.connections=x", "listener.name.plaintext.max.connections"),
+        (
+            "listener.name.nope.max.connection.creation.rate=5",
+            "listener.name.nope.max.connection.creation.rate",
+        ),
+    ],
+)
+def test_bad_connection_limits_name_their_key(line: str, key: str) -> None:
+    with pytest.raises(ConfigError, match=f"for {key}:"):
+        cfg(line + "\n")
+
+
+def test_zero_per_ip_is_allowed_with_overrides() -> None:
+    c, _ = cfg("max.connections.per.ip=0\nmax.connections.per.ip.overrides=10.0.0.1:5\n")
+    assert c.max_connections_per_ip == 0 and c.max_connections_per_ip_overrides == {"10.0.0.1": 5}

@@ -308,12 +308,14 @@ def test_requests_pipelined_after_a_fatal_one_are_not_answered(node: Node) -> No
 
 
 def _metric(node: Node, name: str, **labels: str) -> float:
-    text = _scrape(node)
-    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
-    for line in text.splitlines():
-        if line.startswith(f"{name}{{{want}}}" if want else f"{name} "):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
+    """The sum of ``name``'s series that have ``labels`` (all of them without labels)."""
+    total = 0.0
+    for line in _scrape(node).splitlines():
+        series, _, value = line.rpartition(" ")
+        metric, _, rest = series.partition("{")
+        if metric == name and all(f'{k}="{v}"' in rest for k, v in labels.items()):
+            total += float(value)
+    return total
 
 
 def _served(sock: socket.socket) -> bool:
