@@ -75,7 +75,7 @@ class StateSnapshot:
 
     partitions: list[PartitionStats]
     connections: int
-    # connections closed at accept, per limit (max.connections, max.connections.per.ip)
+    # connections closed at accept, per limit (max.connections.per.ip; max.connections blocks)
     connections_rejected: dict[str, int] = field(default_factory=dict)
     # listener -> what its acceptor did (connections accepted and closed, creation-rate waits)
     listeners: dict[str, ListenerStats] = field(default_factory=dict)
@@ -126,7 +126,7 @@ class _StateCollector(Collector):
         conns.add_metric([], snap.connections)
         rejected = CounterMetricFamily(
             "kafka_network_connections_rejected",
-            "New connections closed at once because a connection limit was reached",
+            "New connections closed at once by max.connections.per.ip",
             labels=["limit"],
         )
         for limit, n in sorted(snap.connections_rejected.items()):

@@ -19,6 +19,13 @@ connection's chunk. As in Kafka, a reservation lasts as long as its frame takes 
 bound set, clients that announce large frames and send them slowly hold up the others (until
 ``connections.max.idle.ms`` closes them), which is why the default is no bound.
 
+Each listening socket has its own accept task, so the connection limits (see
+`connection_quotas`) are applied as Kafka's acceptor applies them: at ``max.connections`` a
+listener stops accepting until a connection closes, past the creation rate it waits before the
+next accept, and a connection over ``max.connections.per.ip`` is closed at once. Nothing is
+checked after a connection is set up, so serving requests costs nothing for them. Idle
+connections (``connections.max.idle.ms``) are found by one periodic sweep, not a timer each.
+
 The server is the last line of defence: a bad frame size or a handler exception closes that one
 connection, and nothing a client sends reaches the event loop's exception handler.
 """
