@@ -53,9 +53,12 @@ class ConnectionRequests:
         api_key = int.from_bytes(frame[:2], "big", signed=True) if len(frame) >= 2 else -1
         if not self._sasl.admit(conn.state, conn.listener, api_key, conn.peer_certificate):
             log.info(
-                "closing connection %s: api key %d before SASL authentication",
+                "closing connection %s: api key %d %s",
                 conn.connection_id,
                 api_key,
+                "after its SASL session expired (connections.max.reauth.ms)"
+                if self._sasl.authenticated(conn.state) or self._sasl.reauthenticating(conn.state)
+                else "before SASL authentication",
             )
             conn.close(fatal=True)  # no response: the client sees the connection drop
             return None

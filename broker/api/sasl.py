@@ -4,9 +4,11 @@ On a SASL_PLAINTEXT / SASL_SSL listener a connection must authenticate before an
 ApiVersions and SaslHandshake, then SaslAuthenticate only (one round for PLAIN, two for SCRAM);
 any other request closes the connection, as Kafka does. An unsupported mechanism gets
 UNSUPPORTED_SASL_MECHANISM with the enabled list, a failed exchange SASL_AUTHENTICATION_FAILED
-with a message; both then close the connection. On other listeners, or once authenticated, both
-RPCs answer ILLEGAL_SASL_STATE (re-authentication, ``connections.max.reauth.ms``, is not served:
-``session_lifetime_ms`` is 0). SaslHandshake v0 (unframed tokens) was removed in Kafka 4.0 and is
+with a message; both then close the connection. On other listeners both RPCs answer
+ILLEGAL_SASL_STATE, and once authenticated too, unless ``connections.max.reauth.ms`` is set:
+then SaslAuthenticate v1+ tells the client its ``session_lifetime_ms``, the client authenticates
+again on the connection before it ends (KIP-368), and a connection that goes on with an expired
+session is closed (see `SaslSession`). SaslHandshake v0 (unframed tokens) was removed in Kafka 4.0 and is
 not served: a v0 request is an unsupported version and closes the connection.
 
 The connection's principal: ``User:<name>`` after SASL; ``User:<subject DN>`` for a verified
@@ -14,7 +16,8 @@ TLS client certificate on an SSL listener; ``User:ANONYMOUS`` otherwise.
 """
 
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from kio.schema.errors import ErrorCode
@@ -37,9 +40,15 @@ PRINCIPAL_KEY: Final = "principal"
 
 
 class SaslApi:
-    def __init__(self, listeners: Mapping[str, ListenerSecurity], scram: ScramLookup) -> None:
+    def __init__(
+        self,
+        listeners: Mapping[str, ListenerSecurity],
+        scram: ScramLookup,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._listeners = listeners
         self._scram = scram
+        self._monotonic = monotonic
 
     # -- the gate, called by the composition root for every request ----------------------
 
@@ -60,13 +69,18 @@ class SaslApi:
                 state[PRINCIPAL_KEY] = principals.ANONYMOUS
             else:
                 state[PRINCIPAL_KEY] = principals.from_peer_certificate(peer_cert)
-        return session is None or session.allows(api_key)
+        return session is None or session.allows(api_key, self._monotonic())
 
     @staticmethod
     def authenticated(state: dict[str, Any]) -> bool:
         """Has this connection completed SASL authentication?"""
         session = state.get(SESSION_KEY)
         return session is not None and session.authenticated
+
+    @staticmethod
+    def reauthenticating(state: dict[str, Any]) -> bool:
+        session = state.get(SESSION_KEY)
+        return session is not None and session.reauthenticating
 
     @staticmethod
     def should_close(state: dict[str, Any]) -> bool:
@@ -79,7 +93,7 @@ class SaslApi:
     async def handshake(self, ctx: RequestContext, req: Any) -> Any:
         cls = REGISTRY.spec(SASL_HANDSHAKE).response_type(ctx.api_version)
         session: SaslSession | None = ctx.session.get(SESSION_KEY)
-        if session is None or session.state is not State.HANDSHAKE:
+        if session is None or not (session.state is State.HANDSHAKE or session.can_reauthenticate):
             return build(cls, {"error_code": ErrorCode.illegal_sasl_state, "mechanisms": []})
         mechanisms = list(session.config.mechanisms)
         if not session.handshake(req.mechanism):
@@ -104,7 +118,7 @@ class SaslApi:
             )
             return build(cls, {"error_code": ErrorCode.illegal_sasl_state, "error_message": why})
         try:
-            reply = session.authenticate(bytes(req.auth_bytes))
+            reply = session.authenticate(bytes(req.auth_bytes), self._monotonic())
         except AuthenticationFailed as e:
             log.info(
                 "connection %s: SASL/%s authentication failed: %s",
@@ -129,6 +143,6 @@ class SaslApi:
                 "error_code": ErrorCode.none,
                 "error_message": None,
                 "auth_bytes": reply,
-                "session_lifetime": 0,
+                "session_lifetime": session.config.reauth_ms if session.authenticated else 0,
             },
         )

@@ -79,7 +79,7 @@ IMPLEMENTED_KEYS: frozenset[str] = frozenset(
         "num.partitions", "default.replication.factor", "min.insync.replicas",
         "auto.create.topics.enable", "delete.topic.enable", "message.max.bytes",
         "socket.request.max.bytes", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
-        "queued.max.requests", "connections.max.idle.ms", "num.network.threads", "num.io.threads",
+        "queued.max.requests", "connections.max.idle.ms", "connections.max.reauth.ms", "num.network.threads", "num.io.threads",
         "queued.max.request.bytes", "sasl.server.max.receive.size",
         "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
         "max.connection.creation.rate",

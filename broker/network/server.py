@@ -566,9 +566,12 @@ class KafkaServer:
             try:
                 async with lock:  # a listener's sockets (IPv4 and IPv6) take turns
                     await self._admit(listener, sock, _addr(addr)[0])
-            except BaseException:
+            except asyncio.CancelledError:
                 sock.close()
                 raise
+            except Exception:  # never stop accepting for one connection's sake
+                log.exception("setting up a connection on listener %s failed", listener.name)
+                sock.close()
 
     async def _admit(self, listener: Listener, sock: socket.socket, ip: str) -> None:
         """Wait for a place under max.connections and the creation rates, then start serving

@@ -65,7 +65,21 @@ def _sasl(settings: ListenerSettings) -> SaslListenerConfig:
         users = plain_users(module)
         if not users:
             raise SecurityConfigError(jaas_key, 'lists no users (user_<name>="<password>" entries)')
-    return SaslListenerConfig(mechanisms, users)
+    return SaslListenerConfig(mechanisms, users, _reauth_ms(settings))
+
+
+def _reauth_ms(settings: ListenerSettings) -> int:
+    key = "connections.max.reauth.ms"
+    raw = (settings.get(key) or "0").strip()
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SecurityConfigError(settings.name(key), f"{raw!r} is not an integer") from None
+    if value < 0:
+        raise SecurityConfigError(
+            settings.name(key), "must be at least 0 (0: no re-authentication)"
+        )
+    return value
 
 
 def build_listener_security(config: ServerConfig) -> Mapping[str, ListenerSecurity]:

@@ -5,6 +5,12 @@ States, as in Kafka's SaslServerAuthenticator (v1 framing only: SaslHandshake v0
 tokens were removed in Kafka 4.0 and are not served): HANDSHAKE (ApiVersions and SaslHandshake
 allowed) -> AUTHENTICATE (SaslAuthenticate only) -> COMPLETE (every request; the principal is
 ``User:<name>``) or FAILED (the connection is closed after the error response).
+
+Re-authentication (KIP-368, ``connections.max.reauth.ms`` > 0): a session completed at time t
+expires at t + the limit. Before then the client sends SaslHandshake (the same mechanism) and
+SaslAuthenticate again on the connection, as the same user, and its session starts over; its
+other requests are served meanwhile. After expiry only those two are; anything else closes the
+connection (clients that cannot re-authenticate included).
 """
 
 import enum
@@ -33,6 +39,7 @@ class SaslListenerConfig:
 
     mechanisms: tuple[str, ...]
     plain_users: Mapping[str, str] = field(default_factory=dict)
+    reauth_ms: int = 0  # connections.max.reauth.ms: a session's lifetime (0: for ever)
 
 
 ScramLookup = Callable[[str, scram.Mechanism], scram.Credential | None]
@@ -48,14 +55,20 @@ class SaslSession:
         self.mechanism: str | None = None
         self.username: str | None = None
         self._scram: scram.ScramServer | None = None
+        self.expires_at: float | None = None  # the session's end (the caller's clock)
+        self.reauthenticating = False  # a completed session is authenticating again
 
     @property
     def authenticated(self) -> bool:
         return self.state is State.COMPLETE
 
-    def allows(self, api_key: int) -> bool:
-        """May a request with ``api_key`` be served in the current state?"""
-        if self.state is State.COMPLETE:
+    def allows(self, api_key: int, now: float = 0.0) -> bool:
+        """May a request with ``api_key`` be served in the current state (at ``now``)?"""
+        if self.state is State.COMPLETE or (
+            self.reauthenticating and self.state is State.AUTHENTICATE
+        ):
+            if self.expires_at is not None and now >= self.expires_at:
+                return api_key in (SASL_HANDSHAKE, SASL_AUTHENTICATE)  # re-authenticate, or go
             return True
         if self.state is State.HANDSHAKE:
             return api_key in (API_VERSIONS, SASL_HANDSHAKE)
@@ -63,8 +76,18 @@ class SaslSession:
             return api_key == SASL_AUTHENTICATE
         return False
 
+    @property
+    def can_reauthenticate(self) -> bool:
+        return self.state is State.COMPLETE and self.config.reauth_ms > 0
+
     def handshake(self, mechanism: str) -> bool:
-        """Pick ``mechanism``; False (and FAILED) when this listener does not offer it."""
+        """Pick ``mechanism``; False (and FAILED) when this listener does not offer it, or when
+        a re-authentication asks for another mechanism than the session's."""
+        if self.state is State.COMPLETE:
+            self.reauthenticating = True
+            if mechanism != self.mechanism:
+                self.state = State.FAILED
+                return False
         if mechanism not in self.config.mechanisms:
             self.state = State.FAILED
             return False
@@ -74,20 +97,31 @@ class SaslSession:
         self.state = State.AUTHENTICATE
         return True
 
-    def authenticate(self, token: bytes) -> bytes:
-        """One SaslAuthenticate step; the server's reply. AuthenticationFailed ends the session."""
+    def authenticate(self, token: bytes, now: float = 0.0) -> bytes:
+        """One SaslAuthenticate step; the server's reply. AuthenticationFailed ends the session.
+        ``now``: when a completed session starts (its expiry counts from it)."""
         try:
             if self.mechanism == PLAIN:
-                self.username = plain.authenticate(token, self.config.plain_users)
-                self.state = State.COMPLETE
+                self._complete(plain.authenticate(token, self.config.plain_users), now)
                 return b""
             server = self._scram
             assert server is not None
             reply = server.evaluate(token)
             if server.complete:
-                self.username = server.username
-                self.state = State.COMPLETE
+                self._complete(server.username, now)
             return reply
         except AuthenticationFailed:
             self.state = State.FAILED
             raise
+
+    def _complete(self, username: str | None, now: float) -> None:
+        if self.reauthenticating and username != self.username:
+            raise AuthenticationFailed(
+                f"re-authentication as {username!r} on a session of {self.username!r}",
+                "Cannot change principals during re-authentication",
+            )
+        self.username = username
+        self.state = State.COMPLETE
+        self.reauthenticating = False
+        reauth_ms = self.config.reauth_ms
+        self.expires_at = now + reauth_ms / 1000 if reauth_ms > 0 else None

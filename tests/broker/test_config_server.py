@@ -284,6 +284,7 @@ def test_per_listener_connection_limits() -> None:
         ("max.connections.per.ip.overrides=1.2.3.4:-1", "max.connections.per.ip.overrides"),
         ("max.connections.per.ip=0", "max.connections.per.ip"),
         ("connections.max.idle.ms=soon", "connections.max.idle.ms"),
+        ("connections.max.reauth.ms=-1", "connections.max.reauth.ms"),
         ("listener.name.plaintext.max.connections=-1", "listener.name.plaintext.max.connections"),
         ("listener.name.plaintext.max.connections=x", "listener.name.plaintext.max.connections"),
         (
@@ -300,3 +301,8 @@ def test_bad_connection_limits_name_their_key(line: str, key: str) -> None:
 def test_zero_per_ip_is_allowed_with_overrides() -> None:
     c, _ = cfg("max.connections.per.ip=0\nmax.connections.per.ip.overrides=10.0.0.1:5\n")
     assert c.max_connections_per_ip == 0 and c.max_connections_per_ip_overrides == {"10.0.0.1": 5}
+
+
+def test_reauth_ms_is_implemented() -> None:
+    c, warnings = cfg("connections.max.reauth.ms=3600000\n")
+    assert warnings == [] and c.static_values["connections.max.reauth.ms"] == "3600000"

@@ -175,6 +175,40 @@ def test_session_states() -> None:
     assert unknown.state is State.FAILED
 
 
+def test_reauthentication_kip_368() -> None:
+    cred = _cred(scram.SHA256, "pw", b"salt", 4096)
+    cfg = SaslListenerConfig(("PLAIN", "SCRAM-SHA-256"), {"alice": "pw", "bob": "pw"}, 1000)
+    s = SaslSession(cfg, lambda u, m: cred if u == "u" else None)
+    assert s.handshake("PLAIN")
+    s.authenticate(b"\0alice\0pw", now=10.0)
+    assert s.authenticated and s.expires_at == 11.0
+    assert s.allows(0, now=10.9) and not s.allows(0, now=11.0)  # expired: closed
+    assert s.allows(17, now=11.5) and s.allows(36, now=11.5)  # but it may re-authenticate
+    # again, in time: other requests are served meanwhile, and the session starts over
+    assert s.can_reauthenticate and s.handshake("PLAIN")
+    assert s.reauthenticating and s.allows(0, now=10.95) and s.allows(36, now=10.95)
+    s.authenticate(b"\0alice\0pw", now=10.95)
+    assert s.authenticated and not s.reauthenticating and s.expires_at == 11.95
+
+    # another user, or another mechanism, fails the connection
+    assert s.handshake("PLAIN")
+    with pytest.raises(AuthenticationFailed, match=r"re-authentication as .bob.") as failed:
+        s.authenticate(b"\0bob\0pw", now=11.0)
+    assert failed.value.client_message == "Cannot change principals during re-authentication"
+    assert s.state is State.FAILED
+    other = SaslSession(cfg, lambda u, m: cred)
+    assert other.handshake("PLAIN")
+    other.authenticate(b"\0alice\0pw", now=0.0)
+    assert not other.handshake("SCRAM-SHA-256") and other.state is State.FAILED
+
+    # without connections.max.reauth.ms a session never expires nor authenticates again
+    forever = SaslSession(SaslListenerConfig(("PLAIN",), {"alice": "pw"}), lambda u, m: None)
+    assert forever.handshake("PLAIN")
+    forever.authenticate(b"\0alice\0pw", now=0.0)
+    assert forever.expires_at is None and forever.allows(0, now=1e9)
+    assert not forever.can_reauthenticate
+
+
 def test_client_security_reads_kafka_client_keys() -> None:
     scram_jaas = (
         "org.apache.kafka.common.security.scram.ScramLoginModule required "

@@ -189,6 +189,13 @@ def test_listener_prefixed_keys_win_and_errors_name_them(pki: Pki) -> None:
     internal = sec["INTERNAL"].sasl
     assert internal is not None and internal.mechanisms == ("PLAIN", "SCRAM-SHA-512")
     assert dict(internal.plain_users) == {"u": "p"}
+    assert internal.reauth_ms == 0  # connections.max.reauth.ms: sessions never expire
+    reauth, _ = parse_server_config(
+        parse_properties(
+            props + "listener.name.internal.connections.max.reauth.ms=60000\n", "t.properties"
+        )
+    )
+    assert build_listener_security(reauth)["INTERNAL"].sasl.reauth_ms == 60000  # type: ignore[union-attr]
     assert sec["CONTROLLER"].ssl_context is None and sec["CONTROLLER"].sasl is None
 
     for extra, key in (
@@ -204,6 +211,14 @@ def test_listener_prefixed_keys_win_and_errors_name_them(pki: Pki) -> None:
             "listener.name.internal.plain.sasl.jaas.config="
             'org.apache.kafka.common.security.plain.PlainLoginModule required username="a";\n',
             "listener.name.internal.plain.sasl.jaas.config",
+        ),
+        (
+            "listener.name.internal.connections.max.reauth.ms=-5\n",
+            "listener.name.internal.connections.max.reauth.ms",
+        ),
+        (
+            "listener.name.internal.connections.max.reauth.ms=soon\n",
+            "listener.name.internal.connections.max.reauth.ms",
         ),
         (
             "listener.name.ssl.ssl.client.auth=required\n",

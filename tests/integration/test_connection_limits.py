@@ -1,17 +1,19 @@
 """Connection limits of a real node, with raw sockets and a stock client (issue 16):
 connections.max.idle.ms, max.connections (node and listener, the inter-broker listener's
-exception) and max.connection.creation.rate per listener. max.connections.per.ip and the
+exception), max.connection.creation.rate per listener and connections.max.reauth.ms. max.connections.per.ip and the
 node-wide creation rate on a lone listener are in test_hostile_clients."""
 
 from __future__ import annotations
 
 import select
 import socket
+import struct
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 
 from .clients import admin, wait_for
 from .node import Node, free_port
@@ -166,5 +168,101 @@ def test_creation_rate_spares_the_inter_broker_listener(
             )
             == 0
         )
+    finally:
+        node.kill()
+
+
+# -- connections.max.reauth.ms (KIP-368) ----------------------------------------------------------
+
+PLAIN_JAAS = (
+    'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";'
+)
+
+
+def _request(api_key: int, version: int, corr: int, body: bytes) -> bytes:
+    payload = struct.pack(">hhih", api_key, version, corr, 3) + b"raw" + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+def _sasl_plain(sock: socket.socket, password: str = "alice-secret") -> int:
+    """SaslHandshake v1 + SaslAuthenticate v1 (PLAIN, alice); the session lifetime in ms."""
+    sock.sendall(_request(17, 1, 1, struct.pack(">h", 5) + b"PLAIN"))
+    assert struct.unpack(">ih", read_frame(sock)[:6]) == (1, 0)
+    token = f"\0alice\0{password}".encode()
+    sock.sendall(_request(36, 1, 2, struct.pack(">i", len(token)) + token))
+    resp = read_frame(sock)
+    corr, error = struct.unpack(">ih", resp[:6])
+    assert (corr, error) == (2, 0)
+    (message_len,) = struct.unpack(">h", resp[6:8])
+    pos = 8 + max(message_len, 0)
+    (token_len,) = struct.unpack(">i", resp[pos : pos + 4])
+    pos += 4 + token_len
+    (lifetime,) = struct.unpack(">q", resp[pos : pos + 8])
+    return int(lifetime)
+
+
+def test_sessions_expire_unless_clients_reauthenticate(
+    tmp_path: Path, sockets: list[socket.socket]
+) -> None:
+    node = Node(
+        tmp_path / "node",
+        listeners="",
+        sasl__enabled__mechanisms="PLAIN",
+        connections__max__reauth__ms="1500",
+    )
+    sasl_port = free_port()
+    node.settings.update(
+        {
+            "listeners": f"PLAINTEXT://127.0.0.1:{node.port},"
+            f"SASL_PLAINTEXT://127.0.0.1:{sasl_port},CONTROLLER://127.0.0.1:{node.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port},"
+            f"SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,"
+            "SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+        }
+    )
+    node.start()
+    try:
+        stale, renewed = connect(sasl_port, sockets), connect(sasl_port, sockets)
+        started = time.monotonic()
+        assert _sasl_plain(stale) == 1500 and _sasl_plain(renewed) == 1500
+        assert _served(stale) and _served(renewed)
+        time.sleep(max(0.0, 0.8 - (time.monotonic() - started)))
+        assert _sasl_plain(renewed) == 1500  # again, on the same connection: 1.5 s more
+        time.sleep(max(0.0, 1.8 - (time.monotonic() - started)))
+        assert time.monotonic() - started < 2.2, "too slow to tell the sessions apart"
+        stale.sendall(api_versions_frame(5))
+        assert until_closed(stale) == b""  # expired: closed, unanswered
+        assert _served(renewed)
+        assert "after its SASL session expired" in node.log_tail(100)
+
+        # a stock client (librdkafka re-authenticates, KIP-368) keeps producing across sessions
+        producer = Producer(
+            {
+                "bootstrap.servers": f"127.0.0.1:{sasl_port}",
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "PLAIN",
+                "sasl.username": "alice",
+                "sasl.password": "alice-secret",
+            }
+        )
+        errors: list[object] = []
+        until, sent = time.monotonic() + 4, 0
+        while time.monotonic() < until:
+            producer.produce(
+                "reauth", str(sent).encode(), on_delivery=lambda e, m: errors.append(e)
+            )
+            sent += 1
+            producer.poll(0)
+            time.sleep(0.2)
+        assert producer.flush(10) == 0
+        assert errors == [None] * sent
+        # 4 s of traffic on 1.5 s sessions: it authenticated again (3 exchanges above, then
+        # the producer's), and none of its connections was closed for an expired session
+        assert (
+            _metric(node, "kafka_network_request_requests_total", request="SaslAuthenticate") >= 5
+        )
+        assert node.log_tail(200).count("after its SASL session expired") == 1
     finally:
         node.kill()
