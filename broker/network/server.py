@@ -65,6 +65,7 @@ DEFAULT_IDLE_MS: Final = 600_000  # connections.max.idle.ms
 DEFAULT_WRITE_HIGH_WATER: Final = 4 * 1024 * 1024
 DEFAULT_WRITE_LOW_WATER: Final = 1024 * 1024
 ACCEPT_BACKLOG: Final = 128
+ACCEPT_BATCH: Final = 64  # connections accepted in a row before the loop serves others
 
 _SIZE: Final = struct.Struct(">i")
 
@@ -550,33 +551,54 @@ class KafkaServer:
     # -- accepting: one task per listening socket, as Kafka's acceptor
 
     async def _accept_loop(self, listener: Listener, lsock: socket.socket) -> None:
+        # Accepts are drained without awaiting while nothing holds the listener back (a burst
+        # costs no future per connection), a batch at a time so the loop serves others too.
         loop = asyncio.get_running_loop()
         lock = self._accept_locks.setdefault(listener.name, asyncio.Lock())
+        batch = 0
         while not self.closing:
             try:
-                sock, addr = await loop.sock_accept(lsock)
-            except asyncio.CancelledError:
-                raise
+                sock, addr = lsock.accept()
+            except (BlockingIOError, InterruptedError):
+                batch = 0
+                await _readable(loop, lsock)
+                continue
             except OSError as e:  # e.g. out of file descriptors: try again shortly
                 log.warning("accepting on listener %s failed: %s", listener.name, e)
                 await asyncio.sleep(0.1)
                 continue
+            sock.setblocking(False)
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            ip = _addr(addr)[0]
             try:
-                async with lock:  # a listener's sockets (IPv4 and IPv6) take turns
-                    await self._admit(listener, sock, _addr(addr)[0])
+                if not lock.locked() and self._may_accept_now(listener.name):
+                    self._start(listener, sock, ip)
+                else:
+                    async with lock:  # a listener's sockets (IPv4 and IPv6) take turns
+                        await self._wait_to_accept(listener.name)
+                        self._start(listener, sock, ip)
             except asyncio.CancelledError:
                 sock.close()
                 raise
             except Exception:  # never stop accepting for one connection's sake
                 log.exception("setting up a connection on listener %s failed", listener.name)
                 sock.close()
+            batch += 1
+            if batch >= ACCEPT_BATCH:
+                batch = 0
+                await asyncio.sleep(0)
 
-    async def _admit(self, listener: Listener, sock: socket.socket, ip: str) -> None:
-        """Wait for a place under max.connections and the creation rates, then start serving
-        ``sock``, or close it at once when ``ip`` has its max.connections.per.ip."""
-        quotas, name, stats = self.quotas, listener.name, self.listener_stats[listener.name]
+    def _may_accept_now(self, listener: str) -> bool:
+        quotas = self.quotas
+        return (
+            quotas.blocked(listener) is None
+            and quotas.creation_wait(listener, self.monotonic()) <= 0
+        )
+
+    async def _wait_to_accept(self, name: str) -> None:
+        """Wait for a place under max.connections and the creation rates."""
+        quotas, stats = self.quotas, self.listener_stats[name]
         while True:
             blocked = quotas.blocked(name)
             if blocked is not None:
@@ -592,12 +614,17 @@ class KafkaServer:
                     stats.blocked_seconds += self.monotonic() - since
             wait = quotas.creation_wait(name, self.monotonic())
             if wait <= 0:
-                break
+                return
             if math.isinf(wait):  # a rate of 0: nothing gets in
                 wait = 1.0
             stats.throttled += 1
             stats.throttle_seconds += wait
             await asyncio.sleep(wait)
+
+    def _start(self, listener: Listener, sock: socket.socket, ip: str) -> None:
+        """Serve ``sock`` (its place is free now), or close it at once when ``ip`` has its
+        max.connections.per.ip."""
+        quotas, name = self.quotas, listener.name
         quotas.created(name, self.monotonic())
         if quotas.ip_refused(name, ip):
             key = "max.connections.per.ip"
@@ -610,7 +637,7 @@ class KafkaServer:
             _abort(sock)
             return
         quotas.opened(name, ip)
-        stats.created += 1
+        self.listener_stats[name].created += 1
         if quotas.over_node_limit():
             self._make_room(listener)
         conn = _Connection(self, listener, ip)
@@ -707,8 +734,11 @@ class KafkaServer:
         if self.closing:
             return
         self.closing = True
-        for task in list(self._accepting):
+        accepting = list(self._accepting)
+        for task in accepting:
             task.cancel()
+        if accepting:  # they stop watching the listening sockets before these are closed
+            await asyncio.wait(accepting, timeout=1.0)
         for sock in self._listening:
             sock.close()
         if self._sweeper is not None:
@@ -830,6 +860,22 @@ async def _listen(host: str, port: int) -> list[socket.socket]:
     if not socks:
         raise OSError(f"no address to listen on for {host}:{port}")
     return socks
+
+
+async def _readable(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
+    """Wait until ``sock`` (a listening socket: a connection to accept) is readable."""
+    fut = loop.create_future()
+
+    def ready() -> None:
+        if not fut.done():
+            fut.set_result(None)
+
+    fd = sock.fileno()
+    loop.add_reader(fd, ready)
+    try:
+        await fut
+    finally:
+        loop.remove_reader(fd)
 
 
 def _abort(sock: socket.socket) -> None:

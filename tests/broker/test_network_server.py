@@ -194,6 +194,42 @@ def test_idle_connection_is_closed() -> None:
     run(main())
 
 
+def test_max_connections_holds_the_next_one_until_a_close() -> None:
+    async def main() -> None:
+        server = await start_server(ToyBroker(), max_connections=2, max_connections_per_ip=5)
+        first, second = await RawConn.open(server), await RawConn.open(server)
+        third = await RawConn.open(server)  # TCP is up, but it is not served yet
+        third.send(api_versions_request(3), corr=3)
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(third.read_response(API_VERSIONS, 3), 0.3)
+        stats = server.listener_snapshot()["PLAINTEXT"]
+        assert stats.blocked_times == 1 and stats.blocked_seconds >= 0.25
+        first.close()
+        assert (await asyncio.wait_for(third.read_response(API_VERSIONS, 3), 2))[0] == 3
+        assert server.quotas.total == 2 and server.listener_stats["PLAINTEXT"].closed == 1
+        waiting = await RawConn.open(server)  # held again; closing the server lets it go
+        await server.close(timeout=0.5)
+        assert await waiting.is_closed(timeout=2.0)
+        for c in (second, third, waiting):
+            c.close()
+
+    run(main())
+
+
+def test_idle_connections_stay_with_idle_ms_negative() -> None:
+    async def main() -> None:
+        server = await start_server(ToyBroker(), idle_ms=-1)
+        conn = await RawConn.open(server)
+        await asyncio.sleep(0.1)
+        conn.send(api_versions_request(3), corr=1)
+        assert (await conn.read_response(API_VERSIONS, 3))[0] == 1
+        assert server.idle_closed == 0
+        conn.close()
+        await server.close()
+
+    run(main())
+
+
 def test_handler_exception_closes_only_that_connection() -> None:
     async def main() -> None:
         async def hook(conn: ConnectionContext, key: int, corr: int) -> None:
