@@ -266,3 +266,18 @@ def test_sessions_expire_unless_clients_reauthenticate(
         assert node.log_tail(200).count("after its SASL session expired") == 1
     finally:
         node.kill()
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("max.connections.per.ip.overrides", "1.2.3.4:x"),
+        ("listener.name.plaintext.max.connections", "-1"),
+        ("connections.max.reauth.ms", "-1"),
+    ],
+)
+def test_bad_limits_stop_the_node_at_start(tmp_path: Path, setting: str, value: str) -> None:
+    node = Node(tmp_path / "node")
+    node.settings[setting] = value
+    with pytest.raises(RuntimeError, match=f"invalid value '{value}' for {setting}"):
+        node.start(timeout=20)
