@@ -218,15 +218,18 @@ class TxnLogMachine(RuleBasedStateMachine):
                 assert ongoing.get(t.pid) == later, (t, ongoing)
                 self.rebases.append(Rebase(t.pid, t.first, later, self.leo))
         unreplicated = psm._unreplicated  # no public view; the test only reads it
-        # the log keys an unreplicated transaction by the first offset its replay saw: one that
-        # reaches below the log start is seen from its first batch at or above it
+
+        def held(t: Txn) -> bool:
+            # the log keys an unreplicated transaction by the first offset its replay saw: one
+            # reaching below the log start is seen from its first batch at or above it, or
+            # from its true first offset when a producer snapshot still held it open
+            keys = {t.first, t.first_from(self.log_start)}
+            return any(unreplicated.get(k, (None, None))[0] == t.pid for k in keys)
+
         self.released = {
             (t.pid, t.first, t.marker)
             for t in self.txns()
-            if t.marker is not None
-            and t.marker >= self.hw
-            and (t.first if t.first >= self.log_start else t.first_from(self.log_start))
-            not in unreplicated
+            if t.marker is not None and t.marker >= self.hw and not held(t)
         }
 
     # -- rules -------------------------------------------------------------------------
