@@ -20,7 +20,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, IsolationLevel, KafkaError, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, OffsetSpec
 from kafka import KafkaConsumer  # type: ignore[import-untyped]
 from kafka import TopicPartition as KpTopicPartition
@@ -92,10 +99,17 @@ def _read_kafka_python(bootstrap: str, until: int) -> list[tuple[int, bytes]]:
 
 
 def _latest(bootstrap: str, isolation: IsolationLevel) -> int:
+    """The end offset; -1 while the admin client's leader epoch is behind the partition's (the
+    failover's epoch bump fences it until its next Metadata, as Kafka's brokers do)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     tp = TopicPartition(TOPIC, 0)
     futures = admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=isolation)
-    return int(futures[tp].result(15).offset)
+    try:
+        return int(futures[tp].result(15).offset)
+    except KafkaException as e:
+        if e.args[0].code() in (KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH):
+            return -1
+        raise
 
 
 def _segments(node: Node, suffix: str) -> list[Path]:
