@@ -71,7 +71,7 @@ def _states(fc: FaultCluster, via: Node) -> set[str]:
 
 @pytest.mark.xfail(
     strict=False,
-    reason="known race, 1 run in 2 of the full suite: a --add that lands while the FAILED "
+    reason="known race, 2 full-suite runs in 3: a --add that lands while the FAILED "
     "partition is still STOPPING leaves it STOPPED instead of going on to PREPARING (seen "
     "2026-11-27; the partition's reconcile never logs STOPPED -> PREPARING)",
 )
