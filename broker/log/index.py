@@ -7,7 +7,10 @@ relative offset (of the last offset of the batch holding that max timestamp so f
 Like Kafka, a new index file is preallocated to ``segment.index.bytes`` (rounded down to whole
 entries; sparse on Linux) and trimmed to its entries when the segment becomes inactive or is
 closed. Valid entries are mirrored in memory (a bytearray) so lookups never touch the disk;
-appends are ``pwrite`` calls.
+appends are ``pwrite`` calls (one per entry, or one per rebuild between ``begin_bulk`` and
+``end_bulk``). Opening reads the file only up to its first hole, and drops trailing all-zero
+entries: the preallocated tail of an index a crash left untrimmed (10 MiB of zeros by default)
+is neither read nor taken for entries.
 """
 
 from __future__ import annotations
@@ -22,6 +25,15 @@ from .errors import CorruptIndexError
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 NO_TIMESTAMP = -1
+
+
+def data_end(fd: int, size: int) -> int:
+    """Where the file's data ends: its first hole (entries are written in order from byte 0,
+    so nothing follows it), or ``size`` where holes are not reported."""
+    try:
+        return min(os.lseek(fd, 0, os.SEEK_HOLE), size)
+    except (OSError, AttributeError):
+        return size
 
 
 class OffsetPosition(NamedTuple):
@@ -44,11 +56,18 @@ class _Index:
         existed = path.exists()
         self._fd: int | None = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         self.newly_created = not existed
+        self._bulk_from: int | None = None
         if existed:
             size = os.fstat(self._fd).st_size
             self._file_len = size
-            raw = os.pread(self._fd, size, 0) if size else b""
+            end = data_end(self._fd, size)
+            raw = os.pread(self._fd, end, 0) if end else b""
             usable = len(raw) - len(raw) % self.entry_size
+            # Trailing all-zero entries are the preallocated tail of an index a crash left
+            # untrimmed, not entries (offsets and timestamps grow, so none can be all zero
+            # after the first, and a first (0, 0) says nothing a lookup does not assume).
+            used = len(raw[:usable].rstrip(b"\0"))
+            usable = -(-used // self.entry_size) * self.entry_size
             self._data = bytearray(raw[:usable])
             self._length_ok = size % self.entry_size == 0
         else:
@@ -90,13 +109,32 @@ class _Index:
 
     def _write_entry(self, entry: bytes) -> None:
         pos = self.entries * self.entry_size
-        os.pwrite(self._fileno(), entry, pos)
+        if self._bulk_from is None:
+            os.pwrite(self._fileno(), entry, pos)
         self._data += entry
         self.entries += 1
         if pos + self.entry_size > self._file_len:
             self._file_len = pos + self.entry_size
 
+    def begin_bulk(self) -> None:
+        """Keep new entries in memory until ``end_bulk`` writes them in one call (a rebuild)."""
+        if self._bulk_from is None:
+            self._bulk_from = self.entries
+
+    def end_bulk(self) -> None:
+        start, self._bulk_from = self._bulk_from, None
+        if start is None or self.entries <= start:
+            return
+        pos = start * self.entry_size
+        data = bytes(self._data[pos:])
+        fd = self._fileno()
+        done = 0
+        while done < len(data):
+            done += os.pwrite(fd, data[done:], pos + done)
+
     def _truncate_to_entries(self, n: int) -> None:
+        if self._bulk_from is not None:
+            self._bulk_from = min(self._bulk_from, n)
         if n >= self.entries:
             return
         preallocated = self._file_len > self.entries * self.entry_size

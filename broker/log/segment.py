@@ -296,6 +296,15 @@ class LogSegment:
         """
         self.index.reset()
         self.time_index.reset()
+        self.index.begin_bulk()  # one write per index, not one per entry
+        self.time_index.begin_bulk()
+        try:
+            return self._recover(epoch_cache)
+        finally:
+            self.index.end_bulk()
+            self.time_index.end_bulk()
+
+    def _recover(self, epoch_cache: LeaderEpochCache | None) -> tuple[int, str | None]:
         self._bytes_since_index = 0
         max_ts = TimestampOffset(NO_TIMESTAMP, self.base_offset)
         next_offset = self.base_offset

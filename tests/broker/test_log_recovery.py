@@ -142,3 +142,47 @@ def test_a_new_epoch_is_durable_once_the_log_is_flushed(tmp_path: Path) -> None:
     plog.flush()
     assert not plog.epoch_cache._unsynced
     assert (plog.dir / "leader-epoch-checkpoint").read_text().split("\n")[2:4] == ["3 0", "4 6"]
+
+
+def test_opening_an_untrimmed_index_reads_only_up_to_its_first_hole(tmp_path: Path) -> None:
+    from broker.log.index import OffsetIndex
+
+    path = tmp_path / "00000000000000000000.index"
+    index = OffsetIndex(path, 0, 10 << 20)  # preallocated: sparse 10 MiB
+    for i in range(3):
+        index.append(10 * (i + 1), 100 * (i + 1))
+    # no close(): a kill -9 leaves the file untrimmed
+    assert os.path.getsize(path) == 10 << 20
+    again = OffsetIndex(path, 0, 10 << 20)
+    # Neither the preallocated zeros nor the zero tail of the page are taken for entries.
+    assert again.entries == 3
+    assert [again.entry(i) for i in range(3)] == [(10, 100), (20, 200), (30, 300)]
+    assert again.max_entries == (10 << 20) // 8
+
+
+def test_a_recovered_index_is_written_in_one_call_with_the_same_entries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plog = open_log(tmp_path)
+    fill(plog, 8)  # one segment, several index entries
+    seg = plog.active_segment
+    entries = [seg.index.entry(i) for i in range(seg.index.entries)]
+    time_entries = [seg.time_index.entry(i) for i in range(seg.time_index.entries)]
+    assert len(entries) > 2
+    writes: list[int] = []
+    real_pwrite = os.pwrite
+
+    def counting(fd: int, data: bytes, pos: int) -> int:
+        writes.append(len(data))
+        return real_pwrite(fd, data, pos)
+
+    monkeypatch.setattr(os, "pwrite", counting)
+    seg.recover(None)  # what an unclean restart does to a segment past the recovery point
+    monkeypatch.undo()
+    assert len(writes) <= 2  # one per index
+    assert [seg.index.entry(i) for i in range(seg.index.entries)] == entries
+    rebuilt_times = [seg.time_index.entry(i) for i in range(seg.time_index.entries)]
+    assert rebuilt_times[: len(time_entries)] == time_entries  # + the max timestamp's entry
+    again = open_log(tmp_path, clean_shutdown=True)
+    reread = again.active_segment
+    assert [reread.index.entry(i) for i in range(reread.index.entries)] == entries
