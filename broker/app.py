@@ -213,7 +213,13 @@ class Node:
         self.config_secrets = ConfigSecrets(password_encoder.from_config(config))
         self.default_log_config = topic_configs.log_config(config, {})
         log_dirs = [Path(d) for d in config.log_dirs]
-        self.logs = LogManager(log_dirs, self.default_log_config, self.clock)
+        checkpoint_ms = config.log_flush_offset_checkpoint_interval_ms
+        self.logs = LogManager(
+            log_dirs,
+            self.default_log_config,
+            self.clock,
+            recovery_checkpoint_interval_ms=checkpoint_ms,
+        )
         # KIP-1279: a read-only mirror partition stays byte-identical to its source; and, as
         # Kafka pauses it, the cleaner leaves a partition alone while it moves to another dir.
         self.cleaner = LogCleaner(
@@ -236,7 +242,12 @@ class Node:
         self.meta_logs = (
             self.logs
             if meta_dir in log_dirs
-            else LogManager([meta_dir], self.default_log_config, self.clock)
+            else LogManager(
+                [meta_dir],
+                self.default_log_config,
+                self.clock,
+                recovery_checkpoint_interval_ms=checkpoint_ms,
+            )
         )
 
     def _build_quorum(self) -> None:

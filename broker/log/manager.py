@@ -3,7 +3,11 @@
 On start it opens each ``<topic>-<partition>`` directory it finds (the topic id comes from
 ``partition.metadata``), recovering from the recovery point in
 ``recovery-point-offset-checkpoint`` unless the dir holds Kafka's ``.kafka_cleanshutdown``
-marker. The app calls ``periodic`` for retention, time-based flushes and checkpoints.
+marker. The app calls ``periodic`` for retention, time-based flushes and checkpoints, and, every
+``log.flush.offset.checkpoint.interval.ms``, a recovery checkpoint: each log is fsynced to its end
+and its producer state snapshotted there, so a restart after a kill -9 validates and replays
+only what was written since (Kafka writes the checkpoint file on that interval but moves the
+recovery point only on flushes: a crash there re-validates the whole active segment).
 
 With several log dirs (JBOD) a new partition goes to the dir holding the fewest, unless
 AlterReplicaLogDirs named one for it; ``moves`` moves a partition to another dir while it serves
@@ -39,6 +43,8 @@ from .partition_log import PartitionLog, partition_dir_name
 from .replica_move import FUTURE_DIR_SUFFIX, MOVE_MARKER, ReplicaMover
 
 CLEAN_SHUTDOWN_FILE: Final = ".kafka_cleanshutdown"
+# log.flush.offset.checkpoint.interval.ms (Kafka's default)
+DEFAULT_RECOVERY_CHECKPOINT_INTERVAL_MS: Final = 60_000
 DELETE_DIR_SUFFIX: Final = "-delete"
 _PARTITION_DIR: Final = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 _FUTURE_DIR: Final = re.compile(
@@ -51,9 +57,18 @@ TopicPartition = tuple[str, int]
 
 
 class LogManager:
-    def __init__(self, log_dirs: list[Path], default_config: LogConfig, clock: Clock) -> None:
+    def __init__(
+        self,
+        log_dirs: list[Path],
+        default_config: LogConfig,
+        clock: Clock,
+        *,
+        recovery_checkpoint_interval_ms: int = DEFAULT_RECOVERY_CHECKPOINT_INTERVAL_MS,
+    ) -> None:
         if not log_dirs:
             raise ValueError("at least one log dir is needed")
+        self.recovery_checkpoint_interval_ms = recovery_checkpoint_interval_ms
+        self._last_recovery_checkpoint_ms = clock.now_ms()
         self.log_dirs = [Path(d) for d in log_dirs]
         self.default_config = default_config
         self._clock = clock
@@ -257,12 +272,22 @@ class LogManager:
         )
 
     def periodic(self, now_ms: int) -> None:
-        """Retention, due flushes (rolled segments, flush.ms), file purges, checkpoints."""
+        """Retention, due flushes (rolled segments, flush.ms), file purges, checkpoints; every
+        ``recovery_checkpoint_interval_ms`` also the recovery checkpoint of each log (see
+        ``PartitionLog.checkpoint_recovery``: what a restart after a crash must validate and
+        replay is then what was written since, not the whole active segment)."""
+        recovery_due = (
+            now_ms - self._last_recovery_checkpoint_ms >= self.recovery_checkpoint_interval_ms
+        )
+        if recovery_due:
+            self._last_recovery_checkpoint_ms = now_ms
         for plog in list(self._logs.values()):
             try:
                 plog.delete_old_segments(now_ms)
                 plog.flush_if_due(now_ms)
                 plog.purge_deleted_files(now_ms)
+                if recovery_due:
+                    plog.checkpoint_recovery()
             except OSError:
                 log.exception("%s: background log work failed", plog.name)
         self.checkpoint()

@@ -294,8 +294,12 @@ class PartitionLog:
                     log.warning("%s: %s; rebuilding the indexes", self.name, exc)
                     broken = True
             if unflushed or broken:
-                self._mark_txn_index_stale(seg.base_offset)
-                truncated, why = seg.recover(self.epoch_cache)
+                # Entries below the recovery point were fsynced with the log; a segment the
+                # recovery point falls inside needs only those above it rebuilt.
+                stale_from = seg.base_offset if broken else max(seg.base_offset, recovery_point)
+                self._mark_txn_index_stale(stale_from)
+                trusted = None if broken or clean_shutdown else recovery_point
+                truncated, why = seg.recover(self.epoch_cache, trusted)
                 if truncated:
                     log.warning(
                         "%s: recovery truncated %d invalid bytes at byte %d of %s (%s)",
@@ -668,6 +672,20 @@ class PartitionLog:
             self._unflushed = 0
         if self._roll_flush_offset is not None and self._roll_flush_offset <= offset:
             self._roll_flush_offset = None
+
+    def checkpoint_recovery(self) -> None:
+        """The periodic recovery checkpoint: fsync what was written since the last flush (the
+        recovery point moves to the log end), then write a producer snapshot there (fsynced
+        too), so a restart after a crash validates and replays only what came after. The
+        snapshot is written after the flush: it never covers offsets that are not durable."""
+        if self._closed:
+            return
+        self.flush()
+        psm = self.producer_state
+        if psm is not None and self._recovery_point == self._leo > self._log_start:
+            latest = psm.latest_snapshot_offset()
+            if latest is None or latest < self._leo:
+                psm.take_snapshot(self._leo)
 
     def flush_if_due(self, now_ms: int) -> bool:
         """The periodic flush: a segment rolled since the last flush, or flush.ms elapsed."""

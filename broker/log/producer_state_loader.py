@@ -1,8 +1,9 @@
 """Attach a `ProducerStateManager` to a partition log, rebuilding its state from disk.
 
-The newest usable snapshot (written per segment roll and on clean shutdown) is loaded, then
-every batch after it is replayed (see ``PartitionLog.load_producer_state``). Without a snapshot
-the whole log is replayed, which is what makes idempotent dedupe survive a kill -9.
+The newest usable snapshot (written per segment roll, per recovery checkpoint and on clean
+shutdown) is loaded, then every batch after it is replayed (see
+``PartitionLog.load_producer_state``). Without a snapshot the whole log is replayed, which is
+what makes idempotent dedupe survive a kill -9.
 """
 
 from typing import Any
@@ -18,6 +19,15 @@ def attach_producer_state(plog: Any, clock: Clock) -> ProducerStateManager:
 
 
 def snapshot_producer_state(plog: Any) -> None:
+    """The clean-shutdown snapshot at the log end, also when no producer is known: as in Kafka,
+    an empty snapshot tells the next start there is nothing to replay (without one it would
+    read every batch of the log)."""
     psm = plog.producer_state
-    if isinstance(psm, ProducerStateManager) and psm.producer_count:
-        psm.take_snapshot(plog.log_end_offset)
+    if not isinstance(psm, ProducerStateManager):
+        return
+    end = plog.log_end_offset
+    if end <= plog.log_start_offset:
+        return  # an empty log: nothing to replay anyway
+    latest = psm.latest_snapshot_offset()
+    if latest is None or latest < end:
+        psm.take_snapshot(end)

@@ -289,32 +289,74 @@ class LogSegment:
         return None
 
     # -- recovery / truncation -----------------------------------------------------------
-    def recover(self, epoch_cache: LeaderEpochCache | None) -> tuple[int, str | None]:
+    def recover(
+        self, epoch_cache: LeaderEpochCache | None, trusted_below: int | None = None
+    ) -> tuple[int, str | None]:
         """Validate every batch (CRC32C), rebuild both indexes, cut an invalid tail.
 
+        ``trusted_below``: the recovery point, when it falls inside this segment and the
+        indexes passed their sanity checks. The batches below it were fsynced together with
+        their index entries, so validation resumes after the last indexed batch below it
+        (once that batch's header matches its entry; otherwise everything is validated).
         Returns ``(bytes truncated, why)``.
         """
-        self.index.reset()
-        self.time_index.reset()
+        resume = None if trusted_below is None else self._trusted_prefix(trusted_below)
+        if resume is None:
+            self.index.reset()
+            self.time_index.reset()
+        else:
+            self.index.truncate_to(resume.last_offset + 1)
+            self.time_index.truncate_to(resume.last_offset + 1)
+            self.index.resize(self.max_index_size)  # a trimmed index has room again
+            self.time_index.resize(self.max_index_size)
         self.index.begin_bulk()  # one write per index, not one per entry
         self.time_index.begin_bulk()
         try:
-            return self._recover(epoch_cache)
+            return self._recover(epoch_cache, resume)
         finally:
             self.index.end_bulk()
             self.time_index.end_bulk()
 
-    def _recover(self, epoch_cache: LeaderEpochCache | None) -> tuple[int, str | None]:
+    def _trusted_prefix(self, recovery_point: int) -> BatchHeader | None:
+        """The last indexed batch wholly below ``recovery_point``, if its header agrees."""
+        if recovery_point <= self.base_offset or not self.index.entries:
+            return None
+        entry = self.index.lookup(recovery_point - 1)
+        if entry.offset >= recovery_point or (entry.offset, entry.position) == (
+            self.base_offset,
+            0,
+        ):
+            return None  # no entry below it (lookup's fallback)
+        head = self.read(entry.position, _HEAD.size)
+        if len(head) < _HEAD.size:
+            return None
+        base, length, ple, _magic, _crc, _attrs, lod, _bts, max_ts = _HEAD.unpack_from(head)
+        size = LOG_OVERHEAD + length
+        if base + lod != entry.offset or length < MIN_BATCH_LENGTH:
+            return None
+        if entry.position + size > self.size:
+            return None
+        return BatchHeader(entry.position, base, size, entry.offset, max_ts, ple, 0, 0)
+
+    def _recover(
+        self, epoch_cache: LeaderEpochCache | None, resume: BatchHeader | None
+    ) -> tuple[int, str | None]:
         self._bytes_since_index = 0
         max_ts = TimestampOffset(NO_TIMESTAMP, self.base_offset)
         next_offset = self.base_offset
         valid = 0
         last_index_pos = 0
+        if resume is not None:
+            # The kept time index entries cover every batch up to the resumed one.
+            max_ts = self.time_index.last_entry
+            next_offset = resume.last_offset + 1
+            valid = resume.position + resume.size
+            last_index_pos = resume.position
         why: str | None = None
-        if self.size:
+        if self.size > valid:
             mm = mmap.mmap(self.fd, self.size, access=mmap.ACCESS_READ)
             mv = memoryview(mm)
-            batches = scan_batches(mv, 0, self.size, verify_crc=True)
+            batches = scan_batches(mv, valid, self.size, verify_crc=True)
             try:
                 for view in batches:
                     last = view.last_offset

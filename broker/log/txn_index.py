@@ -17,6 +17,8 @@ from pathlib import Path
 from protocol.errors import CorruptRecordError
 from protocol.txn_index import ENTRY_SIZE, AbortedTxn, decode_entries, decode_entry, encode_entry
 
+from .checkpoint import fsync_dir
+
 log = logging.getLogger(__name__)
 
 
@@ -32,6 +34,7 @@ class TransactionIndex:
             size = 0
         self._size = size
         self._dirty = False
+        self._created = False  # created since the last flush: its directory entry is not durable
 
     def __repr__(self) -> str:
         return f"TransactionIndex({self.path.name}, entries={self.count})"
@@ -111,7 +114,9 @@ class TransactionIndex:
     # -- writing ---------------------------------------------------------------------------
     def _handle(self) -> int:
         if self._fd is None:
+            existed = self.path.exists()
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            self._created |= not existed
         return self._fd
 
     def append(self, txn: AbortedTxn) -> None:
@@ -156,6 +161,8 @@ class TransactionIndex:
         self._dirty = True
 
     def flush(self) -> None:
+        """fsync the file, and its directory when the file is new: entries below the recovery
+        point must survive a crash (recovery rebuilds only those above it)."""
         if self._dirty and self.path.exists():
             fd = os.open(self.path, os.O_RDONLY) if self._fd is None else self._fd
             try:
@@ -163,7 +170,10 @@ class TransactionIndex:
             finally:
                 if fd != self._fd:
                     os.close(fd)
+            if self._created:
+                fsync_dir(self.path.parent)
         self._dirty = False
+        self._created = False
 
     def close(self) -> None:
         if self._fd is not None:

@@ -38,6 +38,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from broker.log import LogConfig, ManualClock, PartitionLog, ProducerStateManager
 from broker.log.producer_state_loader import snapshot_producer_state
 from protocol.records import build_end_txn_marker, scan_batches, set_base_offset
+from protocol.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from protocol.txn_index import AbortedTxn, decode_entries
 
 from .log_helpers import T0, batch, open_log, small_config
@@ -352,7 +353,9 @@ class TxnLogMachine(RuleBasedStateMachine):
 
     @rule(lose_snapshots=st.booleans(), cut=st.integers(0, 400), lose_txn_index=st.booleans())
     def crash(self, lose_snapshots: bool, cut: int, lose_txn_index: bool) -> None:
-        """kill -9: snapshots, the active segment's tail and its .txnindex may be lost."""
+        """kill -9: snapshots, the active segment's tail and its .txnindex entries written
+        since the last flush may be lost (a flush fsyncs the file, and its directory when the
+        file is new: the entries below the recovery point survive)."""
         plog = self.plog
         active = plog.active_segment
         headers = list(active.headers())
@@ -362,7 +365,12 @@ class TxnLogMachine(RuleBasedStateMachine):
             for f in plog.dir.glob("*.snapshot"):
                 f.unlink()
         if lose_txn_index:
-            active.txn_index.path.unlink(missing_ok=True)
+            path = active.txn_index.path
+            kept = [t for t in active.txn_index.entries() if t.last_offset < recovery_point]
+            if kept:
+                path.write_bytes(path.read_bytes()[: len(kept) * TXN_ENTRY_SIZE])
+            else:
+                path.unlink(missing_ok=True)
         size = active.log_path.stat().st_size
         # Batches below the log start or the recovery point were durable: never cut.
         floor = max(self.log_start, recovery_point)
