@@ -12,7 +12,19 @@ kill -9s the node, starts it again and prints:
   (OffsetFetch succeeds: the group's coordinator shard is loaded);
 - the node's own "producer state rebuilt" / "loaded" log lines are summarised (batches replayed).
 
-The goal is a restart time that does not grow with the log.
+Before the kill, one recovery checkpoint (``log.flush.offset.checkpoint.interval.ms``, set to
+--checkpoint-ms) is let pass and then --tail MiB more are written: a crash at a random moment,
+with the last interval's writes not yet checkpointed. ``--checkpoint-ms 0`` keeps the node's
+default (60 s) and kills right after writing. The goal is a restart time that does not grow
+with the log.
+
+On a 2-core VM (best of noisy runs; 8 partitions, 50 offsets partitions, 16 MiB tail), seconds
+until Metadata / committed offsets after the kill, at 64 / 256 / 512 MiB written:
+
+    before (recovery point only at rolls, no snapshot but at rolls): 2.43/2.50, 2.93/3.00,
+        3.51/3.58; 4676 / 18088 / 35868 batches replayed
+    after (recovery checkpoints, resumed segment recovery, sparse index reads): 1.47/1.53,
+        1.13/1.19, 1.44/1.50; 1396 batches replayed each time (the tail)
 """
 
 import argparse
@@ -134,23 +146,39 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sizes", default="64,256,512", help="cumulative MiB per step")
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--commits", type=int, default=300, help="offset commits per step")
+    parser.add_argument(
+        "--checkpoint-ms",
+        type=int,
+        default=3000,
+        help="log.flush.offset.checkpoint.interval.ms; 0: the node's default, no wait",
+    )
+    parser.add_argument(
+        "--tail", type=int, default=16, help="MiB written after the checkpoint, before the kill"
+    )
     parser.add_argument("--timeout", type=float, default=90.0)
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     workdir = Path(tempfile.mkdtemp(prefix="restart-bench-"))
+    extra = {}
+    if args.checkpoint_ms:
+        extra["log.flush.offset.checkpoint.interval.ms"] = str(args.checkpoint_ms)
     node = Node(
         workdir,
         offsets__topic__num__partitions="50",
         num__partitions=str(args.partitions),
     )
+    node.settings.update(extra)
     node.start()
     rows: list[tuple[Any, ...]] = []
     try:
         written = 0
         commits = 0
         for size in sizes:
-            took = _produce(node.bootstrap, args.partitions, size - written)
+            took = _produce(node.bootstrap, args.partitions, size - written - args.tail)
+            if args.checkpoint_ms:  # let one recovery checkpoint pass, then write the tail
+                time.sleep(args.checkpoint_ms / 1000 + 1.5)
+            took += _produce(node.bootstrap, args.partitions, args.tail)
             written = size
             _commit(node.bootstrap, args.partitions, args.commits, commits)
             commits += args.commits
