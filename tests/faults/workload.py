@@ -432,13 +432,26 @@ class EosApp:
                 time.sleep(0.5)
 
     def _rewind(self, consumer: Any) -> None:
-        """Back to the committed offsets: what an aborted transaction read is read again."""
-        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+        """Back to the committed offsets: what an aborted transaction read is read again.
+
+        Retried while the group coordinator moves (NOT_COORDINATOR during a failover): going on
+        from the consumer's position instead would skip the aborted transaction's input."""
+        from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 
         assignment = consumer.assignment()
         if not assignment:
             return
-        for tp in consumer.committed(assignment, timeout=30):
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                committed = consumer.committed(assignment, timeout=30)
+                break
+            except KafkaException as e:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"committed offsets unreadable for 120 s: {e}") from e
+                self.stats.errors.append(f"rewind: {e}")
+                time.sleep(0.5)
+        for tp in committed:
             consumer.seek(
                 TopicPartition(
                     tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
@@ -532,8 +545,7 @@ class EosApp:
         with contextlib.suppress(Exception):
             producer.flush(1)
         producer = self._producer()
-        with contextlib.suppress(KafkaException):
-            self._rewind(consumer)
+        self._rewind(consumer)
         return producer
 
 
