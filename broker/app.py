@@ -90,7 +90,7 @@ from .coordinator.txn.remote import ClusterMarkerWriter, TxnVerification
 from .log.cleaner import CleanerConfig, LogCleaner
 from .log.clock import SystemClock
 from .log.config import LogConfig
-from .log.manager import LogManager
+from .log.manager import LogManager, LogSchedule
 from .metadata.image import (
     METADATA_TOPIC,
     METADATA_TOPIC_ID,
@@ -213,13 +213,13 @@ class Node:
         self.config_secrets = ConfigSecrets(password_encoder.from_config(config))
         self.default_log_config = topic_configs.log_config(config, {})
         log_dirs = [Path(d) for d in config.log_dirs]
-        checkpoint_ms = config.log_flush_offset_checkpoint_interval_ms
-        self.logs = LogManager(
-            log_dirs,
-            self.default_log_config,
-            self.clock,
-            recovery_checkpoint_interval_ms=checkpoint_ms,
+        schedule = LogSchedule(
+            retention_check_ms=config.log_retention_check_interval_ms,
+            recovery_checkpoint_ms=config.log_flush_offset_checkpoint_interval_ms,
+            start_checkpoint_ms=config.log_flush_start_offset_checkpoint_interval_ms,
+            hw_checkpoint_ms=config.replica_high_watermark_checkpoint_interval_ms,
         )
+        self.logs = LogManager(log_dirs, self.default_log_config, self.clock, schedule=schedule)
         # KIP-1279: a read-only mirror partition stays byte-identical to its source; and, as
         # Kafka pauses it, the cleaner leaves a partition alone while it moves to another dir.
         self.cleaner = LogCleaner(
@@ -242,12 +242,7 @@ class Node:
         self.meta_logs = (
             self.logs
             if meta_dir in log_dirs
-            else LogManager(
-                [meta_dir],
-                self.default_log_config,
-                self.clock,
-                recovery_checkpoint_interval_ms=checkpoint_ms,
-            )
+            else LogManager([meta_dir], self.default_log_config, self.clock, schedule=schedule)
         )
 
     def _build_quorum(self) -> None:

@@ -88,7 +88,8 @@ IMPLEMENTED_KEYS: frozenset[str] = frozenset(
         "log.retention.ms", "log.retention.minutes", "log.retention.hours",
         "log.retention.bytes", "log.retention.check.interval.ms", "log.cleanup.policy",
         "log.flush.interval.messages", "log.flush.interval.ms", "log.flush.scheduler.interval.ms",
-        "log.flush.offset.checkpoint.interval.ms",
+        "log.flush.offset.checkpoint.interval.ms", "log.flush.start.offset.checkpoint.interval.ms",
+        "replica.high.watermark.checkpoint.interval.ms",
         "log.index.size.max.bytes", "log.index.interval.bytes", "log.segment.delete.delay.ms",
         "log.cleaner.enable", "log.cleaner.backoff.ms", "log.cleaner.threads",
         "log.cleaner.io.max.bytes.per.second", "log.cleaner.dedupe.buffer.size",
@@ -221,6 +222,8 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     log_flush_interval_ms: int  # resolved: log.flush.interval.ms > log.flush.scheduler.interval.ms
     log_flush_scheduler_interval_ms: int
     log_flush_offset_checkpoint_interval_ms: int
+    log_flush_start_offset_checkpoint_interval_ms: int
+    replica_high_watermark_checkpoint_interval_ms: int
     log_index_size_max_bytes: int
     log_index_interval_bytes: int
     log_segment_delete_delay_ms: int

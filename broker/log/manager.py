@@ -3,11 +3,19 @@
 On start it opens each ``<topic>-<partition>`` directory it finds (the topic id comes from
 ``partition.metadata``), recovering from the recovery point in
 ``recovery-point-offset-checkpoint`` unless the dir holds Kafka's ``.kafka_cleanshutdown``
-marker. The app calls ``periodic`` for retention, time-based flushes and checkpoints, and, every
-``log.flush.offset.checkpoint.interval.ms``, a recovery checkpoint: each log is fsynced to its end
-and its producer state snapshotted there, so a restart after a kill -9 validates and replays
-only what was written since (Kafka writes the checkpoint file on that interval but moves the
-recovery point only on flushes: a crash there re-validates the whole active segment).
+marker. The app calls ``periodic`` every second; no duty walks every log at that pace:
+
+- logs with work (a rolled segment to flush, files to purge, a flush.ms deadline, a new log
+  start) ask for it through ``PartitionLog.on_background_work``, and only they are visited;
+- retention runs every ``log.retention.check.interval.ms`` (Kafka: 5 min);
+- the high watermark file every ``replica.high.watermark.checkpoint.interval.ms`` (5 s), the log
+  start file every ``log.flush.start.offset.checkpoint.interval.ms`` (60 s) and at once when a
+  log start moved; each file is written only when its contents changed;
+- every ``log.flush.offset.checkpoint.interval.ms`` (60 s) a recovery checkpoint: each log is
+  fsynced to its end and its producer state snapshotted there, so a restart after a kill -9
+  validates and replays only what was written since (Kafka writes the checkpoint file on that
+  interval but moves the recovery point only on flushes: a crash there re-validates the whole
+  active segment).
 
 With several log dirs (JBOD) a new partition goes to the dir holding the fewest, unless
 AlterReplicaLogDirs named one for it; ``moves`` moves a partition to another dir while it serves
@@ -23,6 +31,8 @@ import os
 import re
 import shutil
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
@@ -43,8 +53,6 @@ from .partition_log import PartitionLog, partition_dir_name
 from .replica_move import FUTURE_DIR_SUFFIX, MOVE_MARKER, ReplicaMover
 
 CLEAN_SHUTDOWN_FILE: Final = ".kafka_cleanshutdown"
-# log.flush.offset.checkpoint.interval.ms (Kafka's default)
-DEFAULT_RECOVERY_CHECKPOINT_INTERVAL_MS: Final = 60_000
 DELETE_DIR_SUFFIX: Final = "-delete"
 _PARTITION_DIR: Final = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 _FUTURE_DIR: Final = re.compile(
@@ -54,6 +62,21 @@ _FUTURE_DIR: Final = re.compile(
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+_CHECKPOINT_FILES: Final = (
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+)
+
+
+@dataclass(frozen=True)
+class LogSchedule:
+    """How often the periodic duties run; Kafka's keys and defaults."""
+
+    retention_check_ms: int = 300_000  # log.retention.check.interval.ms
+    recovery_checkpoint_ms: int = 60_000  # log.flush.offset.checkpoint.interval.ms
+    start_checkpoint_ms: int = 60_000  # log.flush.start.offset.checkpoint.interval.ms
+    hw_checkpoint_ms: int = 5_000  # replica.high.watermark.checkpoint.interval.ms
 
 
 class LogManager:
@@ -63,12 +86,17 @@ class LogManager:
         default_config: LogConfig,
         clock: Clock,
         *,
-        recovery_checkpoint_interval_ms: int = DEFAULT_RECOVERY_CHECKPOINT_INTERVAL_MS,
+        schedule: LogSchedule | None = None,
     ) -> None:
         if not log_dirs:
             raise ValueError("at least one log dir is needed")
-        self.recovery_checkpoint_interval_ms = recovery_checkpoint_interval_ms
-        self._last_recovery_checkpoint_ms = clock.now_ms()
+        self.schedule = schedule or LogSchedule()
+        now = clock.now_ms()
+        self._last_run = {"retention": now, "recovery": now, "start": now, "hw": now}
+        # logs that asked for background work (see PartitionLog.on_background_work)
+        self._busy: dict[TopicPartition, PartitionLog] = {}
+        # what each checkpoint file of each dir holds, so an unchanged one is not rewritten
+        self._written: dict[tuple[Path, str], dict[TopicPartition, int]] = {}
         self.log_dirs = [Path(d) for d in log_dirs]
         self.default_config = default_config
         self._clock = clock
@@ -136,8 +164,7 @@ class LogManager:
             # The HW from the last checkpoint (clamped to the log); without one, the log start:
             # nothing is known committed until the ISR says so again.
             plog.high_watermark = high_watermarks.get(tp, plog.log_start_offset)
-            self._logs[tp] = plog
-            self._dir_of[tp] = log_dir
+            self._add(tp, plog, log_dir)
         # Kafka removes the marker once loaded: a crash from here on is unclean.
         marker.unlink(missing_ok=True)
 
@@ -205,9 +232,18 @@ class LogManager:
             self._clock,
             clean_shutdown=True,  # brand new: nothing to recover
         )
+        self._add(tp, plog, log_dir)
+        return plog
+
+    def _add(self, tp: TopicPartition, plog: PartitionLog, log_dir: Path) -> None:
         self._logs[tp] = plog
         self._dir_of[tp] = log_dir
-        return plog
+        plog.on_background_work = self._wants_work
+        if plog.has_background_work():
+            self._busy[tp] = plog
+
+    def _wants_work(self, plog: PartitionLog) -> None:
+        self._busy[(plog.topic, plog.partition)] = plog
 
     def _pick_dir(self) -> Path:
         counts = {d: 0 for d in self.log_dirs}
@@ -236,8 +272,10 @@ class LogManager:
         self.moves.cancel(topic, partition)
         plog = self._logs.pop(tp, None)
         log_dir = self._dir_of.pop(tp, None)
+        self._busy.pop(tp, None)
         if plog is None or log_dir is None:
             return False
+        plog.on_background_work = None
         plog.close_handles()
         doomed = log_dir / f"{plog.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
         os.replace(plog.dir, doomed)
@@ -248,50 +286,80 @@ class LogManager:
 
     # -- checkpoints and background work -------------------------------------------------
     def checkpoint(self) -> None:
+        """Write every checkpoint file of every dir (those whose contents changed)."""
         for log_dir in self.log_dirs:
             self._checkpoint_dir(log_dir)
 
-    def _checkpoint_dir(self, log_dir: Path) -> None:
+    def _checkpoint_dir(self, log_dir: Path, files: tuple[str, ...] = _CHECKPOINT_FILES) -> None:
         logs = [(tp, plog) for tp, plog in self._logs.items() if self._dir_of[tp] == log_dir]
-        write_offset_checkpoint(
-            log_dir / RECOVERY_POINT_CHECKPOINT,
-            {tp: plog.recovery_point for tp, plog in logs},
-        )
-        write_offset_checkpoint(
-            log_dir / REPLICATION_OFFSET_CHECKPOINT,
-            {tp: plog.high_watermark for tp, plog in logs},
-        )
-        # Like Kafka, only logs whose start moved past their first segment need an entry.
-        write_offset_checkpoint(
-            log_dir / LOG_START_OFFSET_CHECKPOINT,
-            {
-                tp: plog.log_start_offset
-                for tp, plog in logs
-                if plog.log_start_offset > plog.segments[0].base_offset
-            },
-        )
+        for name in files:
+            if name == RECOVERY_POINT_CHECKPOINT:
+                offsets = {tp: plog.recovery_point for tp, plog in logs}
+            elif name == REPLICATION_OFFSET_CHECKPOINT:
+                offsets = {tp: plog.high_watermark for tp, plog in logs}
+            else:  # like Kafka, only logs whose start moved past their first segment
+                offsets = {
+                    tp: plog.log_start_offset
+                    for tp, plog in logs
+                    if plog.log_start_offset > plog.segments[0].base_offset
+                }
+            key = (log_dir, name)
+            if self._written.get(key) != offsets:
+                write_offset_checkpoint(log_dir / name, offsets)
+                self._written[key] = offsets
+
+    def _due(self, duty: str, every_ms: int, now_ms: int) -> bool:
+        if now_ms - self._last_run[duty] < every_ms:
+            return False
+        self._last_run[duty] = now_ms
+        return True
 
     def periodic(self, now_ms: int) -> None:
-        """Retention, due flushes (rolled segments, flush.ms), file purges, checkpoints; every
-        ``recovery_checkpoint_interval_ms`` also the recovery checkpoint of each log (see
-        ``PartitionLog.checkpoint_recovery``: what a restart after a crash must validate and
-        replay is then what was written since, not the whole active segment)."""
-        recovery_due = (
-            now_ms - self._last_recovery_checkpoint_ms >= self.recovery_checkpoint_interval_ms
-        )
-        if recovery_due:
-            self._last_recovery_checkpoint_ms = now_ms
-        for plog in list(self._logs.values()):
-            try:
-                plog.delete_old_segments(now_ms)
-                plog.flush_if_due(now_ms)
-                plog.purge_deleted_files(now_ms)
-                if recovery_due:
-                    plog.checkpoint_recovery()
-            except OSError:
-                log.exception("%s: background log work failed", plog.name)
-        self.checkpoint()
+        """The maintenance tick (see the module docstring): the logs that asked for work, and
+        each duty whose interval has passed."""
+        sched = self.schedule
+        if self._due("retention", sched.retention_check_ms, now_ms):
+            for plog in list(self._logs.values()):
+                self._background(plog, plog.delete_old_segments, now_ms)
+        start_moved = False
+        for tp, plog in list(self._busy.items()):
+            if self._logs.get(tp) is not plog:
+                del self._busy[tp]  # deleted or replaced since it asked
+                continue
+            self._background(plog, plog.flush_if_due, now_ms)
+            self._background(plog, plog.purge_deleted_files, now_ms)
+            start_moved |= self._start_unwritten(tp, plog)
+            if not plog.has_background_work():
+                del self._busy[tp]
+        files: list[str] = []
+        if self._due("recovery", sched.recovery_checkpoint_ms, now_ms):
+            for plog in list(self._logs.values()):
+                self._background(plog, plog.checkpoint_recovery, now_ms)
+            files.append(RECOVERY_POINT_CHECKPOINT)
+        if self._due("hw", sched.hw_checkpoint_ms, now_ms):
+            files.append(REPLICATION_OFFSET_CHECKPOINT)
+        if self._due("start", sched.start_checkpoint_ms, now_ms) or start_moved:
+            files.append(LOG_START_OFFSET_CHECKPOINT)
+        if files:
+            for log_dir in self.log_dirs:
+                self._checkpoint_dir(log_dir, tuple(files))
         self._resume_moves()
+
+    @staticmethod
+    def _background(plog: PartitionLog, work: Callable[[int], object], now_ms: int) -> None:
+        try:
+            work(now_ms)
+        except OSError:
+            log.exception("%s: background log work failed", plog.name)
+
+    def _start_unwritten(self, tp: TopicPartition, plog: PartitionLog) -> bool:
+        """The log start differs from what its dir's checkpoint file says."""
+        log_dir = self._dir_of.get(tp)
+        if log_dir is None:
+            return False
+        written = self._written.get((log_dir, LOG_START_OFFSET_CHECKPOINT), {}).get(tp)
+        start = plog.log_start_offset
+        return written != (start if start > plog.segments[0].base_offset else None)
 
     def _resume_moves(self) -> None:
         if not self._interrupted_moves:

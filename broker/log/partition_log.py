@@ -51,7 +51,7 @@ from .checkpoint import (
     write_partition_metadata,
 )
 from .clock import Clock
-from .config import LogConfig
+from .config import LONG_MAX, LogConfig
 from .epoch_cache import LeaderEpochCache
 from .errors import (
     CORRUPT_MESSAGE,
@@ -173,6 +173,24 @@ class PartitionLog:
         # Lowest offset from which .txnindex entries may be stale (recovered or repaired
         # segments): ``load_producer_state`` rebuilds them from the log.
         self._txn_index_stale_from: int | None = None
+        # LogManager's hook, called when this log gets background work (a rolled segment to
+        # flush, files to purge, a flush.ms deadline, a new log start to checkpoint): the
+        # maintenance tick visits only such logs, never every log.
+        self.on_background_work: Callable[[PartitionLog], None] | None = None
+
+    def _want_background(self) -> None:
+        hook = self.on_background_work
+        if hook is not None:
+            hook(self)
+
+    def has_background_work(self) -> bool:
+        """A rolled segment not yet flushed, files waiting for their purge, or unflushed data
+        under a finite flush.ms."""
+        return (
+            self._roll_flush_offset is not None
+            or bool(self._pending_deletes)
+            or (self._unflushed > 0 and self._config.flush_ms < LONG_MAX)
+        )
 
     def __repr__(self) -> str:
         return (
@@ -357,6 +375,8 @@ class PartitionLog:
     def update_config(self, config: LogConfig) -> None:
         """New topic config; applies to the next roll/append/retention pass."""
         self._config = config
+        if self.has_background_work():
+            self._want_background()  # flush.ms may have become finite
 
     @property
     def log_start_offset(self) -> int:
@@ -481,7 +501,7 @@ class PartitionLog:
         if leader_epoch >= 0:
             self.epoch_cache.assign(leader_epoch, first_offset)
         self._write(out, metas, first_offset, last_offset, max_ts, now_ms)
-        self._unflushed += record_count
+        self._count_unflushed(record_count)
         if psm is not None:
             self._update_producer_state(psm, [BatchView(out, cb.position) for cb in checked])
         self._maybe_flush_by_count()
@@ -557,7 +577,7 @@ class PartitionLog:
         if unsummed:
             data = _fill_crcs(data, unsummed)
         self._write(data, metas, first_offset, last_offset, max_ts, now_ms)
-        self._unflushed += record_count
+        self._count_unflushed(record_count)
         psm = self.producer_state
         if psm is not None:
             self._update_producer_state(psm, views)
@@ -621,6 +641,11 @@ class PartitionLog:
         seg.append(data, metas)
         self._leo = last_offset + 1
 
+    def _count_unflushed(self, records: int) -> None:
+        if not self._unflushed and self._config.flush_ms < LONG_MAX:
+            self._want_background()  # a flush.ms deadline starts
+        self._unflushed += records
+
     def _maybe_flush_by_count(self) -> None:
         if self._unflushed >= self._config.flush_messages:
             self.flush()
@@ -643,6 +668,7 @@ class PartitionLog:
         else:
             active.on_become_inactive()
             self._roll_flush_offset = new_base
+            self._want_background()
         seg = self._make_segment(new_base, now)
         self._segments.append(seg)
         self._bases.append(new_base)
@@ -673,7 +699,7 @@ class PartitionLog:
         if self._roll_flush_offset is not None and self._roll_flush_offset <= offset:
             self._roll_flush_offset = None
 
-    def checkpoint_recovery(self) -> None:
+    def checkpoint_recovery(self, _now_ms: int = 0) -> None:
         """The periodic recovery checkpoint: fsync what was written since the last flush (the
         recovery point moves to the log end), then write a producer snapshot there (fsynced
         too), so a restart after a crash validates and replays only what came after. The
@@ -921,6 +947,7 @@ class PartitionLog:
             raise OffsetOutOfRange(self._log_start, self._hw, offset)
         if offset > self._log_start:
             self._log_start = offset
+            self._want_background()  # the log start checkpoint is due
             self.epoch_cache.truncate_from_start(offset)
             if self.producer_state is not None:
                 self.producer_state.on_log_start_offset_incremented(offset)
@@ -987,6 +1014,7 @@ class PartitionLog:
             del self._segments[: len(deletable)]
             del self._bases[: len(deletable)]
             self._pending_deletes.append(pending)
+            self._want_background()
             log.info(
                 "%s: deleted %d segment(s); log start offset %d",
                 self.name,
@@ -1038,6 +1066,7 @@ class PartitionLog:
         self._segments[i : i + n] = [self._make_segment(base, now)]
         self._bases[i : i + n] = [base]
         self._pending_deletes.append(pending)
+        self._want_background()
         return True
 
     # -- lifecycle -----------------------------------------------------------------------

@@ -21,6 +21,7 @@ from broker.log.checkpoint import (
     write_offset_checkpoint,
     write_partition_metadata,
 )
+from broker.log.manager import LogSchedule
 
 from .log_helpers import T0, TOPIC_ID, batch, small_config
 
@@ -156,7 +157,8 @@ def test_manager_create_reload_delete(tmp_path: Path) -> None:
 def test_manager_periodic_flush_and_retention(tmp_path: Path) -> None:
     clock = ManualClock(T0)
     cfg = small_config(**{"flush.ms": "1000", "retention.ms": "5000", "file.delete.delay.ms": "0"})
-    mgr = LogManager([tmp_path], cfg, clock)
+    schedule = LogSchedule(retention_check_ms=1000, recovery_checkpoint_ms=1000)
+    mgr = LogManager([tmp_path], cfg, clock, schedule=schedule)
     plog = mgr.get_or_create("t", 0, uuid.uuid4())
     for i in range(100):
         plog.append_as_leader(batch(2, tag=i), 0, now_ms=T0)

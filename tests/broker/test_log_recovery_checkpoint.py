@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from broker.log import LogManager, ManualClock, ProducerStateManager
+from broker.log.manager import LogSchedule
 from broker.log.producer_state_loader import snapshot_producer_state
 from protocol.txn_index import AbortedTxn
 
@@ -118,9 +119,8 @@ def test_an_empty_log_gets_no_snapshot(tmp_path: Path) -> None:
 
 def test_the_manager_checkpoints_recovery_on_its_interval(tmp_path: Path) -> None:
     clock = ManualClock(T0)
-    manager = LogManager(
-        [tmp_path], small_config(**BIG), clock, recovery_checkpoint_interval_ms=5_000
-    )
+    schedule = LogSchedule(recovery_checkpoint_ms=5_000)
+    manager = LogManager([tmp_path], small_config(**BIG), clock, schedule=schedule)
     plog = manager.get_or_create("topic", 0, TOPIC_ID)
     attach(plog)
     w = Writer(plog)

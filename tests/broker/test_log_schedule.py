@@ -1,0 +1,115 @@
+"""The log manager's maintenance tick visits only logs that asked for work, runs each duty on
+its Kafka interval, and rewrites a checkpoint file only when what it holds changed."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from broker.log import LogManager, ManualClock, PartitionLog
+from broker.log.checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    read_offset_checkpoint,
+)
+from broker.log.manager import LogSchedule
+
+from .log_helpers import T0, batch, small_config
+
+SCHEDULE = LogSchedule(
+    retention_check_ms=300_000,
+    recovery_checkpoint_ms=60_000,
+    start_checkpoint_ms=60_000,
+    hw_checkpoint_ms=5_000,
+)
+
+
+def manager(tmp_path: Path, clock: ManualClock, **overrides: str) -> LogManager:
+    return LogManager([tmp_path], small_config(**overrides), clock, schedule=SCHEDULE)
+
+
+def fill(plog: PartitionLog, batches: int) -> None:
+    for i in range(batches):
+        plog.append_as_leader(batch(2, tag=i), 0, now_ms=T0)
+    plog.high_watermark = plog.log_end_offset
+
+
+def test_idle_logs_are_not_visited(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    mgr = manager(tmp_path, clock)
+    logs = [mgr.get_or_create("t", p, uuid.uuid4()) for p in range(50)]
+    fill(logs[0], 3)  # no roll, flush.ms unset: nothing for the tick to do
+    mgr.periodic(T0 + 1000)
+    assert mgr._busy == {}
+    fill(logs[1], 200)  # rolls: its old segments wait for a flush
+    assert set(mgr._busy) == {("t", 1)}
+    mgr.periodic(T0 + 2000)
+    assert logs[1].recovery_point == logs[1].segments[-1].base_offset
+    assert mgr._busy == {}, "a log with nothing left to do leaves the set"
+    mgr.close()
+
+
+def test_each_checkpoint_file_on_its_interval_and_only_when_changed(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    mgr = manager(tmp_path, clock)
+    plog = mgr.get_or_create("t", 0, uuid.uuid4())
+    fill(plog, 5)
+    hw_file = tmp_path / REPLICATION_OFFSET_CHECKPOINT
+    rp_file = tmp_path / RECOVERY_POINT_CHECKPOINT
+    mgr.periodic(T0 + 1000)
+    assert not hw_file.exists() and not rp_file.exists()  # not due yet
+    mgr.periodic(T0 + 5000)
+    assert read_offset_checkpoint(hw_file) == {("t", 0): plog.high_watermark}
+    assert not rp_file.exists()
+    written = hw_file.stat().st_mtime_ns
+    hw_file.unlink()
+    mgr.periodic(T0 + 10_000)
+    assert not hw_file.exists(), "unchanged: not rewritten"
+    fill(plog, 1)
+    mgr.periodic(T0 + 15_000)
+    assert read_offset_checkpoint(hw_file) == {("t", 0): plog.high_watermark}
+    assert hw_file.stat().st_mtime_ns >= written
+    mgr.periodic(T0 + 60_000)
+    assert read_offset_checkpoint(rp_file) == {("t", 0): plog.log_end_offset}
+    assert plog.recovery_point == plog.log_end_offset  # the recovery checkpoint flushed it
+    mgr.close()
+
+
+def test_a_moved_log_start_is_checkpointed_at_the_next_tick(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    mgr = manager(tmp_path, clock)
+    plog = mgr.get_or_create("t", 0, uuid.uuid4())
+    fill(plog, 5)
+    start_file = tmp_path / LOG_START_OFFSET_CHECKPOINT
+    plog.delete_records_before(4)
+    mgr.periodic(T0 + 1000)
+    assert read_offset_checkpoint(start_file) == {("t", 0): 4}
+    mgr.close()
+
+
+def test_retention_runs_on_its_interval(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    mgr = manager(tmp_path, clock, **{"retention.ms": "1000", "file.delete.delay.ms": "0"})
+    plog = mgr.get_or_create("t", 0, uuid.uuid4())
+    fill(plog, 200)
+    segments = len(plog.segments)
+    assert segments > 1
+    mgr.periodic(T0 + 299_000)
+    assert len(plog.segments) == segments, "not due: Kafka checks every 5 minutes"
+    mgr.periodic(T0 + 300_000)
+    assert plog.log_start_offset == plog.log_end_offset
+    assert plog.log_start_offset == plog.segments[0].base_offset  # no entry needed (Kafka)
+    mgr.close()
+
+
+def test_flush_ms_deadline_brings_the_log_back(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    mgr = manager(tmp_path, clock, **{"flush.ms": "1000"})
+    plog = mgr.get_or_create("t", 0, uuid.uuid4())
+    fill(plog, 2)
+    assert ("t", 0) in mgr._busy
+    mgr.periodic(T0 + 2000)
+    assert plog.recovery_point == plog.log_end_offset
+    assert mgr._busy == {}
+    mgr.close()
