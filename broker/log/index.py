@@ -173,6 +173,10 @@ class _Index:
             os.close(self._fd)
             self._fd = None
 
+    def dup_handle(self) -> list[int]:
+        """A duplicate of the file's descriptor (none when closed), for a background fsync."""
+        return [] if self._fd is None else [os.dup(self._fd)]
+
     def close_handle(self) -> None:
         if self._fd is not None:
             os.close(self._fd)

@@ -32,10 +32,13 @@ import re
 import shutil
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Final
 
+from .background_flush import FlushPlan
 from .checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -97,6 +100,7 @@ class LogManager:
         self._busy: dict[TopicPartition, PartitionLog] = {}
         # what each checkpoint file of each dir holds, so an unchanged one is not rewritten
         self._written: dict[tuple[Path, str], dict[TopicPartition, int]] = {}
+        self._flusher: ThreadPoolExecutor | None = None  # background flushes, one at a time
         self.log_dirs = [Path(d) for d in log_dirs]
         self.default_config = default_config
         self._clock = clock
@@ -322,20 +326,23 @@ class LogManager:
             for plog in list(self._logs.values()):
                 self._background(plog, plog.delete_old_segments, now_ms)
         start_moved = False
+        plans: list[tuple[PartitionLog, FlushPlan]] = []
+        recovery = self._due("recovery", sched.recovery_checkpoint_ms, now_ms)
+        if recovery:  # first: to the log end, it covers a due flush of the same log
+            for plog in list(self._logs.values()):
+                self._plan(plans, plog, partial(plog.plan_flush, snapshot=True))
         for tp, plog in list(self._busy.items()):
             if self._logs.get(tp) is not plog:
                 del self._busy[tp]  # deleted or replaced since it asked
                 continue
-            self._background(plog, plog.flush_if_due, now_ms)
+            self._plan(plans, plog, partial(plog.plan_due_flush, now_ms))
             self._background(plog, plog.purge_deleted_files, now_ms)
             start_moved |= self._start_unwritten(tp, plog)
             if not plog.has_background_work():
                 del self._busy[tp]
         files: list[str] = []
-        if self._due("recovery", sched.recovery_checkpoint_ms, now_ms):
-            for plog in list(self._logs.values()):
-                self._background(plog, plog.checkpoint_recovery, now_ms)
-            files.append(RECOVERY_POINT_CHECKPOINT)
+        if plans or recovery:
+            self._flush_in_background(plans, write_recovery_points=recovery)
         if self._due("hw", sched.hw_checkpoint_ms, now_ms):
             files.append(REPLICATION_OFFSET_CHECKPOINT)
         if self._due("start", sched.start_checkpoint_ms, now_ms) or start_moved:
@@ -344,6 +351,49 @@ class LogManager:
             for log_dir in self.log_dirs:
                 self._checkpoint_dir(log_dir, tuple(files))
         self._resume_moves()
+
+    @staticmethod
+    def _plan(
+        plans: list[tuple[PartitionLog, FlushPlan]],
+        plog: PartitionLog,
+        make: Callable[[], FlushPlan | None],
+    ) -> None:
+        try:
+            plan = make()
+        except OSError:
+            log.exception("%s: could not plan its flush", plog.name)
+            return
+        if plan is not None:
+            plans.append((plog, plan))
+
+    def _flush_in_background(
+        self, plans: list[tuple[PartitionLog, FlushPlan]], *, write_recovery_points: bool
+    ) -> None:
+        """fsyncs and snapshot writes in the flush thread, so the loop never waits for the
+        disk; the recovery points move, and their file is written, once it is done. Without
+        a running loop (tools, tests) they run here."""
+
+        def done() -> None:
+            for plog, plan in plans:
+                plog.complete_flush(plan)
+            if write_recovery_points and not self._closed:
+                for log_dir in self.log_dirs:
+                    self._checkpoint_dir(log_dir, (RECOVERY_POINT_CHECKPOINT,))
+
+        def work() -> None:
+            for _, plan in plans:
+                plan.run()
+
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            work()
+            done()
+            return
+        if self._flusher is None:
+            self._flusher = ThreadPoolExecutor(1, thread_name_prefix="log-flush")
+        future = loop.run_in_executor(self._flusher, work)
+        future.add_done_callback(lambda _f: done())
 
     @staticmethod
     def _background(plog: PartitionLog, work: Callable[[int], object], now_ms: int) -> None:
@@ -381,6 +431,8 @@ class LogManager:
         """Clean shutdown: flush and close every log, checkpoint, leave the clean marker."""
         if self._closed:
             return
+        if self._flusher is not None:
+            self._flusher.shutdown(wait=True)  # their completions find the logs closed
         self.moves.close()
         for plog in self._logs.values():
             plog.close()

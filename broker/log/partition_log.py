@@ -42,6 +42,7 @@ from protocol.records.batch import (
 )
 from protocol.txn_index import AbortedTxn
 
+from .background_flush import FlushPlan
 from .checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
     PARTITION_METADATA,
@@ -177,6 +178,8 @@ class PartitionLog:
         # flush, files to purge, a flush.ms deadline, a new log start to checkpoint): the
         # maintenance tick visits only such logs, never every log.
         self.on_background_work: Callable[[PartitionLog], None] | None = None
+        self._generation = 0  # truncations so far: a background flush planned before one is void
+        self._flush_in_flight = False
 
     def _want_background(self) -> None:
         hook = self.on_background_work
@@ -699,6 +702,69 @@ class PartitionLog:
         if self._roll_flush_offset is not None and self._roll_flush_offset <= offset:
             self._roll_flush_offset = None
 
+    # -- background flushes (see background_flush) ----------------------------------------
+    def plan_due_flush(self, now_ms: int) -> FlushPlan | None:
+        """The periodic flush, planned for a worker thread: a rolled segment, or everything
+        once flush.ms has passed."""
+        if self._unflushed and now_ms - self._last_flush_ms >= self._config.flush_ms:
+            return self.plan_flush()
+        if self._roll_flush_offset is not None:
+            return self.plan_flush(self._roll_flush_offset)
+        return None
+
+    def plan_flush(self, up_to: int | None = None, *, snapshot: bool = False) -> FlushPlan | None:
+        """Step 1 of a background flush to ``up_to`` (default: the log end); with ``snapshot``
+        the producer state there too (the recovery checkpoint). None: nothing to do, or a
+        background flush of this log is still running."""
+        if self._closed or self._flush_in_flight:
+            return None
+        end = self._leo if up_to is None else min(up_to, self._leo)
+        plan = FlushPlan(self.name, end, self._generation)
+        try:
+            if end > self._recovery_point:
+                for i, seg in enumerate(self._segments):
+                    seg_end = self._bases[i + 1] if i + 1 < len(self._bases) else None
+                    if seg_end is not None and seg_end <= self._recovery_point:
+                        continue  # already durable
+                    if seg.base_offset >= end:
+                        break
+                    plan.fds.extend(seg.sync_handles())
+            psm = self.producer_state
+            if snapshot and psm is not None and end == self._leo > self._log_start:
+                latest = psm.latest_snapshot_offset()
+                if latest is None or latest < end:
+                    plan.snapshot = psm.encode_state()
+                    plan.snapshot_tmp = psm.snapshot_tmp_path(end)
+        except OSError:
+            plan.close()
+            raise
+        if end <= self._recovery_point and plan.snapshot is None:
+            return None
+        self._flush_in_flight = True
+        return plan
+
+    def complete_flush(self, plan: FlushPlan) -> None:
+        """Step 3, on the loop once the thread is done: the recovery point moves and the
+        snapshot goes into place, unless the log was truncated or closed meanwhile."""
+        self._flush_in_flight = False
+        if not plan.ok or self._closed or plan.generation != self._generation:
+            plan.discard()
+            return
+        self.epoch_cache.flush()
+        if plan.up_to > self._recovery_point:
+            self._recovery_point = plan.up_to
+            self._last_flush_ms = self._clock.now_ms()
+            if plan.up_to >= self._leo:
+                self._unflushed = 0
+        if self._roll_flush_offset is not None and self._roll_flush_offset <= plan.up_to:
+            self._roll_flush_offset = None
+        psm = self.producer_state
+        if plan.snapshot_tmp is not None:
+            if psm is None:
+                plan.discard()
+            else:
+                psm.install_snapshot(plan.snapshot_tmp, plan.up_to)
+
     def checkpoint_recovery(self, _now_ms: int = 0) -> None:
         """The periodic recovery checkpoint: fsync what was written since the last flush (the
         recovery point moves to the log end), then write a producer snapshot there (fsynced
@@ -908,6 +974,7 @@ class PartitionLog:
         self._hw = min(self._hw, self._leo)
         self._recovery_point = min(self._recovery_point, self._leo)
         self._unflushed = 0
+        self._generation += 1
         if self._roll_flush_offset is not None and self._roll_flush_offset > self._leo:
             self._roll_flush_offset = None
         psm = self.producer_state
@@ -929,6 +996,7 @@ class PartitionLog:
         self._unflushed = 0
         self._roll_flush_offset = None
         self._txn_index_stale_from = None
+        self._generation += 1
         if self.producer_state is not None:
             self.producer_state.truncate_fully_and_start_at(offset)
 
@@ -1130,6 +1198,7 @@ class PartitionLog:
         self._recovery_point = self._leo  # the copy was fsynced
         self._unflushed = 0
         self._roll_flush_offset = None
+        self._generation += 1  # a background flush planned in the old directory is void
         if self.producer_state is not None:
             self.producer_state.partition_dir = self.dir
 

@@ -21,6 +21,7 @@ is all Kafka needs too.
 from __future__ import annotations
 
 import logging
+import os
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -41,8 +42,10 @@ from .errors import LogAppendError
 from .producer_snapshot import (
     CorruptSnapshotError,
     SnapshotEntry,
+    encode_snapshot,
     list_snapshots,
     read_snapshot,
+    snapshot_file_name,
     snapshot_path,
     write_snapshot,
 )
@@ -634,6 +637,33 @@ class ProducerStateManager:
         for old in offsets[: max(0, len(offsets) - self._retained_snapshots)]:
             self._delete_snapshot(old)
         return path
+
+    def encode_state(self) -> bytes:
+        """The snapshot file's bytes for the state as it is now (written by a worker thread)."""
+        return encode_snapshot(
+            self._producers[pid].to_snapshot() for pid in sorted(self._producers)
+        )
+
+    def snapshot_tmp_path(self, offset: int) -> Path:
+        return snapshot_path(self._dir, offset).with_name(
+            f"{snapshot_file_name(offset)}.background.tmp"
+        )
+
+    def install_snapshot(self, tmp: Path, offset: int) -> None:
+        """Rename a snapshot written off the loop into place (its data was fsynced first),
+        then keep only the newest ``retained_snapshots``."""
+        path = snapshot_path(self._dir, offset)
+        try:
+            os.replace(tmp, path)
+        except OSError:
+            log.exception(
+                "%s: could not install the producer snapshot at %d", self._dir.name, offset
+            )
+            tmp.unlink(missing_ok=True)
+            return
+        offsets = self.snapshot_offsets()
+        for old in offsets[: max(0, len(offsets) - self._retained_snapshots)]:
+            self._delete_snapshot(old)
 
     def delete_snapshots_before(self, offset: int) -> None:
         for at in self.snapshot_offsets():

@@ -441,6 +441,20 @@ class LogSegment:
         self.index.trim()
         self.time_index.trim()
 
+    def sync_handles(self) -> list[int]:
+        """Duplicates of the descriptors a flush fsyncs (the log and its two indexes), for a
+        worker thread to fsync and close; the transaction index, rarely written, is flushed
+        here."""
+        self.txn_index.flush()
+        fds = [os.dup(self.fd)]
+        try:
+            fds += self.index.dup_handle() + self.time_index.dup_handle()
+        except OSError:
+            for fd in fds:
+                os.close(fd)
+            raise
+        return fds
+
     def flush(self) -> None:
         os.fsync(self.fd)
         self.index.flush()

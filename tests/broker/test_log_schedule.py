@@ -3,10 +3,14 @@ its Kafka interval, and rewrites a checkpoint file only when what it holds chang
 
 from __future__ import annotations
 
+import asyncio
+import os
+import threading
 import uuid
 from pathlib import Path
+from typing import Any
 
-from broker.log import LogManager, ManualClock, PartitionLog
+from broker.log import LogManager, ManualClock, PartitionLog, ProducerStateManager
 from broker.log.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -23,6 +27,12 @@ SCHEDULE = LogSchedule(
     start_checkpoint_ms=60_000,
     hw_checkpoint_ms=5_000,
 )
+
+
+def attach(plog: PartitionLog) -> ProducerStateManager:
+    psm = ProducerStateManager(plog.dir, ManualClock(T0))
+    plog.load_producer_state(psm)
+    return psm
 
 
 def manager(tmp_path: Path, clock: ManualClock, **overrides: str) -> LogManager:
@@ -46,6 +56,7 @@ def test_idle_logs_are_not_visited(tmp_path: Path) -> None:
     assert set(mgr._busy) == {("t", 1)}
     mgr.periodic(T0 + 2000)
     assert logs[1].recovery_point == logs[1].segments[-1].base_offset
+    mgr.periodic(T0 + 3000)  # the tick after its flush completed
     assert mgr._busy == {}, "a log with nothing left to do leaves the set"
     mgr.close()
 
@@ -111,5 +122,70 @@ def test_flush_ms_deadline_brings_the_log_back(tmp_path: Path) -> None:
     assert ("t", 0) in mgr._busy
     mgr.periodic(T0 + 2000)
     assert plog.recovery_point == plog.log_end_offset
+    mgr.periodic(T0 + 3000)
     assert mgr._busy == {}
     mgr.close()
+
+
+async def _drain(mgr: LogManager) -> None:
+    """Until the flush thread's work and its completion on the loop are done."""
+    for _ in range(200):
+        await asyncio.sleep(0.01)
+        if not any(plog._flush_in_flight for plog in mgr.all_logs()):
+            return
+    raise AssertionError("the background flush did not complete")
+
+
+def test_flushes_and_snapshots_run_off_the_loop(tmp_path: Path, monkeypatch: Any) -> None:
+    threads: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        name = os.readlink(f"/proc/self/fd/{fd}")
+        if name.endswith((".log", ".index", ".timeindex", ".background.tmp")):
+            threads.append(threading.current_thread().name + " " + name.rsplit("/", 1)[-1])
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+
+    async def main() -> None:
+        clock = ManualClock(T0)
+        mgr = manager(tmp_path, clock)
+        plog = mgr.get_or_create("t", 0, uuid.uuid4())
+        attach(plog)
+        fill(plog, 200)
+        threads.clear()
+        mgr.periodic(T0 + 60_000)  # the recovery checkpoint, to the log end
+        assert plog.recovery_point < plog.log_end_offset, "not before the thread is done"
+        await _drain(mgr)
+        assert plog.recovery_point == plog.log_end_offset
+        assert plog.producer_state is not None
+        assert plog.producer_state.latest_snapshot_offset() == plog.log_end_offset
+        # segments, indexes and the snapshot: the small checkpoint files stay on the loop
+        assert threads and all(t.startswith("log-flush") for t in threads), threads
+        assert read_offset_checkpoint(tmp_path / RECOVERY_POINT_CHECKPOINT) == {
+            ("t", 0): plog.log_end_offset
+        }
+        mgr.close()
+
+    asyncio.run(main())
+
+
+def test_a_truncation_meanwhile_voids_the_background_flush(tmp_path: Path) -> None:
+    async def main() -> None:
+        clock = ManualClock(T0)
+        mgr = manager(tmp_path, clock)
+        plog = mgr.get_or_create("t", 0, uuid.uuid4())
+        psm = attach(plog)
+        fill(plog, 20)
+        end = plog.log_end_offset
+        mgr.periodic(T0 + 60_000)
+        plog.truncate_to(10)  # a follower diverged before the thread finished
+        fill(plog, 20)  # and the log grew past the planned offset again
+        await _drain(mgr)
+        assert end not in psm.snapshot_offsets(), "a snapshot of a history the log lost"
+        assert not list(plog.dir.glob("*.tmp"))
+        assert plog.recovery_point <= 10
+        mgr.close()
+
+    asyncio.run(main())

@@ -1,0 +1,73 @@
+"""Flushes that run off the event loop: a rolled segment's flush and the periodic recovery
+checkpoint (fsync to the log end, then a producer snapshot there).
+
+Three steps, so the loop never waits for the disk:
+
+1. ``PartitionLog.plan_flush`` (on the loop) captures the offset to make durable, duplicates the
+   descriptors to fsync (a duplicate stays valid if the log closes or deletes the file
+   meanwhile) and, for a checkpoint, encodes the producer state as of that offset;
+2. ``FlushPlan.run`` (a worker thread) fsyncs them and writes the snapshot to a temporary
+   file, fsynced;
+3. ``PartitionLog.complete_flush`` (on the loop) moves the recovery point and renames the
+   snapshot into place, unless the log was truncated or closed since step 1: a snapshot of
+   a history the log no longer has must never be found by a restart.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class FlushPlan:
+    """What one log's background flush does; see the module docstring."""
+
+    name: str
+    up_to: int  # the recovery point once done
+    generation: int  # the log's truncation count at planning
+    fds: list[int] = field(default_factory=list)  # duplicates, closed by ``run``
+    snapshot: bytes | None = None  # encoded producer state as of ``up_to``
+    snapshot_tmp: Path | None = None
+    ok: bool = False
+
+    def run(self) -> None:
+        """The worker thread's part: fsync, write the snapshot's temporary file."""
+        try:
+            for fd in self.fds:
+                os.fsync(fd)
+            if self.snapshot is not None and self.snapshot_tmp is not None:
+                _write_synced(self.snapshot_tmp, self.snapshot)
+            self.ok = True
+        except OSError:
+            log.exception("%s: background flush to %d failed", self.name, self.up_to)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        fds, self.fds = self.fds, []
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def discard(self) -> None:
+        """The log changed under the plan: drop what it wrote."""
+        self.close()
+        if self.snapshot_tmp is not None:
+            self.snapshot_tmp.unlink(missing_ok=True)
+
+
+def _write_synced(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
