@@ -61,6 +61,10 @@ def cluster_settings() -> dict[str, str]:
         "offsets__topic__replication__factor": str(RF),
         "transaction__state__log__replication__factor": str(RF),
         "transaction__state__log__min__isr": str(MIN_ISR),
+        # Rolls, background flushes and recovery checkpoints happen between the kills, so a
+        # restart recovers from a recovery point inside a segment, after a snapshot there.
+        "log__segment__bytes": "1048576",
+        "log__flush__offset__checkpoint__interval__ms": "2000",
         **SESSION,
     }
 
