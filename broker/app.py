@@ -218,6 +218,7 @@ class Node:
             recovery_checkpoint_ms=config.log_flush_offset_checkpoint_interval_ms,
             start_checkpoint_ms=config.log_flush_start_offset_checkpoint_interval_ms,
             hw_checkpoint_ms=config.replica_high_watermark_checkpoint_interval_ms,
+            producer_expiry_check_ms=config.producer_id_expiration_check_interval_ms,
         )
         self.logs = LogManager(log_dirs, self.default_log_config, self.clock, schedule=schedule)
         # KIP-1279: a read-only mirror partition stays byte-identical to its source; and, as
@@ -301,6 +302,7 @@ class Node:
             self._log_config_for,
             self.clock,
             self._replication_config_for,
+            producer_id_expiration_ms=config.producer_id_expiration_ms,
         )
         self.controller = Controller(
             PublishingQuorum(self),

@@ -139,6 +139,7 @@ _BROKER_VALIDATORS: dict[str, Validator] = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": Range(1),
     "transaction.remove.expired.transaction.cleanup.interval.ms": Range(1),
     "producer.id.expiration.ms": Range(1),
+    "producer.id.expiration.check.interval.ms": Range(1),
     # ours (Kafka sets no range): 0 would heartbeat in a busy loop, or fence every broker at once
     "broker.heartbeat.interval.ms": Range(1),
     "metadata.log.max.record.bytes.between.snapshots": Range(1),

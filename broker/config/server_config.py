@@ -108,7 +108,7 @@ IMPLEMENTED_KEYS: frozenset[str] = frozenset(
         "transaction.abort.timed.out.transaction.cleanup.interval.ms",
         "transaction.remove.expired.transaction.cleanup.interval.ms",
         "transaction.partition.verification.enable",
-        "producer.id.expiration.ms",
+        "producer.id.expiration.ms", "producer.id.expiration.check.interval.ms",
         "replica.lag.time.max.ms", "replica.fetch.max.bytes", "replica.fetch.wait.max.ms",
         "replica.fetch.min.bytes", "replica.fetch.response.max.bytes", "num.replica.fetchers",
         "replica.fetch.backoff.ms",
@@ -259,6 +259,7 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     transaction_remove_expired_transaction_cleanup_interval_ms: int
     transaction_partition_verification_enable: bool
     producer_id_expiration_ms: int
+    producer_id_expiration_check_interval_ms: int
     replica_lag_time_max_ms: int
     replica_fetch_max_bytes: int
     replica_fetch_wait_max_ms: int

@@ -80,6 +80,7 @@ class LogSchedule:
     recovery_checkpoint_ms: int = 60_000  # log.flush.offset.checkpoint.interval.ms
     start_checkpoint_ms: int = 60_000  # log.flush.start.offset.checkpoint.interval.ms
     hw_checkpoint_ms: int = 5_000  # replica.high.watermark.checkpoint.interval.ms
+    producer_expiry_check_ms: int = 600_000  # producer.id.expiration.check.interval.ms
 
 
 class LogManager:
@@ -95,7 +96,7 @@ class LogManager:
             raise ValueError("at least one log dir is needed")
         self.schedule = schedule or LogSchedule()
         now = clock.now_ms()
-        self._last_run = {"retention": now, "recovery": now, "start": now, "hw": now}
+        self._last_run = dict.fromkeys(("retention", "recovery", "start", "hw", "expiry"), now)
         # logs that asked for background work (see PartitionLog.on_background_work)
         self._busy: dict[TopicPartition, PartitionLog] = {}
         # what each checkpoint file of each dir holds, so an unchanged one is not rewritten
@@ -325,6 +326,10 @@ class LogManager:
         if self._due("retention", sched.retention_check_ms, now_ms):
             for plog in list(self._logs.values()):
                 self._background(plog, plog.delete_old_segments, now_ms)
+        if self._due("expiry", sched.producer_expiry_check_ms, now_ms):
+            for plog in self._logs.values():
+                if plog.producer_state is not None:
+                    plog.producer_state.remove_expired(now_ms)
         start_moved = False
         plans: list[tuple[PartitionLog, FlushPlan]] = []
         recovery = self._due("recovery", sched.recovery_checkpoint_ms, now_ms)

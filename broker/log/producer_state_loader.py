@@ -9,11 +9,15 @@ what makes idempotent dedupe survive a kill -9.
 from typing import Any
 
 from .clock import Clock
-from .producer_state import ProducerStateManager
+from .producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerStateManager
 
 
-def attach_producer_state(plog: Any, clock: Clock) -> ProducerStateManager:
-    psm = ProducerStateManager(plog.dir, clock)
+def attach_producer_state(
+    plog: Any, clock: Clock, expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS
+) -> ProducerStateManager:
+    """``expiration_ms``: producer.id.expiration.ms (producers idle that long are forgotten
+    by the log manager's periodic check, and not loaded from a snapshot)."""
+    psm = ProducerStateManager(plog.dir, clock, max_producer_id_expiration_ms=expiration_ms)
     plog.load_producer_state(psm)
     return psm
 

@@ -21,6 +21,7 @@ from protocol.build import error_code
 
 from ..log.clock import Clock
 from ..log.errors import LogAppendError
+from ..log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from ..log.producer_state_loader import attach_producer_state, snapshot_producer_state
 from ..metadata.image import METADATA_TOPIC, Delta, MetadataImage, PartitionImage
 from .isr import AlterPartitionRequest
@@ -101,8 +102,10 @@ class ReplicaManager:
         log_config_for: Callable[[str], Any],
         clock: Clock,
         replication_config_for: Callable[[str], ReplicationConfig] | None = None,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> None:
         self._clock = clock
+        self._producer_id_expiration_ms = producer_id_expiration_ms
         self._node_id = node_id
         self._logs = log_manager
         self._config_for = log_config_for
@@ -167,7 +170,7 @@ class ReplicaManager:
         hosted = self._partitions.get((topic, p.partition))
         if hosted is None:
             plog = self._logs.get_or_create(topic, p.partition, topic_id, self._config_for(topic))
-            attach_producer_state(plog, self._clock)
+            attach_producer_state(plog, self._clock, self._producer_id_expiration_ms)
             hosted = Partition(
                 topic,
                 p.partition,

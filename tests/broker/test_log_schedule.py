@@ -189,3 +189,19 @@ def test_a_truncation_meanwhile_voids_the_background_flush(tmp_path: Path) -> No
         mgr.close()
 
     asyncio.run(main())
+
+
+def test_idle_producers_expire_on_the_check_interval(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    schedule = LogSchedule(producer_expiry_check_ms=600_000)
+    mgr = LogManager([tmp_path], small_config(), clock, schedule=schedule)
+    plog = mgr.get_or_create("t", 0, uuid.uuid4())
+    psm = ProducerStateManager(plog.dir, clock, max_producer_id_expiration_ms=1_000_000)
+    plog.load_producer_state(psm)
+    plog.append_as_leader(batch(2, producer_id=42, producer_epoch=0, base_sequence=0), 0, now_ms=T0)
+    assert psm.producer_count == 1
+    mgr.periodic(T0 + 599_000)
+    assert psm.producer_count == 1, "not checked before producer.id.expiration.check.interval.ms"
+    mgr.periodic(T0 + 1_200_000)
+    assert psm.producer_count == 0, "idle past producer.id.expiration.ms"
+    mgr.close()
