@@ -1,5 +1,6 @@
-"""Flushes that run off the event loop: a rolled segment's flush and the periodic recovery
-checkpoint (fsync to the log end, then a producer snapshot there).
+"""Flushes that run off the event loop: a rolled segment's flush, the periodic recovery
+checkpoint (fsync to the log end, then a producer snapshot there), and the directories of new
+partitions (``sync_new_dirs``: creating thousands of partitions does not wait for the disk).
 
 Three steps, so the loop never waits for the disk:
 
@@ -20,6 +21,8 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .checkpoint import PARTITION_METADATA
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +63,35 @@ class FlushPlan:
         self.close()
         if self.snapshot_tmp is not None:
             self.snapshot_tmp.unlink(missing_ok=True)
+
+
+def sync_new_dirs(dirs: list[Path]) -> None:
+    """fsync new partition directories: their partition.metadata, their entries (the segment
+    files created with them) and their parents' entries for them. A directory deleted since
+    is skipped."""
+    parents: set[Path] = set()
+    for d in dirs:
+        for path in (d / PARTITION_METADATA, d):
+            try:
+                _fsync_path(path)
+            except FileNotFoundError:
+                continue
+            except OSError:
+                log.exception("could not fsync %s", path)
+        parents.add(d.parent)
+    for parent in parents:
+        try:
+            _fsync_path(parent)
+        except OSError:
+            log.exception("could not fsync %s", parent)
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _write_synced(path: Path, data: bytes) -> None:

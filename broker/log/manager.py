@@ -38,7 +38,7 @@ from functools import partial
 from pathlib import Path
 from typing import Final
 
-from .background_flush import FlushPlan
+from .background_flush import FlushPlan, sync_new_dirs
 from .checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -102,6 +102,7 @@ class LogManager:
         # what each checkpoint file of each dir holds, so an unchanged one is not rewritten
         self._written: dict[tuple[Path, str], dict[TopicPartition, int]] = {}
         self._flusher: ThreadPoolExecutor | None = None  # background flushes, one at a time
+        self._unsynced_dirs: list[Path] = []  # new partition dirs, fsynced by the flush thread
         self.log_dirs = [Path(d) for d in log_dirs]
         self.default_config = default_config
         self._clock = clock
@@ -224,6 +225,9 @@ class LogManager:
                     f"{partition_dir_name(topic, partition)} exists with topic id "
                     f"{existing.topic_id}, not {topic_id}"
                 )
+            if topic_id is not None and existing.topic_id is None:
+                existing.adopt_topic_id(topic_id)
+                self._unsynced_dirs.append(existing.dir)
             if config is not None:
                 existing.update_config(config)
             return existing
@@ -236,8 +240,10 @@ class LogManager:
             config or self.default_config,
             self._clock,
             clean_shutdown=True,  # brand new: nothing to recover
+            sync_files=False,  # fsynced by the flush thread: creating thousands stays fast
         )
         self._add(tp, plog, log_dir)
+        self._unsynced_dirs.append(plog.dir)
         return plog
 
     def _add(self, tp: TopicPartition, plog: PartitionLog, log_dir: Path) -> None:
@@ -251,6 +257,8 @@ class LogManager:
         self._busy[(plog.topic, plog.partition)] = plog
 
     def _pick_dir(self) -> Path:
+        if len(self.log_dirs) == 1:
+            return self.log_dirs[0]
         counts = {d: 0 for d in self.log_dirs}
         for d in self._dir_of.values():
             counts[d] += 1
@@ -346,7 +354,7 @@ class LogManager:
             if not plog.has_background_work():
                 del self._busy[tp]
         files: list[str] = []
-        if plans or recovery:
+        if plans or recovery or self._unsynced_dirs:
             self._flush_in_background(plans, write_recovery_points=recovery)
         if self._due("hw", sched.hw_checkpoint_ms, now_ms):
             files.append(REPLICATION_OFFSET_CHECKPOINT)
@@ -385,7 +393,10 @@ class LogManager:
                 for log_dir in self.log_dirs:
                     self._checkpoint_dir(log_dir, (RECOVERY_POINT_CHECKPOINT,))
 
+        new_dirs, self._unsynced_dirs = self._unsynced_dirs, []
+
         def work() -> None:
+            sync_new_dirs(new_dirs)
             for _, plan in plans:
                 plan.run()
 
@@ -438,6 +449,8 @@ class LogManager:
             return
         if self._flusher is not None:
             self._flusher.shutdown(wait=True)  # their completions find the logs closed
+        sync_new_dirs(self._unsynced_dirs)
+        self._unsynced_dirs = []
         self.moves.close()
         for plog in self._logs.values():
             plog.close()

@@ -216,6 +216,7 @@ class PartitionLog:
         log_start_offset: int | None = None,
         clean_shutdown: bool = False,
         high_watermark: int | None = None,
+        sync_files: bool = True,
     ) -> PartitionLog:
         """Open (creating if needed) the log of ``topic``-``partition``.
 
@@ -229,7 +230,7 @@ class PartitionLog:
         pdir = dir if dir.name == name else dir / name
         pdir.mkdir(parents=True, exist_ok=True)
         plog = cls(pdir, topic, partition, topic_id, config, clock)
-        plog._load(recovery_point, log_start_offset, clean_shutdown, high_watermark)
+        plog._load(recovery_point, log_start_offset, clean_shutdown, high_watermark, sync_files)
         return plog
 
     def _load(
@@ -238,13 +239,14 @@ class PartitionLog:
         log_start_offset: int | None,
         clean_shutdown: bool,
         high_watermark: int | None,
+        sync_files: bool = True,
     ) -> None:
         meta_path = self.dir / PARTITION_METADATA
         stored_id = read_partition_metadata(meta_path)
         if self._topic_id is None:
             self._topic_id = stored_id
         elif stored_id is None:
-            write_partition_metadata(meta_path, self._topic_id)
+            write_partition_metadata(meta_path, self._topic_id, sync=sync_files)
         elif stored_id != self._topic_id:
             raise ValueError(
                 f"{self.dir}: partition.metadata has topic id {stored_id}, "
@@ -370,6 +372,13 @@ class PartitionLog:
     @property
     def topic_id(self) -> uuid.UUID | None:
         return self._topic_id
+
+    def adopt_topic_id(self, topic_id: uuid.UUID) -> None:
+        """A log loaded without a partition.metadata learns its id from the metadata log (the
+        file is written again; its fsync is the caller's)."""
+        if self._topic_id is None:
+            self._topic_id = topic_id
+            write_partition_metadata(self.dir / PARTITION_METADATA, topic_id, sync=False)
 
     @property
     def config(self) -> LogConfig:

@@ -171,3 +171,20 @@ def test_manager_periodic_flush_and_retention(tmp_path: Path) -> None:
     mgr.periodic(T0 + 10_000)
     assert plog.log_start_offset == plog.log_end_offset
     mgr.close()
+
+
+def test_an_empty_partition_metadata_is_relearnt_from_the_metadata_log(tmp_path: Path) -> None:
+    """A power loss before a new partition's files were fsynced can leave partition.metadata
+    empty: the log loads without an id and takes the one the metadata image gives it."""
+    clock = ManualClock(T0)
+    mgr = LogManager([tmp_path], small_config(), clock)
+    plog = mgr.get_or_create("t", 0, TOPIC_ID)
+    mgr.close()
+    (plog.dir / "partition.metadata").write_bytes(b"")
+    again = LogManager([tmp_path], small_config(), clock)
+    loaded = again.get("t", 0)
+    assert loaded is not None and loaded.topic_id is None
+    again.get_or_create("t", 0, TOPIC_ID)
+    assert loaded.topic_id == TOPIC_ID
+    assert read_partition_metadata(plog.dir / "partition.metadata") == TOPIC_ID
+    again.close()
