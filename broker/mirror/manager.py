@@ -32,7 +32,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -56,6 +56,8 @@ UNCLEAN_CONFIG = "mirror.support.unclean.leader.election"
 # How long one PREPARING attempt waits for the other replicas to truncate; a follower fetches
 # at least every replica.fetch.wait.max.ms (500 ms), so this is several rounds.
 TRUNCATION_WAIT_S = 5.0
+# reconcile_all looks at every mirrored topic this often (a backstop; work marks what it touched)
+FULL_SWEEP_S = 30.0
 # How long STOPPING waits for this node's metadata to show the bumped leader epoch.
 EPOCH_APPLY_WAIT_S = 10.0
 
@@ -201,6 +203,9 @@ class MirrorManager:
         self._bumping: dict[Key, asyncio.Task[None]] = {}
         self._closed = False
         self._last_error: dict[Key, str] = {}
+        # partitions some work touched since the last retry (see reconcile_all)
+        self._touched: set[Key] = set()
+        self._last_sweep = float("-inf")  # the first retry looks at everything
         self._truncation_timeout_ms = truncation_timeout_ms
         # per mirror: partitions failed because replicas did not truncate in time (a metric)
         self.truncation_timeouts: dict[str, int] = {}
@@ -242,20 +247,38 @@ class MirrorManager:
             # a mirror's connection settings changed: restart its fetchers so they reconnect
             for key, info in list(self._info.items()):
                 if info.mirror in mirrors_changed and key in self._fetching:
-                    self._spawn(self._restart_fetcher(key, info))
+                    self._spawn(self._restart_fetcher(key, info), key)
         for name in topics:
             self.reconcile_topic(image, name)
 
     def reconcile_all(self) -> None:
-        """The periodic retry: only partitions not yet where they are wanted get a task (a
-        settled one costs a few lookups, not a task per partition per second); metadata changes
-        reach every partition of the topics they touch through `on_metadata`."""
+        """The periodic retry (every second). Only the partitions some work touched since the
+        last call are looked at (``_touched``: a reconcile, a failure, a step down; metadata
+        changes reach their topics through ``on_metadata``), and only those not yet where they
+        are wanted get a task: stable mirrored partitions cost nothing per second. Every
+        ``FULL_SWEEP_S`` every topic is looked at too, as a backstop."""
         img = self._image()
-        for name in list(img.topics):
-            self.reconcile_topic(img, name, only_unsettled=True)
+        now = time.monotonic()
+        if now - self._last_sweep >= FULL_SWEEP_S:
+            self._last_sweep = now
+            self._touched.clear()
+            for name in list(img.topics):
+                self.reconcile_topic(img, name, only_unsettled=True)
+            return
+        touched, self._touched = self._touched, set()
+        by_topic: dict[str, set[int]] = {}
+        for topic, partition in touched:
+            by_topic.setdefault(topic, set()).add(partition)
+        for name, partitions in by_topic.items():
+            self.reconcile_topic(img, name, only_unsettled=True, partitions=partitions)
 
     def reconcile_topic(
-        self, image: MetadataImage, name: str, *, only_unsettled: bool = False
+        self,
+        image: MetadataImage,
+        name: str,
+        *,
+        only_unsettled: bool = False,
+        partitions: Collection[int] | None = None,
     ) -> None:
         topic = image.topics.get(name)
         if topic is None:
@@ -265,18 +288,20 @@ class MirrorManager:
             return
         # STOPPED everywhere here and the suffix still set: one task retries clearing it
         clear_pending = wanted.state == MirrorState.STOPPED
-        for p in topic.partitions:
+        for p in topic.partitions if partitions is None else partitions:
+            if p not in topic.partitions:
+                continue
             key = (name, p)
             hosted = self._replicas.get(name, p)
             if hosted is not None and hosted.is_leader:
                 if only_unsettled and self._settled(key, topic.topic_id, wanted):
                     if clear_pending and self._info[key].state == MirrorState.STOPPED:
                         clear_pending = False
-                        self._spawn(self._reconcile(key, topic.topic_id))
+                        self._spawn(self._reconcile(key, topic.topic_id), key)
                     continue
-                self._spawn(self._reconcile(key, topic.topic_id))
+                self._spawn(self._reconcile(key, topic.topic_id), key)
             elif key in self._info:
-                self._spawn(self._step_down(key))
+                self._spawn(self._step_down(key), key)
 
     def _settled(self, key: Key, topic_id: uuid.UUID, wanted: "Wanted") -> bool:
         info = self._info.get(key)
@@ -311,17 +336,20 @@ class MirrorManager:
         log.error("mirror %s: %s-%d failed: %s", mirror, topic, partition, reason)
         if info is not None:
             info.error = reason
-        self._spawn(self._fail((topic, partition), reason))
+        self._spawn(self._fail((topic, partition), reason), (topic, partition))
 
     # -- the work ------------------------------------------------------------------------------
 
-    def _spawn(self, coro: Any) -> None:
+    def _spawn(self, coro: Any, key: Key | None = None) -> None:
+        """Run ``coro``; once done, ``key``'s partition is looked at by the next retry."""
         if self._closed:
             coro.close()
             return
         task = asyncio.get_event_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._done)
+        if key is not None:
+            task.add_done_callback(lambda _t: self._touched.add(key))
 
     def _done(self, task: "asyncio.Task[None]") -> None:
         self._tasks.discard(task)

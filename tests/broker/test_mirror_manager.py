@@ -19,6 +19,7 @@ from broker.metadata.image import (
     apply_records,
 )
 from broker.metadata.mirror_states import MirrorState, can_transition
+from broker.mirror import manager as manager_module
 from broker.mirror.manager import MirrorManager, SourceRefused, next_state, wanted_from_config
 from broker.replication.partition import Partition, sole_leader
 from protocol.metadata_records import latest_type
@@ -273,7 +274,10 @@ def test_the_periodic_retry_leaves_settled_partitions_alone(world: Any) -> None:
         m.reconcile_all()  # MIRRORING with its fetcher: nothing to do, no task
         assert not m._tasks
         world["fetchers"].active.clear()
-        m._fetching.clear()  # its fetcher gone: the retry starts it again
+        m._fetching.clear()  # its fetcher gone without an event: only the full sweep sees it
+        m.reconcile_all()
+        assert not m._tasks, "nothing touched it: the per-second retry does not look"
+        m._last_sweep -= manager_module.FULL_SWEEP_S
         m.reconcile_all()
         assert m._tasks
         await _settle(m)
@@ -577,5 +581,24 @@ def test_below_min_isr_retries_past_the_bound_without_failing(
         assert "ISR members [2, 3]" in (m.reason("t", 0) or "")
         await _reconcile_until(m, lambda: world["states"].states[key] == MirrorState.FAILED)
         assert world["states"].states[key] == MirrorState.FAILED
+
+    asyncio.run(run())
+
+
+def test_the_retry_looks_again_at_what_work_touched(world: Any) -> None:
+    """A reconcile that could not finish touches its partition: the next second's retry runs
+    it again, without any sweep of the other partitions."""
+
+    async def run() -> None:
+        m: MirrorManager = world["manager"]
+        m.reconcile_all()  # the first call sweeps everything
+        await _settle(m)
+        assert ("t", 0) in world["fetchers"].active
+        assert m._touched == {("t", 0)}, "the finished reconcile touched it"
+        m.reconcile_all()  # settled: looked at once, then dropped
+        assert not m._tasks and m._touched == set()
+        m.on_fetch_failed("m", "t", 0, "the source said no")
+        await _settle(m)
+        assert ("t", 0) in m._touched
 
     asyncio.run(run())
