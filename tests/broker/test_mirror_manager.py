@@ -602,3 +602,42 @@ def test_the_retry_looks_again_at_what_work_touched(world: Any) -> None:
         assert ("t", 0) in m._touched
 
     asyncio.run(run())
+
+
+def test_an_add_while_a_failed_partition_is_stopping_mirrors_it_again(world: Any) -> None:
+    """The KIP's recovery of a FAILED partition (remove, then add again) where the add lands
+    while the partition is still STOPPING (its epoch bump not done): it goes on to STOPPED and
+    then PREPARING -> MIRRORING, never staying STOPPED."""
+
+    async def run() -> None:
+        m: MirrorManager = world["manager"]
+        key = ("m", world["tid"], 0)
+        m.reconcile_all()
+        await _settle(m)
+        m.on_fetch_failed("m", "t", 0, "replicas [3] did not complete the LME truncation")
+        await _settle(m)
+        assert world["states"].states[key] == MirrorState.FAILED
+        release = asyncio.Event()
+        real_bump = m._bump
+
+        async def slow_bump(topic: str, partition: int, min_epoch: int) -> None:
+            await release.wait()
+            await real_bump(topic, partition, min_epoch)
+
+        m._bump = slow_bump
+        _set(world, "m.removed")  # --remove
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert world["states"].states[key] == MirrorState.STOPPING
+        _set(world, "m")  # --add, while STOPPING
+        for _ in range(20):
+            await asyncio.sleep(0)
+        release.set()
+        await _settle(m)
+        for _ in range(3):
+            m.reconcile_all()
+            await _settle(m)
+        assert world["states"].states[key] == MirrorState.MIRRORING, world["states"].history
+        assert ("t", 0) in world["fetchers"].active
+
+    asyncio.run(run())
