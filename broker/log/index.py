@@ -6,21 +6,28 @@ relative offset (of the last offset of the batch holding that max timestamp so f
 
 Like Kafka, a new index file is preallocated to ``segment.index.bytes`` (rounded down to whole
 entries; sparse on Linux) and trimmed to its entries when the segment becomes inactive or is
-closed. Valid entries are mirrored in memory (a bytearray) so lookups never touch the disk;
-appends are ``pwrite`` calls (one per entry, or one per rebuild between ``begin_bulk`` and
-``end_bulk``). Opening reads the file only up to its first hole, and drops trailing all-zero
-entries: the preallocated tail of an index a crash left untrimmed (10 MiB of zeros by default)
-is neither read nor taken for entries.
+closed. Valid entries live in memory (a bytearray) so lookups never touch the disk, and no
+descriptor is held between operations (a partition must cost one descriptor at most):
+appended entries stay in memory until the segment flushes, rolls (``trim``) or closes, which
+write them in one ``pwrite`` through a short-lived descriptor. A kill -9 loses only entries of
+segments past the recovery point, and recovery rebuilds those segments' indexes anyway.
+Opening reads the file only up to its first hole, and drops trailing all-zero entries: the
+preallocated tail of an index a crash left untrimmed (10 MiB of zeros by default) is neither
+read nor taken for entries.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import struct
 from pathlib import Path
 from typing import ClassVar, NamedTuple
 
 from .errors import CorruptIndexError
+from .file_cache import default_cache
+
+log = logging.getLogger(__name__)
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
@@ -54,14 +61,16 @@ class _Index:
         self.base_offset = base_offset
         self.max_index_size = max_index_size
         existed = path.exists()
-        self._fd: int | None = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         self.newly_created = not existed
-        self._bulk_from: int | None = None
         if existed:
-            size = os.fstat(self._fd).st_size
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                size = os.fstat(fd).st_size
+                end = data_end(fd, size)
+                raw = os.pread(fd, end, 0) if end else b""
+            finally:
+                os.close(fd)
             self._file_len = size
-            end = data_end(self._fd, size)
-            raw = os.pread(self._fd, end, 0) if end else b""
             usable = len(raw) - len(raw) % self.entry_size
             # Trailing all-zero entries are the preallocated tail of an index a crash left
             # untrimmed, not entries (offsets and timestamps grow, so none can be all zero
@@ -74,10 +83,18 @@ class _Index:
             if max_index_size < self.entry_size:
                 raise ValueError(f"invalid max index size {max_index_size}")
             self._file_len = self._round(max_index_size)
-            os.ftruncate(self._fd, self._file_len)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                os.ftruncate(fd, self._file_len)
+            finally:
+                os.close(fd)
             self._data = bytearray()
             self._length_ok = True
         self.entries = len(self._data) // self.entry_size
+        self._written = self.entries  # entries the file holds; the rest wait for a flush
+        self._dirty = True  # the file may differ from what was last fsynced
+        self._closed = False
+        self._gone = False
 
     def _round(self, size: int) -> int:
         return size - size % self.entry_size
@@ -102,60 +119,113 @@ class _Index:
     def can_append_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= 2**31 - 1
 
-    def _fileno(self) -> int:
-        if self._fd is None:
+    def _check_open(self) -> None:
+        if self._closed:
             raise ValueError(f"index {self.path} is closed")
-        return self._fd
 
     def _write_entry(self, entry: bytes) -> None:
+        self._check_open()
         pos = self.entries * self.entry_size
-        if self._bulk_from is None:
-            os.pwrite(self._fileno(), entry, pos)
         self._data += entry
         self.entries += 1
         if pos + self.entry_size > self._file_len:
             self._file_len = pos + self.entry_size
 
+    def _open(self) -> int | None:
+        """A short-lived descriptor; None once the file is gone (its directory was removed
+        under the node: as with a held descriptor of an unlinked file, writes go nowhere)."""
+        if self._gone:
+            return None
+        try:
+            return default_cache().open_file(self.path, os.O_WRONLY)
+        except FileNotFoundError:
+            log.warning("%s is gone; its index entries stay in memory only", self.path)
+            self._gone = True
+            return None
+
+    def _truncate_file(self, size: int) -> None:
+        if not self._gone:
+            try:
+                os.truncate(self.path, size)
+            except FileNotFoundError:
+                log.warning("%s is gone; its index entries stay in memory only", self.path)
+                self._gone = True
+
+    def _persist(self, fd: int | None = None) -> None:
+        """Write the entries appended since the last write, in one ``pwrite``."""
+        if self.entries <= self._written:
+            return
+        own = fd is None
+        if fd is None:
+            fd = self._open()
+            if fd is None:
+                return
+        start = self._written * self.entry_size
+        pending = memoryview(self._data)[start:]
+        try:
+            done = 0
+            while done < pending.nbytes:
+                done += os.pwrite(fd, pending[done:], start + done)
+        finally:
+            pending.release()
+            if own:
+                os.close(fd)
+        self._written = self.entries
+        self._dirty = True
+
     def begin_bulk(self) -> None:
-        """Keep new entries in memory until ``end_bulk`` writes them in one call (a rebuild)."""
-        if self._bulk_from is None:
-            self._bulk_from = self.entries
+        """A rebuild starts: its entries stay in memory (as every entry does) until
+        ``end_bulk``."""
 
     def end_bulk(self) -> None:
-        start, self._bulk_from = self._bulk_from, None
-        if start is None or self.entries <= start:
-            return
-        pos = start * self.entry_size
-        data = bytes(self._data[pos:])
-        fd = self._fileno()
-        done = 0
-        while done < len(data):
-            done += os.pwrite(fd, data[done:], pos + done)
+        """A rebuild is done: its entries are written in one call."""
+        if not self._closed:
+            self._persist()
+
+    def sync_handle(self) -> list[int]:
+        """Pending entries written now, and a new descriptor of the file for a background
+        fsync, which closes it (none when the index is closed or its file gone)."""
+        if self._closed:
+            return []
+        fd = self._open()
+        if fd is None:
+            return []
+        try:
+            self._persist(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        return [fd]
 
     def _truncate_to_entries(self, n: int) -> None:
-        if self._bulk_from is not None:
-            self._bulk_from = min(self._bulk_from, n)
         if n >= self.entries:
             return
+        self._check_open()
         preallocated = self._file_len > self.entries * self.entry_size
         del self._data[n * self.entry_size :]
         self.entries = n
-        # Drop the stale tail on disk too (ftruncate zero-fills when the file grows again), so
+        self._written = min(self._written, n)
+        # Drop the stale tail on disk too (truncate zero-fills when the file grows again), so
         # a crash cannot resurrect entries past the new end.
-        fd = self._fileno()
-        os.ftruncate(fd, n * self.entry_size)
+        self._truncate_file(n * self.entry_size)
         if preallocated:
-            os.ftruncate(fd, self._file_len)
+            self._truncate_file(self._file_len)
         else:
             self._file_len = n * self.entry_size
+        self._dirty = True
 
     def resize(self, new_size: int) -> None:
         rounded = max(self._round(new_size), self.entries * self.entry_size)
         if rounded != self._file_len:
-            os.ftruncate(self._fileno(), rounded)
+            self._check_open()
+            self._truncate_file(rounded)
             self._file_len = rounded
+            self._dirty = True
 
     def trim(self) -> None:
+        """Write pending entries and cut the file to them (the segment stops growing)."""
+        if not self._closed:
+            self._persist()
         self.resize(self.entries * self.entry_size)
 
     def reset(self) -> None:
@@ -163,24 +233,28 @@ class _Index:
         self.resize(self.max_index_size)
 
     def flush(self) -> None:
-        if self._fd is not None:
-            os.fsync(self._fd)
+        """Write pending entries and fsync, through one short-lived descriptor."""
+        if self._closed or (not self._dirty and self.entries <= self._written):
+            return
+        fd = self._open()
+        if fd is None:
+            return
+        try:
+            self._persist(fd)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._dirty = False
 
     def close(self) -> None:
-        if self._fd is not None:
+        if not self._closed:
             self.trim()
-            os.fsync(self._fd)
-            os.close(self._fd)
-            self._fd = None
-
-    def dup_handle(self) -> list[int]:
-        """A duplicate of the file's descriptor (none when closed), for a background fsync."""
-        return [] if self._fd is None else [os.dup(self._fd)]
+            self.flush()
+            self._closed = True
 
     def close_handle(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        """Stop using the file without writing what is pending (it is going away)."""
+        self._closed = True
 
     def delete(self) -> None:
         self.close_handle()

@@ -26,7 +26,9 @@ from protocol.records import (
 )
 from protocol.records.batch import LOG_OVERHEAD, MIN_BATCH_LENGTH
 
+from .file_cache import OpenFileCache, default_cache
 from .index import NO_TIMESTAMP, OffsetIndex, TimeIndex, TimestampOffset
+from .segment_file import SegmentFile
 from .txn_index import TransactionIndex
 
 if TYPE_CHECKING:
@@ -120,17 +122,23 @@ class LogSegment:
         max_index_size: int,
         now_ms: int,
         roll_jitter_ms: int = 0,
+        file_cache: OpenFileCache | None = None,
     ) -> None:
         self.base_offset = base_offset
         self.log_path = directory / file_name(base_offset, LOG_SUFFIX)
-        self._fd: int | None = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
-        self.size = os.fstat(self._fd).st_size
-        self.index = OffsetIndex(
-            directory / file_name(base_offset, INDEX_SUFFIX), base_offset, max_index_size
-        )
-        self.time_index = TimeIndex(
-            directory / file_name(base_offset, TIME_INDEX_SUFFIX), base_offset, max_index_size
-        )
+        # Owned by appends, else in the bounded cache of log.max.open.files (segment_file).
+        self._file = SegmentFile(self.log_path, file_cache or default_cache())
+        self.size = self._file.open()
+        try:
+            self.index = OffsetIndex(
+                directory / file_name(base_offset, INDEX_SUFFIX), base_offset, max_index_size
+            )
+            self.time_index = TimeIndex(
+                directory / file_name(base_offset, TIME_INDEX_SUFFIX), base_offset, max_index_size
+            )
+        except BaseException:
+            self._file.close()
+            raise
         self.txn_index = TransactionIndex(
             directory / file_name(base_offset, TXN_INDEX_SUFFIX), base_offset
         )
@@ -148,9 +156,9 @@ class LogSegment:
     # -- plumbing ------------------------------------------------------------------------
     @property
     def fd(self) -> int:
-        if self._fd is None:
-            raise ValueError(f"segment {self.log_path} is closed")
-        return self._fd
+        """The log's descriptor for a use that ends before another file opens (see
+        ``SegmentFile.fd``)."""
+        return self._file.fd
 
     @property
     def indexes_missing(self) -> bool:
@@ -158,10 +166,11 @@ class LogSegment:
         return self.size > 0 and (self.index.newly_created or self.time_index.newly_created)
 
     def headers(self, start: int = 0, end: int | None = None) -> Iterator[BatchHeader]:
-        return iter_headers(self.fd, start, self.size if end is None else end)
+        stop = self.size if end is None else end
+        return self._file.iterate(lambda fd: iter_headers(fd, start, stop))
 
     def read(self, position: int, size: int) -> bytes:
-        return os.pread(self.fd, size, position)
+        return self._file.pread(size, position)
 
     # -- timestamps ----------------------------------------------------------------------
     @property
@@ -222,7 +231,9 @@ class LogSegment:
     def append(self, data: Buffer, metas: Sequence[BatchMeta]) -> None:
         physical = self.size
         view = memoryview(data)
-        fd = self.fd
+        fd = self._file.owned
+        if fd is None:
+            fd = self._file.own()
         written = 0
         total = view.nbytes
         while written < total:
@@ -438,17 +449,19 @@ class LogSegment:
     def on_become_inactive(self) -> None:
         ts = self.max_timestamp_so_far
         self.time_index.maybe_append(ts.timestamp, ts.offset, skip_full_check=True)
-        self.index.trim()
+        self.index.trim()  # writes the entries out; the flush the roll schedules fsyncs them
         self.time_index.trim()
+        self._file.disown()
 
     def sync_handles(self) -> list[int]:
-        """Duplicates of the descriptors a flush fsyncs (the log and its two indexes), for a
-        worker thread to fsync and close; the transaction index, rarely written, is flushed
-        here."""
+        """Descriptors a flush fsyncs (a duplicate of the log's, new ones of its two indexes
+        once their pending entries are written), for a worker thread to fsync and close; the
+        transaction index, rarely written, is flushed here."""
         self.txn_index.flush()
         fds = [os.dup(self.fd)]
         try:
-            fds += self.index.dup_handle() + self.time_index.dup_handle()
+            fds += self.index.sync_handle()
+            fds += self.time_index.sync_handle()
         except OSError:
             for fd in fds:
                 os.close(fd)
@@ -456,13 +469,13 @@ class LogSegment:
         return fds
 
     def flush(self) -> None:
-        os.fsync(self.fd)
+        self._file.fsync()
         self.index.flush()
         self.time_index.flush()
         self.txn_index.flush()
 
     def close(self) -> None:
-        if self._fd is None:
+        if self._file.closed:
             return
         if self._max_ts is not None:
             ts = self._max_ts
@@ -471,17 +484,14 @@ class LogSegment:
         self.time_index.close()
         self.txn_index.flush()
         self.txn_index.close()
-        os.close(self._fd)
-        self._fd = None
+        self._file.close()
 
     def close_handles(self) -> None:
         """Close the files without the final index work (the segment is going away)."""
         self.index.close_handle()
         self.time_index.close_handle()
         self.txn_index.close()
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        self._file.close()
 
     def mark_deleted(self) -> list[Path]:
         """Close and rename every file to ``*.deleted``; the caller removes them later."""

@@ -5,7 +5,8 @@ An entry is appended when an ABORT marker for a transaction that wrote data land
 segment; READ_COMMITTED fetches read the entries overlapping what they return, so consumers
 can drop aborted records themselves. Like Kafka, the file is created on the first entry: most
 segments never have one, and those cost a ``stat`` at open and nothing afterwards. Entries are
-read lazily and cached once a fetch or a truncation needs them.
+read lazily and cached once a fetch or a truncation needs them. No descriptor is held: an
+append (one per aborted transaction, rare) opens the file for its ``pwrite`` and closes it.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ class TransactionIndex:
     def __init__(self, path: Path, base_offset: int) -> None:
         self.path = path
         self.base_offset = base_offset
-        self._fd: int | None = None
         self._entries: list[AbortedTxn] | None = None
         try:
             size = path.stat().st_size
@@ -112,13 +112,6 @@ class TransactionIndex:
         return why
 
     # -- writing ---------------------------------------------------------------------------
-    def _handle(self) -> int:
-        if self._fd is None:
-            existed = self.path.exists()
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            self._created |= not existed
-        return self._fd
-
     def append(self, txn: AbortedTxn) -> None:
         entries = self.entries()
         if entries and entries[-1].last_offset >= txn.last_offset:
@@ -129,10 +122,14 @@ class TransactionIndex:
         if self._size % ENTRY_SIZE:
             self._truncate_file(self.count * ENTRY_SIZE)  # a torn entry never checked
         data = encode_entry(txn)
-        fd = self._handle()
-        written = 0
-        while written < len(data):
-            written += os.pwrite(fd, data[written:], self._size + written)
+        self._created |= not self._size and not self.path.exists()
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            written = 0
+            while written < len(data):
+                written += os.pwrite(fd, data[written:], self._size + written)
+        finally:
+            os.close(fd)
         self._size += len(data)
         entries.append(txn)
         self._dirty = True
@@ -164,18 +161,15 @@ class TransactionIndex:
         """fsync the file, and its directory when the file is new: entries below the recovery
         point must survive a crash (recovery rebuilds only those above it)."""
         if self._dirty and self.path.exists():
-            fd = os.open(self.path, os.O_RDONLY) if self._fd is None else self._fd
+            fd = os.open(self.path, os.O_RDONLY)
             try:
                 os.fsync(fd)
             finally:
-                if fd != self._fd:
-                    os.close(fd)
+                os.close(fd)
             if self._created:
                 fsync_dir(self.path.parent)
         self._dirty = False
         self._created = False
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        """Nothing to release (no descriptor is held); kept for the segment's lifecycle."""

@@ -138,6 +138,8 @@ def test_dump_indexes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     entries = [seg.index.entry(i) for i in range(seg.index.entries)]
     tentries = [seg.time_index.entry(i) for i in range(seg.time_index.entries)]
     assert entries and tentries
+    # The active segment's entries reach its index files when it flushes.
+    plog.flush()
     # Active segment, index still preallocated with zeros: the dump stops at the first zero.
     dump_log.main(["--files", f"{seg.index.path},{seg.time_index.path}"])
     cap = capsys.readouterr()
