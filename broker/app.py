@@ -70,6 +70,7 @@ from .controller.cluster_control import ClusterControl
 from .controller.config_secrets import ConfigSecrets
 from .controller.controller import Controller, Validators
 from .controller.elections import LeaderBalance, LeaderElections
+from .controller.fd_budget import ReplicaBudget
 from .controller.mirrors import MirrorController
 from .controller.partition_change import UncleanElection
 from .controller.reassignment import Reassignments
@@ -87,6 +88,7 @@ from .coordinator.txn import (
     TxnConfig,
 )
 from .coordinator.txn.remote import ClusterMarkerWriter, TxnVerification
+from .log import file_cache
 from .log.cleaner import CleanerConfig, LogCleaner
 from .log.clock import SystemClock
 from .log.config import LogConfig
@@ -102,6 +104,7 @@ from .metadata.image import (
 from .metadata.mirror_states import MIRROR_NAME_CONFIG, MIRROR_STATE_TOPIC
 from .metadata.snapshot import image_info, image_records, snapshot_delta
 from .metrics.broker_metrics import BrokerMetrics, StateSnapshot
+from .metrics.log_file_metrics import LogFileStats
 from .metrics.on_loop import read_on_loop
 from .mirror.fetcher import MirrorFetcherManager
 from .mirror.manager import MirrorManager
@@ -213,6 +216,10 @@ class Node:
         self.config_secrets = ConfigSecrets(password_encoder.from_config(config))
         self.default_log_config = topic_configs.log_config(config, {})
         log_dirs = [Path(d) for d in config.log_dirs]
+        # One descriptor per partition at rest plus a bounded cache: the budget CreateTopics
+        # and CreatePartitions are checked against (controller/fd_budget).
+        budget = file_cache.configure(config.log_max_open_files)
+        self.replica_budget = None if budget is None else ReplicaBudget(*budget)
         schedule = LogSchedule(
             retention_check_ms=config.log_retention_check_interval_ms,
             recovery_checkpoint_ms=config.log_flush_offset_checkpoint_interval_ms,
@@ -314,6 +321,7 @@ class Node:
                 default_partitions=config.num_partitions,
                 default_replication_factor=config.default_replication_factor,
                 secrets=self.config_secrets,
+                replica_budget=self.replica_budget,
             ),
             config.node_id,
             ready=self.quorum.wait_writable,
@@ -863,6 +871,7 @@ class Node:
             )
         )
         self.metrics.watch_image(lambda: image_info(self.image))  # immutable: any thread
+        self.metrics.watch_log_files(lambda: LogFileStats(*file_cache.stats()))  # any thread
         self.metrics.watch_cleaner(
             read_on_loop(loop, self.cleaner.metrics_snapshot, "cleaner metrics")
         )

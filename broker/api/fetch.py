@@ -30,6 +30,7 @@ from protocol.errors import ProtocolError, RequestBodyError
 from protocol.readers import Buffer
 from protocol.registry import REGISTRY, body_bytes, decode_body
 
+from ..log.file_cache import is_fd_exhaustion, note_fd_exhaustion
 from ..metadata.image import METADATA_TOPIC, METADATA_TOPIC_ID
 from ..replication.leader_epochs import diverging_epoch
 from ..replication.replica_manager import leader_epoch_error
@@ -325,7 +326,13 @@ class FetchApi:
                     code = getattr(e, "error_code", None)
                     if type(e).__name__ == "OffsetOutOfRange":
                         code = ErrorCode.offset_out_of_range
-                    if code is None:
+                    if is_fd_exhaustion(e):
+                        assert isinstance(e, OSError)
+                        note_fd_exhaustion(
+                            "fetch", f"{topic.name if topic else tkey}-{partition}", e
+                        )
+                        code = ErrorCode.kafka_storage_error
+                    elif code is None:
                         log.exception(
                             "read of %s-%d failed", topic.name if topic else tkey, partition
                         )

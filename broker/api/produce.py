@@ -41,6 +41,7 @@ from protocol.records import BatchView
 from protocol.records.batch import HEADER_SIZE
 from protocol.registry import REGISTRY
 
+from ..log.file_cache import is_fd_exhaustion, note_fd_exhaustion
 from ..security.acls import AclOperation, ResourceType
 from .authz import allowed
 from .context import RequestContext
@@ -153,7 +154,11 @@ class ProduceApi:
                     result = hosted.append_records(p.records, acks=acks)
                 except Exception as e:  # LogAppendError carries a Kafka error code
                     code = getattr(e, "error_code", None)
-                    if code is None:
+                    if is_fd_exhaustion(e):
+                        assert isinstance(e, OSError)
+                        note_fd_exhaustion("produce", f"{name}-{p.index}", e)
+                        code = ErrorCode.kafka_storage_error
+                    elif code is None:
                         log.exception("append to %s-%d failed", name, p.index)
                         code = ErrorCode.unknown_server_error
                     row["error_code"] = error_code(int(code))

@@ -156,6 +156,7 @@ _BROKER_VALIDATORS: dict[str, Validator] = {
     "mirror.metadata.refresh.interval.ms": Range(1),
     "mirror.replication.throttled.rate": Range(0),
     "mirror.truncation.timeout.ms": Range(1),
+    "log.max.open.files": Range(1),
     "password.encoder.keyfactory.algorithm": AnyOf(
         ("PBKDF2WithHmacSHA1", "PBKDF2WithHmacSHA256", "PBKDF2WithHmacSHA512")
     ),
@@ -216,6 +217,8 @@ BROKER_KEYS: dict[str, BrokerKey] = _kafka_keys() | {
         # Ours: how long PREPARING waits for the replicas' LME truncation before FAILED
         # (broker/mirror/truncation_wait.py; the KIP says FAILED but names no bound).
         _extra("mirror.truncation.timeout.ms", ConfigType.LONG, "60000", _K.READ_ONLY, _O.KMIRROR),
+        # Ours: how many sealed segments' log files stay open at once (broker/log/file_cache).
+        _extra("log.max.open.files", ConfigType.INT, "1000", _K.READ_ONLY, _O.KMIRROR),
         # Ours: the Prometheus exporter's port (0 disables it) and the address it binds.
         _extra("metrics.port", ConfigType.INT, "0", _K.READ_ONLY, _O.KMIRROR),
         _extra("metrics.host", ConfigType.STRING, "0.0.0.0", _K.READ_ONLY, _O.KMIRROR),

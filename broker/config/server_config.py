@@ -120,6 +120,7 @@ IMPLEMENTED_KEYS: frozenset[str] = frozenset(
         "mirror.replication.throttled.rate", "mirror.truncation.timeout.ms",
         "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found",
         "auto.leader.rebalance.enable", "leader.imbalance.check.interval.seconds",
+        "log.max.open.files",
     }
     | {
         # TLS and SASL listeners (broker.security), also as listener.name.<listener>.<key>
@@ -280,6 +281,7 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     mirror_metadata_refresh_interval_ms: int
     mirror_replication_throttled_rate: int
     mirror_truncation_timeout_ms: int = 60_000  # PREPARING's wait for the replicas, then FAILED
+    log_max_open_files: int = 1000  # sealed segments' log files held open at once (file_cache)
     # ACLs (broker.security.authorizer): "" = no authorizer
     authorizer_class_name: str = ""
     super_users: str | None = None

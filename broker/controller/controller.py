@@ -21,6 +21,7 @@ from protocol.metadata_records import latest_type
 from ..metadata.image import BROKER_RESOURCE, MIRROR_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from ..metadata.mirror_states import MIRROR_NAME_CONFIG
 from . import mirror_config
+from .fd_budget import BudgetCheck, ReplicaBudget
 from .topics import assign_replicas, topic_name_error
 
 log = logging.getLogger(__name__)
@@ -110,6 +111,8 @@ class Validators:
     default_replication_factor: int = 1
     # secrets at rest (config_secrets.ConfigSecrets); None: values stored as given
     secrets: "ConfigSealer | None" = None
+    # the partition replicas one node's open-file limit allows (fd_budget); None: no bound
+    replica_budget: ReplicaBudget | None = None
 
 
 class ControllerLock:
@@ -361,6 +364,7 @@ class Controller:
             results: list[TopicResult] = []
             records: list[Any] = []
             seen: dict[str, int] = {}
+            budget = BudgetCheck(self._v.replica_budget, img)
             for spec in specs:
                 seen[spec.name] = seen.get(spec.name, 0) + 1
             for spec in specs:
@@ -374,6 +378,10 @@ class Controller:
                     )
                     continue
                 res, recs = self._check_topic(img, spec)
+                refused = budget.admit(recs) if res.error == ErrorCode.none else None
+                if refused is not None:
+                    res = TopicResult(spec.name, *refused)
+                    recs = []
                 results.append(res)
                 records.extend(recs)
             if not validate_only:
@@ -408,6 +416,7 @@ class Controller:
             img = self._image()
             results: list[TopicResult] = []
             records: list[Any] = []
+            budget = BudgetCheck(self._v.replica_budget, img)
             for name, count, assignments in requests:
                 t = img.topics.get(name)
                 res = TopicResult(name)
@@ -444,19 +453,23 @@ class Controller:
                     placed = assign_replicas(
                         brokers, new, rf, random.randrange(len(brokers)), _racks(img)
                     )
-                for p in new:
-                    reps = tuple(placed[p])
-                    records.append(
-                        PartitionRecord(
-                            partition_id=p,
-                            topic_id=t.topic_id,
-                            replicas=reps,
-                            isr=reps,
-                            leader=reps[0],
-                            leader_epoch=0,
-                            partition_epoch=0,
-                        )
+                added = [
+                    PartitionRecord(
+                        partition_id=p,
+                        topic_id=t.topic_id,
+                        replicas=tuple(placed[p]),
+                        isr=tuple(placed[p]),
+                        leader=placed[p][0],
+                        leader_epoch=0,
+                        partition_epoch=0,
                     )
+                    for p in new
+                ]
+                refused = budget.admit(added)
+                if refused is not None:
+                    res.error, res.message = refused
+                    continue
+                records.extend(added)
             if not validate_only:
                 await self._commit(records)
             return results

@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import resource
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -213,3 +214,51 @@ _default = OpenFileCache()
 def default_cache() -> OpenFileCache:
     """The process's cache; the node sizes it from ``log.max.open.files`` at start."""
     return _default
+
+
+# Descriptors kept back from the partitions' budget: connections, the metadata log, snapshots,
+# checkpoints, the cleaner's files (a tenth of the limit, at least this many).
+FD_RESERVE_MIN: Final = 256
+_MIN_CACHE: Final = 16
+
+
+def open_file_limit() -> int | None:
+    """The process's soft RLIMIT_NOFILE; None when unlimited."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return None if soft == resource.RLIM_INFINITY else int(soft)
+
+
+def configure(max_open_files: int, limit: int | None = None) -> tuple[int, str] | None:
+    """Size the process's cache from ``log.max.open.files`` and return the partition budget:
+    (partitions a node can host at one descriptor each, why), or None without a limit.
+
+    A cache that would leave too little of a small limit for partitions is shrunk (to a
+    quarter of what the reserve leaves), with a warning."""
+    limit = open_file_limit() if limit is None else limit
+    if limit is None:
+        _default.resize(max_open_files)
+        return None
+    reserve = max(FD_RESERVE_MIN, limit // 10)
+    cache = min(max_open_files, max(_MIN_CACHE, (limit - reserve) // 4))
+    if cache < max_open_files:
+        log.warning(
+            "log.max.open.files=%d is too much of the open-file limit %d: %d sealed "
+            "segments' files will be held open at most",
+            max_open_files,
+            limit,
+            cache,
+        )
+    _default.resize(cache)
+    budget = max(0, limit - reserve - cache)
+    why = (
+        f"open-file limit {limit} less {reserve} reserved for connections and other files "
+        f"and {cache} for log.max.open.files"
+    )
+    return budget, why
+
+
+def stats() -> tuple[int, int, int, int, dict[str, int]]:
+    """(cached, bound, opens, evictions, failures per operation) of the process's cache, for
+    the metrics endpoint (``LogFileStats``; plain ints, so any thread may read them)."""
+    c = _default
+    return c.open_count, c.max_open, c.opens, c.evictions, dict(STATS.failures)

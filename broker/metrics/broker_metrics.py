@@ -20,6 +20,7 @@ from protocol.registry import REGISTRY
 
 from .cleaner_metrics import CleanerCollector, CleanerSnapshot
 from .image_metrics import ImageCollector, ImageInfo
+from .log_file_metrics import LogFileCollector, LogFileStats
 from .mirror_metrics import MirrorCollector, MirrorSnapshot
 from .raft_metrics import QuorumCollector, QuorumSnapshot
 
@@ -319,6 +320,10 @@ class BrokerMetrics:
     def watch_image(self, read: Callable[[], ImageInfo | None]) -> None:
         """``kmirror_metadata_image_info{digest,offset}``, from ``read`` per scrape."""
         self.registry.register(ImageCollector(read))
+
+    def watch_log_files(self, read: Callable[[], LogFileStats]) -> None:
+        """``kafka_log_open_file_failures_total`` and the open-file cache's series."""
+        self.registry.register(LogFileCollector(read))
 
     def serve(self, host: str, port: int) -> Any:
         try:

@@ -36,6 +36,7 @@ from protocol.fetch_codec import (
 )
 from protocol.fetch_session import SESSION_ERRORS, FetchSessionBuilder
 
+from ..log.file_cache import is_fd_exhaustion, note_fd_exhaustion
 from .follower_state import (
     FetchPartition,
     FetchResponsePartition,
@@ -314,8 +315,11 @@ class ReplicaFetcher:
                 log.error("%s: %s", p, e)
                 self._delayed[(p.topic, p.partition)] = time.monotonic() + backoff_s
                 continue
-            except OSError:
-                log.exception("%s: follower append failed", p)
+            except OSError as e:
+                if is_fd_exhaustion(e):
+                    note_fd_exhaustion("follower append", str(p), e)
+                else:
+                    log.exception("%s: follower append failed", p)
                 self._delayed[(p.topic, p.partition)] = time.monotonic() + backoff_s
                 continue
             if step.beyond_epoch:

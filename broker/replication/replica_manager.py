@@ -21,6 +21,7 @@ from protocol.build import error_code
 
 from ..log.clock import Clock
 from ..log.errors import LogAppendError
+from ..log.file_cache import is_fd_exhaustion, note_fd_exhaustion
 from ..log.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from ..log.producer_state_loader import attach_producer_state, snapshot_producer_state
 from ..metadata.image import METADATA_TOPIC, Delta, MetadataImage, PartitionImage
@@ -142,7 +143,14 @@ class ReplicaManager:
             topic = image.topics.get(name)
             if topic is None or name == METADATA_TOPIC or p not in topic.partitions:
                 continue
-            self._become(name, topic.topic_id, topic.partitions[p])
+            try:
+                self._become(name, topic.topic_id, topic.partitions[p])
+            except OSError as e:
+                if not is_fd_exhaustion(e):
+                    raise
+                # Out of descriptors: this partition stays unhosted (clients get
+                # NOT_LEADER_OR_FOLLOWER and retry); every other one goes on.
+                note_fd_exhaustion("opening the log", f"{name}-{p}", e)
         for resource_type, name in delta.changed_configs:
             if resource_type == 2 and name in image.topics:
                 config = self._config_for(name)
