@@ -2,6 +2,7 @@
 
 import os
 import random
+import resource
 import signal
 import socket
 import subprocess
@@ -47,6 +48,7 @@ class Node:
         self.config_path = workdir / "server.properties"
         self.output = workdir / "node.out"
         self.proc: subprocess.Popen[bytes] | None = None
+        self.open_file_limit: int | None = None  # RLIMIT_NOFILE for the process, if set
         self.settings = {
             "process.roles": "broker,controller",
             "node.id": str(node_id),
@@ -119,7 +121,13 @@ class Node:
             stdout=out,
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            preexec_fn=None if self.open_file_limit is None else self._limit_open_files,
         )
+
+    def _limit_open_files(self) -> None:
+        limit = self.open_file_limit
+        assert limit is not None
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
 
     def wait_started(self, timeout: float = 30.0) -> "Node":
         assert self.proc is not None, "launch() first"

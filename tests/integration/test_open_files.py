@@ -1,0 +1,116 @@
+"""A node under a low open-file limit (RLIMIT_NOFILE) hosts more partitions than three
+descriptors each would allow, serves produce and fetch on all of them while its descriptor
+count stays bounded, and refuses up front a CreateTopics that would exceed its budget."""
+
+import os
+import time
+import urllib.request
+from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import NewTopic
+
+from .clients import admin
+from .node import Node
+
+LIMIT = 1024
+CACHE = 64
+TOPICS, PARTITIONS = 5, 100  # 500 partitions: more than LIMIT / 3 (three descriptors each)
+ROUNDS = 3  # segment.ms rolls between rounds: three segments a partition, most of them sealed
+
+
+def _fd_count(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def _produce_round(bootstrap: str, names: list[str], rnd: int) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "acks": "all"})
+    errors: list[str] = []
+    for name in names:
+        for part in range(PARTITIONS):
+            p.produce(
+                name,
+                value=f"{name}/{part}/{rnd}".encode(),
+                partition=part,
+                on_delivery=lambda err, _m: errors.append(str(err)) if err else None,
+            )
+        p.poll(0)
+    assert p.flush(60) == 0 and errors == []
+
+
+def _consume_all(bootstrap: str, names: list[str]) -> dict[tuple[str, int], list[bytes]]:
+    c = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False}
+    )
+    c.assign([TopicPartition(n, p, 0) for n in names for p in range(PARTITIONS)])
+    got: dict[tuple[str, int], list[bytes]] = {}
+    want = len(names) * PARTITIONS * ROUNDS
+    deadline = time.monotonic() + 90
+    n = 0
+    while n < want and time.monotonic() < deadline:
+        for m in c.consume(500, 1.0):
+            if m.error():
+                raise KafkaException(m.error())
+            got.setdefault((m.topic(), m.partition()), []).append(m.value())
+            n += 1
+    c.close()
+    return got
+
+
+def test_many_partitions_under_a_low_open_file_limit(tmp_path: Path) -> None:
+    node = Node(tmp_path / "n", log__max__open__files=str(CACHE))
+    node.open_file_limit = LIMIT
+    node.start(60)
+    try:
+        assert node.proc is not None
+        pid = node.proc.pid
+        a = admin(node.bootstrap)
+        names = [f"t{i}" for i in range(TOPICS)]
+        new = [NewTopic(n, PARTITIONS, 1, config={"segment.ms": "300"}) for n in names]
+        for f in a.create_topics(new, operation_timeout=60).values():
+            f.result(90)
+        for rnd in range(ROUNDS):
+            if rnd:
+                time.sleep(0.5)  # past segment.ms: the next append rolls
+            _produce_round(node.bootstrap, names, rnd)
+        segments = sum(
+            1
+            for n in names
+            for p in range(PARTITIONS)
+            for f in os.listdir(node.log_dir / f"{n}-{p}")
+            if f.endswith(".log")
+        )
+        assert segments >= TOPICS * PARTITIONS * 2
+        after_produce = _fd_count(pid)
+        got = _consume_all(node.bootstrap, names)
+        after_fetch = _fd_count(pid)
+        assert len(got) == TOPICS * PARTITIONS
+        for (name, part), values in got.items():
+            assert values == [f"{name}/{part}/{r}".encode() for r in range(ROUNDS)]
+        # One descriptor a partition, the bounded cache of sealed segments, and the rest of
+        # the node (connections, metadata log, ...): never three a partition.
+        bound = TOPICS * PARTITIONS + CACHE + 200
+        assert after_produce <= bound and after_fetch <= bound, (after_produce, after_fetch)
+        assert after_fetch < LIMIT
+
+        # A topic that would take the node past its budget is refused whole, naming the limit.
+        fs = a.create_topics([NewTopic("too-big", 400, 1)], operation_timeout=30)
+        try:
+            fs["too-big"].result(30)
+            raise AssertionError("a topic over the descriptor budget was created")
+        except KafkaException as e:
+            err = e.args[0]
+            assert err.name() == "POLICY_VIOLATION", err
+            assert f"open-file limit {LIMIT}" in err.str() and "budget" in err.str(), err.str()
+        assert "too-big" not in a.list_topics(timeout=10).topics
+        assert not [d for d in os.listdir(node.log_dir) if d.startswith("too-big-")]
+        metrics = (
+            urllib.request.urlopen(f"http://127.0.0.1:{node.metrics_port}/metrics", timeout=10)
+            .read()
+            .decode()
+        )
+        assert 'kafka_log_open_file_failures_total{operation="fetch"} 0.0' in metrics
+        assert f"kafka_log_cached_open_files_max {float(CACHE)}" in metrics
+        assert node.stop() == 0
+    finally:
+        node.kill()
