@@ -167,9 +167,15 @@ class LogSegment:
 
     def headers(self, start: int = 0, end: int | None = None) -> Iterator[BatchHeader]:
         stop = self.size if end is None else end
+        fd = self._file.owned  # the active segment's: no pinning needed (the fast path)
+        if fd is not None:
+            return iter_headers(fd, start, stop)
         return self._file.iterate(lambda fd: iter_headers(fd, start, stop))
 
     def read(self, position: int, size: int) -> bytes:
+        fd = self._file.owned
+        if fd is not None:
+            return os.pread(fd, size, position)
         return self._file.pread(size, position)
 
     # -- timestamps ----------------------------------------------------------------------
@@ -256,7 +262,8 @@ class LogSegment:
     def translate_offset(self, offset: int, start_position: int = 0) -> BatchHeader | None:
         """The first batch whose last offset is >= ``offset`` (the one holding it, or the next)."""
         pos = max(self.index.lookup(offset).position, start_position)
-        for header in self.headers(pos):
+        # Nothing below opens another file, so the descriptor needs no pin (the fetch path).
+        for header in iter_headers(self.fd, pos, self.size):
             if header.last_offset >= offset:
                 return header
         return None
