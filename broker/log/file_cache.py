@@ -45,15 +45,20 @@ STATS = _Stats()
 
 
 def note_fd_exhaustion(operation: str, what: str, exc: OSError) -> None:
-    """Log and count a request or task that failed for want of a file descriptor."""
-    STATS.failures[operation] = STATS.failures.get(operation, 0) + 1
-    log.error(
-        "%s of %s failed: out of file descriptors (%s); raise the open-file limit "
-        "(ulimit -n) or lower log.max.open.files / the partition count",
-        operation,
-        what,
-        os.strerror(exc.errno or 0),
-    )
+    """Count a request or task that failed for want of a file descriptor, and log it: the
+    1st, 10th, 100th time per operation, then every 1000th (a client retries, so it repeats)."""
+    n = STATS.failures[operation] = STATS.failures.get(operation, 0) + 1
+    if n in (1, 10, 100) or n % 1000 == 0:
+        log.error(
+            "%s of %s failed: out of file descriptors (%s; %d such failures of %s so far); "
+            "raise the open-file limit (ulimit -n) or lower log.max.open.files or the "
+            "partition count",
+            operation,
+            what,
+            exc.strerror or os.strerror(exc.errno or 0),
+            n,
+            operation,
+        )
 
 
 class _Entry:
@@ -78,6 +83,11 @@ class OpenFileCache:
         self._lock = threading.Lock()
         self.opens = 0
         self.evictions = 0
+        # Descriptors active segments hold (``claim``), and the most partitions may hold: past
+        # it an append fails with EMFILE before the process is really out, so the reserve for
+        # connections and other files stays (a limit lowered under existing partitions).
+        self.owned = 0
+        self.owned_limit: int | None = None
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -134,15 +144,35 @@ class OpenFileCache:
             self._evict(1)
             self._entries[key] = _Entry(fd)
 
-    def take(self, key: object) -> int | None:
-        """Hand ``key``'s descriptor to its owner (the segment became active): it leaves the
-        cache. None when absent or pinned (the owner then opens its own)."""
+    def claim(self, key: object, path: Path, *, exempt: bool = False) -> int:
+        """A descriptor ``key``'s owner keeps (its segment is appended to): the cached one,
+        unless pinned, else a new one. Refused with EMFILE past ``owned_limit`` unless
+        ``exempt`` (internal topics, the metadata log: the node cannot work without them)."""
+        limit = self.owned_limit
+        if limit is not None and self.owned >= limit and not exempt:
+            raise OSError(
+                errno.EMFILE,
+                f"Too many open files: {self.owned} partitions hold their active segment "
+                f"open, the most the open-file limit allows ({limit})",
+                str(path),
+            )
         with self._lock:
             entry = self._entries.get(key)
-            if entry is None or entry.pins:
-                return None
-            del self._entries[key]
-            return entry.fd
+            if entry is not None and not entry.pins:
+                del self._entries[key]
+                self.owned += 1
+                return entry.fd
+        fd = self.open_file(path, os.O_RDWR)
+        self.owned += 1
+        return fd
+
+    def unclaim(self, key: object, fd: int, *, close: bool) -> None:
+        """The owner is done with ``fd``: closed, or handed to the cache (sealed)."""
+        self.owned -= 1
+        if close:
+            os.close(fd)
+        else:
+            self.adopt(key, fd)
 
     def discard(self, key: object) -> None:
         """Forget ``key`` (its segment closed or deleted); a pinned descriptor closes at its
@@ -237,6 +267,7 @@ def configure(max_open_files: int, limit: int | None = None) -> tuple[int, str] 
     limit = open_file_limit() if limit is None else limit
     if limit is None:
         _default.resize(max_open_files)
+        _default.owned_limit = None
         return None
     reserve = max(FD_RESERVE_MIN, limit // 10)
     cache = min(max_open_files, max(_MIN_CACHE, (limit - reserve) // 4))
@@ -250,6 +281,7 @@ def configure(max_open_files: int, limit: int | None = None) -> tuple[int, str] 
         )
     _default.resize(cache)
     budget = max(0, limit - reserve - cache)
+    _default.owned_limit = budget
     why = (
         f"open-file limit {limit} less {reserve} reserved for connections and other files "
         f"and {cache} for log.max.open.files"

@@ -18,13 +18,15 @@ T = TypeVar("T")
 
 
 class SegmentFile:
-    __slots__ = ("_cache", "_closed", "_fd", "path")
+    __slots__ = ("_cache", "_closed", "_exempt", "_fd", "path")
 
     def __init__(self, path: Path, cache: OpenFileCache) -> None:
         self.path = path
         self._cache = cache
         self._fd: int | None = None
         self._closed = False
+        # internal topics and the metadata log are never refused a descriptor (claim)
+        self._exempt = path.parent.name.startswith("__")
 
     def open(self) -> int:
         """Open (creating) the file, hand the descriptor to the cache; returns the size."""
@@ -69,17 +71,14 @@ class SegmentFile:
         """Appends keep the descriptor: out of the cache, so eviction never closes it."""
         if self._closed:
             raise ValueError(f"segment {self.path} is closed")
-        fd = self._cache.take(self)
-        if fd is None:
-            fd = self._cache.open_file(self.path, os.O_RDWR)
-        self._fd = fd
+        fd = self._fd = self._cache.claim(self, self.path, exempt=self._exempt)
         return fd
 
     def disown(self) -> None:
         """Sealed: the descriptor goes back to the cache (recent data is read soonest)."""
         fd, self._fd = self._fd, None
         if fd is not None:
-            self._cache.adopt(self, fd)
+            self._cache.unclaim(self, fd, close=False)
 
     def pread(self, size: int, position: int) -> bytes:
         fd = self._fd
@@ -118,6 +117,6 @@ class SegmentFile:
     def close(self) -> None:
         self._closed = True
         self._cache.discard(self)
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            self._cache.unclaim(self, fd, close=True)

@@ -94,17 +94,30 @@ def test_a_pinned_descriptor_is_never_closed_under_its_user(tmp_path: Path) -> N
     assert cache.open_count == 0 and _open_under(tmp_path) == []
 
 
-def test_take_and_adopt_move_a_descriptor_between_owner_and_cache(tmp_path: Path) -> None:
+def test_claim_and_unclaim_move_a_descriptor_between_owner_and_cache(tmp_path: Path) -> None:
     cache = OpenFileCache(4)
-    (a,) = _files(1, tmp_path)
+    a, b, c = _files(3, tmp_path)
     fd = cache.acquire("a", a)
-    assert cache.take("a") is None  # pinned: the owner opens its own
+    own = cache.claim("a", a)  # pinned: the owner gets its own
+    assert own != fd and cache.owned == 1
     cache.release("a")
-    assert cache.take("a") == fd and len(cache) == 0
-    cache.adopt("a", fd)
-    assert cache.acquire("a", a) == fd
+    cache.unclaim("a", own, close=True)
+    assert cache.claim("a", a) == fd and len(cache) == 0 and cache.owned == 1
+    cache.unclaim("a", fd, close=False)  # sealed: back to the cache
+    assert cache.owned == 0 and cache.acquire("a", a) == fd
     cache.release("a")
+    # Past the owned limit an append is refused before the process runs out for real.
+    cache.owned_limit = 1
+    fd_b = cache.claim("b", b)
+    with pytest.raises(OSError) as refused:
+        cache.claim("c", c)
+    assert is_fd_exhaustion(refused.value) and "open-file limit" in str(refused.value)
+    fd_c = cache.claim("c", c, exempt=True)  # the metadata log and internal topics
+    assert cache.owned == 2
+    cache.unclaim("b", fd_b, close=True)
+    cache.unclaim("c", fd_c, close=True)
     cache.close_all()
+    assert _open_under(tmp_path) == []
 
 
 def test_out_of_descriptors_sheds_idle_cached_files(

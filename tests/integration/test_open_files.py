@@ -114,3 +114,68 @@ def test_many_partitions_under_a_low_open_file_limit(tmp_path: Path) -> None:
         assert node.stop() == 0
     finally:
         node.kill()
+
+
+def test_out_of_descriptors_fails_only_the_partitions_concerned(tmp_path: Path) -> None:
+    """Partitions created under a higher limit, then served under a lower one: appends that
+    cannot open their segment get KAFKA_STORAGE_ERROR, logged and counted; the node goes on
+    serving the partitions it has descriptors for."""
+    node = Node(tmp_path / "n", log__max__open__files=str(CACHE))
+    node.open_file_limit = LIMIT
+    node.start(60)
+    names = [f"t{i}" for i in range(6)]
+    try:
+        a = admin(node.bootstrap)
+        for f in a.create_topics(
+            [NewTopic(n, PARTITIONS, 1) for n in names], operation_timeout=60
+        ).values():
+            f.result(90)
+        assert node.stop() == 0
+        node.open_file_limit = 400  # fewer descriptors than the 600 partitions need
+        node.start(60)
+        p = Producer(
+            {
+                "bootstrap.servers": node.bootstrap,
+                "linger.ms": 20,
+                "message.timeout.ms": 4000,
+                "retry.backoff.ms": 200,
+            }
+        )
+        delivered: list[tuple[str, int]] = []
+        failed: list[tuple[str, int]] = []
+
+        def report(err: object, m: object) -> None:
+            (failed if err else delivered).append((m.topic(), m.partition()))  # type: ignore[attr-defined]
+
+        for name in names:
+            for part in range(PARTITIONS):
+                p.produce(name, value=b"v", partition=part, on_delivery=report)
+            p.poll(0)
+        p.flush(30)
+        assert len(delivered) + len(failed) == len(names) * PARTITIONS
+        assert len(delivered) >= 50 and failed, (len(delivered), len(failed))
+        assert node.proc is not None and node.proc.poll() is None  # still serving
+        out = node.output.read_text(errors="replace")
+        assert "produce of t" in out and "out of file descriptors" in out
+        # A delivered partition still serves fetches.
+        topic, part = delivered[0]
+        c = Consumer(
+            {"bootstrap.servers": node.bootstrap, "group.id": "unused", "enable.auto.commit": False}
+        )
+        c.assign([TopicPartition(topic, part, 0)])
+        msgs = [m for m in c.consume(1, 20) if not m.error()]
+        c.close()
+        assert [m.value() for m in msgs] == [b"v"]
+        metrics = (
+            urllib.request.urlopen(f"http://127.0.0.1:{node.metrics_port}/metrics", timeout=10)
+            .read()
+            .decode()
+        )
+        count = [
+            line
+            for line in metrics.splitlines()
+            if line.startswith('kafka_log_open_file_failures_total{operation="produce"}')
+        ]
+        assert count and float(count[0].split()[-1]) > 0, count
+    finally:
+        node.kill()
