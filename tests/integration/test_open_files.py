@@ -5,10 +5,11 @@ count stays bounded, and refuses up front a CreateTopics that would exceed its b
 import os
 import time
 import urllib.request
+from concurrent.futures import Future
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import NewTopic
+from confluent_kafka.admin import NewPartitions, NewTopic
 
 from .clients import admin
 from .node import Node
@@ -57,6 +58,17 @@ def _consume_all(bootstrap: str, names: list[str]) -> dict[tuple[str, int], list
     return got
 
 
+def _assert_refused(future: Future) -> None:
+    try:
+        future.result(30)
+    except KafkaException as e:
+        err = e.args[0]
+        assert err.name() == "POLICY_VIOLATION", err
+        assert f"open-file limit {LIMIT}" in err.str() and "budget" in err.str(), err.str()
+    else:
+        raise AssertionError("partitions over the descriptor budget were created")
+
+
 def test_many_partitions_under_a_low_open_file_limit(tmp_path: Path) -> None:
     node = Node(tmp_path / "n", log__max__open__files=str(CACHE))
     node.open_file_limit = LIMIT
@@ -94,15 +106,15 @@ def test_many_partitions_under_a_low_open_file_limit(tmp_path: Path) -> None:
         assert after_fetch < LIMIT
 
         # A topic that would take the node past its budget is refused whole, naming the limit.
-        fs = a.create_topics([NewTopic("too-big", 400, 1)], operation_timeout=30)
-        try:
-            fs["too-big"].result(30)
-            raise AssertionError("a topic over the descriptor budget was created")
-        except KafkaException as e:
-            err = e.args[0]
-            assert err.name() == "POLICY_VIOLATION", err
-            assert f"open-file limit {LIMIT}" in err.str() and "budget" in err.str(), err.str()
+        # Topics are checked in order: the first fits, the second does not.
+        fs = a.create_topics(
+            [NewTopic("fits", 50, 1), NewTopic("too-big", 400, 1)], operation_timeout=30
+        )
+        fs["fits"].result(30)
+        _assert_refused(fs["too-big"])
         assert "too-big" not in a.list_topics(timeout=10).topics
+        _assert_refused(a.create_partitions([NewPartitions("t0", 400)])["t0"])
+        assert len(a.list_topics(timeout=10).topics["t0"].partitions) == PARTITIONS
         assert not [d for d in os.listdir(node.log_dir) if d.startswith("too-big-")]
         metrics = (
             urllib.request.urlopen(f"http://127.0.0.1:{node.metrics_port}/metrics", timeout=10)
