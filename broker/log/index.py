@@ -179,8 +179,7 @@ class _Index:
 
     def end_bulk(self) -> None:
         """A rebuild is done: its entries are written in one call."""
-        if not self._closed:
-            self._persist()
+        self.write_pending()
 
     def sync_handle(self) -> list[int]:
         """Pending entries written now, and a new descriptor of the file for a background
@@ -196,6 +195,11 @@ class _Index:
             os.close(fd)
             raise
         return [fd]
+
+    def write_pending(self) -> None:
+        """Bring the file up to the entries in memory (not fsynced): for a reader of the file."""
+        if not self._closed:
+            self._persist()
 
     def _truncate_to_entries(self, n: int) -> None:
         if n >= self.entries:

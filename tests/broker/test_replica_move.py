@@ -324,3 +324,21 @@ def test_changes_between_the_last_copy_pass_and_the_swap(
         assert env.offsets(plog) == list(range(900, end))
     finally:
         again.close()
+
+
+def test_the_active_segments_unflushed_index_entries_move_with_it(tmp_path: Path) -> None:
+    # The active segment's newest index entries are in memory only until a flush: the copy
+    # at the swap must still get them all (a zeroed tail would read as entries: offset 0 at
+    # position 0, timestamp 0, so a max timestamp of 0 for retention).
+    env = Env(tmp_path, small_config(**{"segment.bytes": str(1 << 20)}))
+    env.append(100)
+    asyncio.run(move_with_appends(env, env.b))
+    assert env.plog.dir == env.b / "topic-0"
+    active = env.plog.active_segment
+    for seg in env.plog.segments:
+        offsets = [seg.index.entry(i).offset for i in range(seg.index.entries)]
+        times = [seg.time_index.entry(i).timestamp for i in range(seg.time_index.entries)]
+        assert offsets == sorted(set(offsets)) and all(t >= T0 for t in times), seg
+    assert active.size == 0 or active.max_timestamp_so_far.timestamp >= T0
+    assert env.offsets() == list(range(env.appended * 3))
+    env.mgr.close()
