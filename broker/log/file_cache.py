@@ -146,8 +146,9 @@ class OpenFileCache:
 
     def claim(self, key: object, path: Path, *, exempt: bool = False) -> int:
         """A descriptor ``key``'s owner keeps (its segment is appended to): the cached one,
-        unless pinned, else a new one. Refused with EMFILE past ``owned_limit`` unless
-        ``exempt`` (internal topics, the metadata log: the node cannot work without them)."""
+        unless pinned, else a new one. Refused with EMFILE past ``owned_limit``; ``exempt``
+        ones (internal topics, the metadata log: the node cannot work without them, and the
+        reserve covers them) are neither refused nor counted."""
         limit = self.owned_limit
         if limit is not None and self.owned >= limit and not exempt:
             raise OSError(
@@ -160,15 +161,15 @@ class OpenFileCache:
             entry = self._entries.get(key)
             if entry is not None and not entry.pins:
                 del self._entries[key]
-                self.owned += 1
+                self.owned += not exempt
                 return entry.fd
         fd = self.open_file(path, os.O_RDWR)
-        self.owned += 1
+        self.owned += not exempt
         return fd
 
-    def unclaim(self, key: object, fd: int, *, close: bool) -> None:
+    def unclaim(self, key: object, fd: int, *, close: bool, exempt: bool = False) -> None:
         """The owner is done with ``fd``: closed, or handed to the cache (sealed)."""
-        self.owned -= 1
+        self.owned -= not exempt
         if close:
             os.close(fd)
         else:

@@ -78,7 +78,7 @@ class SegmentFile:
         """Sealed: the descriptor goes back to the cache (recent data is read soonest)."""
         fd, self._fd = self._fd, None
         if fd is not None:
-            self._cache.unclaim(self, fd, close=False)
+            self._cache.unclaim(self, fd, close=False, exempt=self._exempt)
 
     def pread(self, size: int, position: int) -> bytes:
         fd = self._fd
@@ -119,4 +119,4 @@ class SegmentFile:
         self._cache.discard(self)
         fd, self._fd = self._fd, None
         if fd is not None:
-            self._cache.unclaim(self, fd, close=True)
+            self._cache.unclaim(self, fd, close=True, exempt=self._exempt)
