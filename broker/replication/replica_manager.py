@@ -118,6 +118,8 @@ class ReplicaManager:
         self._tasks: set[asyncio.Task[None]] = set()
         self.isr_shrinks = 0
         self.isr_expands = 0
+        # partitions of the image whose log could not be opened (out of descriptors): retried
+        self._unopened: set[tuple[str, int]] = set()
 
     def get(self, topic: str, partition: int) -> Partition | None:
         return self._partitions.get((topic, partition))
@@ -143,14 +145,7 @@ class ReplicaManager:
             topic = image.topics.get(name)
             if topic is None or name == METADATA_TOPIC or p not in topic.partitions:
                 continue
-            try:
-                self._become(name, topic.topic_id, topic.partitions[p])
-            except OSError as e:
-                if not is_fd_exhaustion(e):
-                    raise
-                # Out of descriptors: this partition stays unhosted (clients get
-                # NOT_LEADER_OR_FOLLOWER and retry); every other one goes on.
-                note_fd_exhaustion("opening the log", f"{name}-{p}", e)
+            self._try_become(name, p)
         for resource_type, name in delta.changed_configs:
             if resource_type == 2 and name in image.topics:
                 config = self._config_for(name)
@@ -162,6 +157,24 @@ class ReplicaManager:
             elif resource_type == 4:  # a broker default (min.insync.replicas) may have changed
                 for hosted in self._partitions.values():
                     hosted.update_config(self._replication_config_for(hosted.topic))
+
+    def _try_become(self, name: str, p: int) -> None:
+        topic = self.brokers.image.topics.get(name)
+        if topic is None or p not in topic.partitions:
+            self._unopened.discard((name, p))
+            return
+        try:
+            self._become(name, topic.topic_id, topic.partitions[p])
+        except OSError as e:
+            if not is_fd_exhaustion(e):
+                raise
+            # Out of descriptors: this partition stays unhosted (clients get
+            # NOT_LEADER_OR_FOLLOWER and retry) until a periodic retry opens it; every other
+            # one goes on.
+            self._unopened.add((name, p))
+            note_fd_exhaustion("opening the log", f"{name}-{p}", e)
+        else:
+            self._unopened.discard((name, p))
 
     def _drop(self, hosted: Partition) -> None:
         hosted.stop()
@@ -252,7 +265,10 @@ class ReplicaManager:
         return ReplicationStats(leaders, under, under_min, self.isr_shrinks, self.isr_expands)
 
     def check_isrs(self) -> None:
-        """The periodic shrink: leaders drop followers not caught up within the lag time."""
+        """The periodic shrink: leaders drop followers not caught up within the lag time; and
+        another try at partitions whose log could not be opened for want of descriptors."""
+        for name, p in list(self._unopened):
+            self._try_become(name, p)
         for hosted in list(self._partitions.values()):
             if hosted.is_leader:
                 hosted.maybe_shrink_isr()

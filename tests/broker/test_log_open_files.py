@@ -8,6 +8,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -15,10 +16,11 @@ from kio.schema.errors import ErrorCode
 from broker.config.properties import parse_properties
 from broker.config.server_config import ConfigError, parse_server_config
 from broker.controller.fd_budget import BudgetCheck, ReplicaBudget
-from broker.log import file_cache
+from broker.log import LogConfig, LogManager, ManualClock, file_cache
 from broker.log.file_cache import OpenFileCache, is_fd_exhaustion
 from broker.log.segment import INDEX_SUFFIX, TIME_INDEX_SUFFIX
-from broker.metadata.image import MetadataImage, PartitionImage, TopicImage
+from broker.metadata.image import MetadataImage, PartitionImage, TopicImage, apply_records
+from broker.replication.replica_manager import ReplicaManager
 from protocol.metadata_records import latest_type
 from protocol.records import scan_batches
 from tests.broker.log_helpers import T0, batch, fill, open_log, small_config
@@ -271,6 +273,7 @@ def _image(replicas: dict[int, tuple[int, ...]]) -> MetadataImage:
 
 
 PartitionRecord = latest_type("PartitionRecord")
+TopicRecord = latest_type("TopicRecord")
 
 
 def _records(n: int, replicas: tuple[int, ...]) -> list[object]:
@@ -313,3 +316,43 @@ def test_log_max_open_files_is_validated() -> None:
     for bad in ("0", "-1", "many"):
         with pytest.raises(ConfigError, match=r"log\.max\.open\.files"):
             parse_server_config(parse_properties(base + f"log.max.open.files={bad}\n", "t"))
+
+
+def test_a_partition_whose_log_cannot_be_opened_is_retried_and_the_others_hosted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = ManualClock(T0)
+    logs = LogManager([tmp_path], LogConfig(), clock)
+    rm = ReplicaManager(1, logs, lambda _t: LogConfig(), clock)
+    real = logs.get_or_create
+
+    def emfile_for_p1(topic: str, partition: int, *args: Any, **kw: Any) -> Any:
+        if partition == 1:
+            raise OSError(errno.EMFILE, "Too many open files")
+        return real(topic, partition, *args, **kw)
+
+    monkeypatch.setattr(logs, "get_or_create", emfile_for_p1)
+    before = file_cache.STATS.failures.get("opening the log", 0)
+    tid = uuid.uuid4()
+    parts = [
+        PartitionRecord(
+            partition_id=p,
+            topic_id=tid,
+            replicas=(1,),
+            isr=(1,),
+            leader=1,
+            leader_epoch=0,
+            partition_epoch=0,
+        )
+        for p in range(3)
+    ]
+    image, delta = apply_records(
+        MetadataImage(), list(enumerate([TopicRecord(name="t", topic_id=tid), *parts], 1))
+    )
+    rm.apply_delta(image, delta)  # no exception: partitions 0 and 2 are hosted
+    assert rm.get("t", 0) is not None and rm.get("t", 2) is not None and rm.get("t", 1) is None
+    assert file_cache.STATS.failures["opening the log"] == before + 1
+    monkeypatch.setattr(logs, "get_or_create", real)
+    rm.check_isrs()  # the periodic pass tries again
+    assert rm.get("t", 1) is not None
+    logs.close()
