@@ -1,8 +1,9 @@
 """A bounded LRU of open descriptors for sealed segments' log files (``log.max.open.files``).
 
-Only the active segment of a partition keeps its log file open for good (it is written on
-every append); older segments are read rarely, so their descriptors live here and are opened
-on demand. A descriptor in use is pinned (``acquire``/``release``) and never closed under its
+Only the active segment of a partition keeps its log file open for good (``claim``: it is
+written on every append), and those are counted and capped at the node's partition budget
+(``configure``); older segments are read rarely, so their descriptors live here and are
+opened on demand. A descriptor in use is pinned (``acquire``/``release``) and never closed under its
 user: pinned entries are skipped by eviction, so the cache may briefly exceed its bound when
 everything is pinned, and an entry discarded while pinned is closed by its last ``release``.
 
