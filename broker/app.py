@@ -31,6 +31,7 @@ from .api.api_versions import FEATURES
 from .api.api_versions import make_handler as api_versions_handler
 from .api.authz import allowed_on_cluster
 from .api.broker_lifecycle import BrokerLifecycleApi
+from .api.client_quotas import ClientQuotasApi
 from .api.cluster import OFFSETS_TOPIC, ClusterApi
 from .api.config_resources import ConfigResourcesApi
 from .api.configs import ConfigsApi
@@ -66,6 +67,7 @@ from .controller.acls import AclController
 from .controller.active_duties import ActiveControllerDuties
 from .controller.alter_partition import AlterPartitionControl
 from .controller.broker_configs import describe_broker_configs, validate_broker_config
+from .controller.client_quotas import ClientQuotaController
 from .controller.cluster_control import ClusterControl
 from .controller.config_secrets import ConfigSecrets
 from .controller.controller import Controller, Validators
@@ -672,6 +674,7 @@ class Node:
             *AclsApi(s, self.acl_controller).apis(),
             *self.sasl_api.apis(),
             *ScramCredentialsApi(s, ScramController(self.controller)).apis(),
+            *ClientQuotasApi(s, ClientQuotaController(self.controller)).apis(),
             *quorum.apis(),
             *self.lifecycle_api.apis(),
             *AlterPartitionApi(

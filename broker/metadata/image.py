@@ -13,6 +13,8 @@ from typing import Any, Final
 
 from ..security.acls import Acl
 from ..security.scram import Credential as ScramCredential
+from .client_quotas import Entity as QuotaEntity
+from .client_quotas import entity_key
 
 # Config resource types as in DescribeConfigs / ConfigRecord.
 TOPIC_RESOURCE: Final = 2
@@ -102,6 +104,9 @@ class MetadataImage:
     acls: Mapping[uuid.UUID, Acl] = field(default_factory=lambda: _EMPTY)
     # (user name, SCRAM mechanism type 1/2) -> credential (UserScramCredentialRecord)
     scram: Mapping[tuple[str, int], ScramCredential] = field(default_factory=lambda: _EMPTY)
+    # client quota entity -> {quota key: value} (ClientQuotaRecord); the same object until a
+    # quota record changes it (the quota managers' cache key)
+    client_quotas: Mapping[QuotaEntity, Mapping[str, float]] = field(default_factory=lambda: _EMPTY)
     # Stored values this node cannot decode (secrets at rest without the right secret): absent
     # from ``configs``, kept so a delete still reaches them (and any snapshot must carry them).
     unreadable_configs: Mapping[tuple[int, str], Mapping[str, str]] = field(
@@ -187,6 +192,7 @@ class ImageBuilder:
         self.delta = Delta()
         self._acls: dict[uuid.UUID, Acl] | None = None  # copied on the first ACL record
         self._scram: dict[tuple[str, int], ScramCredential] | None = None  # likewise
+        self._quotas: dict[QuotaEntity, dict[str, float]] | None = None  # likewise
         self.unreadable = {k: dict(v) for k, v in base.unreadable_configs.items()}
         self.encoded = {k: dict(v) for k, v in base.encoded_configs.items()}
 
@@ -349,6 +355,19 @@ class ImageBuilder:
     def _on_RemoveUserScramCredentialRecord(self, r: Any) -> None:
         self._scram_to_change().pop((r.name, int(r.mechanism)), None)
 
+    def _on_ClientQuotaRecord(self, r: Any) -> None:
+        if self._quotas is None:
+            self._quotas = {k: dict(v) for k, v in self._base.client_quotas.items()}
+        entity = entity_key((e.entity_type, e.entity_name) for e in r.entity)
+        if r.remove:
+            values = self._quotas.get(entity)
+            if values is not None:
+                values.pop(r.key, None)
+                if not values:
+                    del self._quotas[entity]
+        else:
+            self._quotas.setdefault(entity, {})[r.key] = float(r.value)
+
     def build(self) -> MetadataImage:
         return MetadataImage(
             offset=self.offset,
@@ -360,6 +379,9 @@ class ImageBuilder:
             next_producer_id=self.next_producer_id,
             acls=self._base.acls if self._acls is None else MappingProxyType(self._acls),
             scram=self._base.scram if self._scram is None else MappingProxyType(self._scram),
+            client_quotas=self._base.client_quotas
+            if self._quotas is None
+            else MappingProxyType({k: MappingProxyType(v) for k, v in self._quotas.items()}),
             unreadable_configs=_frozen(self.unreadable),
             encoded_configs=_frozen(self.encoded),
         )

@@ -50,6 +50,8 @@ _Config = latest_type("ConfigRecord")
 _ProducerIds = latest_type("ProducerIdsRecord")
 _Acl = latest_type("AccessControlEntryRecord")
 _Scram = latest_type("UserScramCredentialRecord")
+_Quota = latest_type("ClientQuotaRecord")
+_QuotaEntity = sys.modules[_Quota.__module__].EntityData
 _NoOp = latest_type("NoOpRecord")
 
 Entry = tuple[int, Any]  # (offset, metadata record)
@@ -112,9 +114,18 @@ def image_records(image: MetadataImage) -> list[Entry]:
                 ),
             )
         )
+    for entity in sorted(image.client_quotas, key=_entity_order):
+        parts = tuple(_QuotaEntity(entity_type=t, entity_name=n) for t, n in entity)
+        for key, rate in sorted(image.client_quotas[entity].items()):
+            out.append((at, _Quota(entity=parts, key=key, value=rate, remove=False)))
     if at >= 0 and (not out or out[-1][0] != at):
         out.append((at, _NoOp()))  # the image's offset is where the replay must end
     return out
+
+
+def _entity_order(entity: tuple[tuple[str, str | None], ...]) -> list[tuple[str, bool, str]]:
+    """Default entities (null names) first, then by name."""
+    return [(t, n is not None, n or "") for t, n in entity]
 
 
 def _broker_record(b: BrokerImage) -> Any:
