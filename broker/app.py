@@ -32,6 +32,7 @@ from .api.api_versions import make_handler as api_versions_handler
 from .api.authz import allowed_on_cluster
 from .api.broker_lifecycle import BrokerLifecycleApi
 from .api.client_quotas import ClientQuotasApi
+from .api.client_throttle import ClientThrottle
 from .api.cluster import OFFSETS_TOPIC, ClusterApi
 from .api.config_resources import ConfigResourcesApi
 from .api.configs import ConfigsApi
@@ -516,6 +517,13 @@ class Node:
             config.offsets_topic_replication_factor,
         )
         self.mirror_api = MirrorApi(self.services, self.mirror_controller)
+        # client quotas (KIP-13/219), from the image's ClientQuotaRecords
+        self.client_throttle = ClientThrottle(
+            lambda: self.image,
+            lambda: time.monotonic() * 1000,
+            config.quota_window_num,
+            config.quota_window_size_seconds,
+        )
         self.sasl_api = SaslApi(self.listener_security, self._scram_credential)
         self.lifecycle_api = BrokerLifecycleApi(
             lambda: self.cluster_control if self.quorum.is_leader else None,
@@ -644,7 +652,7 @@ class Node:
     def _apis(self) -> list[Api]:
         s, m = self.services, self.metrics
         quorum = self._quorum_api()
-        fetch = FetchApi(s, m.on_bytes_out)
+        fetch = FetchApi(s, m.on_bytes_out, self.client_throttle)
         fetch.metadata_fetch = quorum.fetch
         fetch.quorum_peer = lambda ctx: (
             ctx.listener in self.config.controller_listener_names
@@ -653,7 +661,7 @@ class Node:
         groups = GroupApi(self.groups, lambda t: t in self.image.topics, self.authorizer)
         return [
             *MetadataApi(s).apis(),
-            *ProduceApi(s, m.on_bytes_in).apis(),
+            *ProduceApi(s, m.on_bytes_in, self.client_throttle).apis(),
             *fetch.apis(),
             *OffsetsApi(s).apis(),
             *LeaderEpochsApi(s).apis(),

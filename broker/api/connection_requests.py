@@ -48,6 +48,7 @@ class ConnectionRequests:
                 principal=conn.state["principal"],
                 now_ms=self._now_ms(),
                 session=conn.state,
+                connection=conn,
             )
 
         api_key = int.from_bytes(frame[:2], "big", signed=True) if len(frame) >= 2 else -1

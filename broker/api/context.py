@@ -16,6 +16,9 @@ class RequestContext:
     now_ms: int = 0
     # per-connection state shared by the handlers of one connection (e.g. SASL)
     session: dict[str, Any] = field(default_factory=dict)
+    # the client's connection (network.server.ConnectionContext: ``mute`` for quota
+    # throttling); None for a request that came in an Envelope
+    connection: Any = None
 
     @property
     def api_version(self) -> int:

@@ -36,6 +36,7 @@ from ..replication.leader_epochs import diverging_epoch
 from ..replication.replica_manager import leader_epoch_error
 from ..security.acls import AclOperation, ResourceType
 from .authz import allowed
+from .client_throttle import FETCH_CLIENT_THROTTLES, ClientThrottle, throttle
 from .context import RequestContext
 from .dispatcher import Api
 from .fetch_sessions import FetchSessionCache, SessionError, SessionPartition
@@ -49,10 +50,13 @@ READ_COMMITTED = 1
 
 
 class FetchApi:
-    def __init__(self, services: Services, on_bytes_out: Any = None) -> None:
+    def __init__(
+        self, services: Services, on_bytes_out: Any = None, quotas: ClientThrottle | None = None
+    ) -> None:
         self.s = services
         self.sessions = FetchSessionCache()
         self._on_bytes_out = on_bytes_out
+        self.quotas = quotas  # client quotas (consumer_byte_rate); None: not enforced
         # KRaft's Fetch of __cluster_metadata-0 (QuorumApi.fetch), set where the node has a quorum
         self.metadata_fetch: Callable[[RequestContext, Any], Awaitable[Any]] | None = None
         # Only a quorum peer reads the metadata log: on a controller listener, with
@@ -127,9 +131,13 @@ class FetchApi:
                 if follower is not None
                 else self._denied(ctx, wanted, by_id)
             )
+        quotas = self.quotas
+        if follower is not None or (quotas is not None and not quotas.active()):
+            quotas = None
+        max_bytes = req.max_bytes if quotas is None else quotas.fetch_max_bytes(ctx, req.max_bytes)
         while True:
             rows, total = self._read(
-                wanted, req.max_bytes, committed, by_id, full, denied, follower, version >= 19
+                wanted, max_bytes, committed, by_id, full, denied, follower, version >= 19
             )
             remaining = deadline - time.monotonic()
             if (
@@ -139,6 +147,20 @@ class FetchApi:
             ):
                 break  # a DivergingEpoch answer is not held back for min_bytes either
             await self._wait_for_data(wanted, by_id, remaining)
+        if quotas is not None:
+            throttle_ms = quotas.fetch_throttle_ms(ctx, total)
+            if throttle_ms:
+                # KIP-219: an empty answer now; the consumer fetches the same offsets again
+                await throttle(ctx, throttle_ms, version >= FETCH_CLIENT_THROTTLES)
+                return build(
+                    cls,
+                    {
+                        "throttle_time": throttle_ms,
+                        "error_code": ErrorCode.none,
+                        "session_id": session.id if session else 0,
+                        "responses": (),
+                    },
+                )
         if session is not None:
             for key, row in rows:
                 sp = wanted.get(key)

@@ -44,6 +44,7 @@ from protocol.registry import REGISTRY
 from ..log.file_cache import is_fd_exhaustion, note_fd_exhaustion
 from ..security.acls import AclOperation, ResourceType
 from .authz import allowed
+from .client_throttle import PRODUCE_CLIENT_THROTTLES, ClientThrottle, throttle
 from .context import RequestContext
 from .dispatcher import Api
 from .services import Services
@@ -55,9 +56,12 @@ VERSIONS = (3, 13)
 
 
 class ProduceApi:
-    def __init__(self, services: Services, on_bytes_in: Any = None) -> None:
+    def __init__(
+        self, services: Services, on_bytes_in: Any = None, quotas: ClientThrottle | None = None
+    ) -> None:
         self.s = services
         self._on_bytes_in = on_bytes_in
+        self.quotas = quotas  # client quotas (producer_byte_rate); None: not enforced
 
     def apis(self) -> list[Api]:
         """The API keys and versions this module serves (the node's handler table)."""
@@ -176,10 +180,19 @@ class ProduceApi:
             topics_out.append({"name": name, "topic_id": t.topic_id, "partitions": parts_out})
         if waits:
             await _wait_for_isr(waits, req.timeout_ms / 1000)
+        throttle_ms = 0
+        quotas = self.quotas
+        if quotas is not None and quotas.active():
+            throttle_ms = quotas.produce_throttle_ms(ctx, len(frame))
+            if throttle_ms:
+                # acks=0 has no response: the mute alone slows the producer down
+                await throttle(ctx, throttle_ms, acks == 0 or version >= PRODUCE_CLIENT_THROTTLES)
         if acks == 0:
             return None
         cls = REGISTRY.spec(API_KEY).response_type(version)
-        resp: Any = build(cls, {"responses": [_topic(t) for t in topics_out], "throttle_time": 0})
+        resp: Any = build(
+            cls, {"responses": [_topic(t) for t in topics_out], "throttle_time": throttle_ms}
+        )
         return [encode_produce_response(resp, version)]
 
     async def _verify_txn(self, req: Any, img: Any) -> dict[tuple[str, int], ErrorCode]:

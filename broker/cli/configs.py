@@ -8,9 +8,9 @@ as Kafka checks) as DELETE, then ``--add-config`` / ``--add-config-file`` pairs 
 as Kafka does. A broker's own configs are read and written on that broker (found in Metadata).
 
 ``--entity-type users`` manages SASL/SCRAM credentials (``SCRAM-SHA-256``/``SCRAM-SHA-512`` keys,
-see configs_scram.py). Client and user quotas (``clients``, ``users``, ``ips``) are refused: this
-broker serves neither DescribeClientQuotas nor AlterClientQuotas. ``broker-loggers``, ``client-metrics`` and ``groups``
-are refused too (no such config resources here). Exit code 0 on success, 1 on any error.
+see configs_scram.py) and user quotas; ``clients``, ``users`` + ``clients`` and ``ips`` client
+quotas (configs_quotas.py). ``broker-loggers``, ``client-metrics`` and ``groups`` are refused (no
+such config resources here). Exit code 0 on success, 1 on any error.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final, NoReturn, TextIO
+from typing import Any, Final, TextIO
 
 from kio.schema.errors import ErrorCode
 
-from broker.cli import configs_scram
+from broker.cli import configs_quotas, configs_scram
 from broker.cli.admin import (
     CommandError,
     Parser,
@@ -92,7 +92,8 @@ _KV_SEP = re.compile(r"\s*=\s*" + _OUTSIDE_BRACKETS)
 _KEY = re.compile(r"[$a-zA-Z0-9._-]*")
 
 HELP = """\
-This tool helps to manipulate and describe entity config for a topic, broker or cluster mirror.
+This tool helps to manipulate and describe entity config for a topic, broker, cluster mirror,
+user, client or ip.
 Option                                  Description
 ------                                  -----------
 --add-config <String>                   Key Value pairs of configs to add.
@@ -112,21 +113,31 @@ Option                                  Description
   config property file>                   passed to Admin Client.
 --delete-config <String>                config keys to remove 'k1,k2'
 --describe                              List configs for the given entity.
---entity-default                        Default entity name for brokers.
---entity-name <String>                  Name of entity (topic name/broker id/
-                                          mirror name/user principal name)
---entity-type <String>                  Type of entity (topics/brokers/mirrors/
-                                          users)
+--client <String>                       The client's ID.
+--client-defaults                       The config defaults for all clients.
+--entity-default                        Default entity name for clients/users/
+                                          brokers/ips.
+--entity-name <String>                  Name of entity (topic name/client id/
+                                          user principal name/broker id/ip/
+                                          mirror name)
+--entity-type <String>                  Type of entity (topics/clients/users/
+                                          brokers/ips/mirrors)
 --help                                  Print usage information.
+--ip <String>                           The IP address.
+--ip-defaults                           The config defaults for all IPs.
 --mirror <String>                       The cluster mirror's name.
 --topic <String>                        The topic's name.
 --user <String>                         The user's principal name.
+--user-defaults                         The config defaults for all users.
 --version                               Display Kafka version.
 
 Users' SCRAM credentials: --entity-type users --entity-name alice --alter --add-config
 'SCRAM-SHA-256=[iterations=8192,password=alice-secret],SCRAM-SHA-512=[password=alice-secret]'
 (iterations default to 4096), --delete-config SCRAM-SHA-512, --describe.
-Client, user and IP quotas (--entity-type clients/users/ips) are not served by this broker.
+Client quotas: --entity-type users|clients|ips (users and clients together for a user's client)
+--entity-name NAME or --entity-default, --alter --add-config
+'producer_byte_rate=1048576,consumer_byte_rate=2097152' (also request_percentage,
+controller_mutation_rate; connection_creation_rate for ips), --delete-config KEY, --describe.
 """
 
 
@@ -140,17 +151,33 @@ class Entity:
         return self.kind[:-1]
 
 
+class _Named(argparse.Action):
+    """--entity-name / --entity-default, also kept in command-line order (``ordered_names``):
+    with two entity types, the names pair up with them in that order, as in Kafka's tool."""
+
+    def __call__(self, parser: Any, ns: argparse.Namespace, values: Any, opt: Any = None) -> None:
+        ordered = getattr(ns, "ordered_names", None) or []
+        if self.dest == "entity_default":
+            ns.entity_default = True
+            ordered.append("")
+        else:
+            ns.entity_name = [*ns.entity_name, values]
+            ordered.append(values)
+        ns.ordered_names = ordered
+
+
 def _parser() -> argparse.ArgumentParser:
     p = Parser(prog="kafka-configs", add_help=False, allow_abbrev=False)
-    for flag in ("alter", "describe", "all", "entity_default", "help", "version"):
+    for flag in ("alter", "describe", "all", "help", "version"):
         p.add_argument(f"--{flag.replace('_', '-')}", action="store_true")
+    p.add_argument("--entity-default", action=_Named, nargs=0, default=False)
     for flag in DEFAULT_FLAGS:
         p.add_argument(f"--{flag.replace('_', '-')}", action="store_true")
     p.add_argument("--bootstrap-server")
     p.add_argument("--bootstrap-controller")
     p.add_argument("--command-config")
     p.add_argument("--entity-type", action="append", default=[])
-    p.add_argument("--entity-name", action="append", default=[])
+    p.add_argument("--entity-name", action=_Named, default=[])
     p.add_argument("--add-config")
     p.add_argument("--add-config-file")
     p.add_argument("--delete-config", action="append", default=[])
@@ -163,7 +190,7 @@ def _invalid_with(used: str, other: str) -> UsageError:
     return UsageError(f'Option "[{used}]" can\'t be used with option "[{other}]"')
 
 
-def _entity(args: argparse.Namespace) -> Entity:
+def _entity(args: argparse.Namespace) -> Entity | configs_quotas.QuotaEntity:
     """Kafka's checkArgs, narrowed to what this broker serves; the entity to act on."""
     if args.alter == args.describe:
         raise UsageError("Command must include exactly one action: --describe, --alter")
@@ -204,7 +231,7 @@ def _entity(args: argparse.Namespace) -> Entity:
             "entity flags"
         )
     if any(t in QUOTA_TYPES for t in types) and not _scram_only(args, types):
-        _refuse_quotas(args, types)
+        return _quota_entity(args, types)
     kind = types[0]
     if kind in OTHER_TYPES:
         raise UsageError(
@@ -219,8 +246,6 @@ def _entity(args: argparse.Namespace) -> Entity:
         raise UsageError("An entity name must be specified for every entity type")
     name = names[0] if names else None
     if kind == USERS and name == "":
-        if args.describe:
-            _refuse_quotas(args, types)  # Kafka describes only the default's quotas
         raise UsageError(
             "The use of --entity-default or --user-defaults is not allowed with User SCRAM "
             "Credentials using --bootstrap-server."
@@ -255,21 +280,27 @@ def _entity(args: argparse.Namespace) -> Entity:
 
 
 def _scram_only(args: argparse.Namespace, types: Sequence[str]) -> bool:
-    """A users command this broker serves: SCRAM credentials, no quota key."""
-    if list(types) != [USERS]:
+    """A users --alter of SCRAM credentials only (the SCRAM path, configs_scram.py)."""
+    if list(types) != [USERS] or args.describe:
         return False
-    if args.describe:
-        return True
     added, deleted = _to_add(args), _to_delete(args)
     configs_scram.check_keys(added, deleted)
     return all(configs_scram.is_scram(k) for k in [*added, *deleted])
 
 
-def _refuse_quotas(args: argparse.Namespace, types: Sequence[str]) -> NoReturn:
-    raise UsageError(
-        f"--entity-type {'/'.join(types)} is not supported: this broker does not implement "
-        "client quotas (DescribeClientQuotas/AlterClientQuotas)"
-    )
+def _quota_entity(args: argparse.Namespace, types: Sequence[str]) -> configs_quotas.QuotaEntity:
+    """Client quotas: names from --entity-name/--entity-default in order, or the entity flags."""
+    flags = {**{t: f for f, t in NAMED_FLAGS.items()}}
+    defaults = {t: f for f, t in DEFAULT_FLAGS.items()}
+    names = list(getattr(args, "ordered_names", None) or [])
+    if not args.entity_type:  # --user alice --client c1, --user-defaults ...
+        names = []
+        for t in types:
+            if getattr(args, flags[t]) is not None:
+                names.append(getattr(args, flags[t]))
+            elif getattr(args, defaults[t]):
+                names.append("")
+    return configs_quotas.entity(types, names, args.alter)
 
 
 def parse_add_config(text: str) -> dict[str, str]:
@@ -486,7 +517,9 @@ def _missing(e: Entity) -> str:
     return f"The {e.singular} '{e.name}' doesn't exist and doesn't have dynamic config."
 
 
-async def _run(args: argparse.Namespace, entity: Entity, out: TextIO) -> int:
+async def _run(
+    args: argparse.Namespace, entity: Entity | configs_quotas.QuotaEntity, out: TextIO
+) -> int:
     props = load(args.command_config, "--command-config") if args.command_config else {}
     added = _to_add(args) if args.alter else {}
     deleted = _to_delete(args) if args.alter else []
@@ -495,6 +528,10 @@ async def _run(args: argparse.Namespace, entity: Entity, out: TextIO) -> int:
     )
     tool = Tool(session, props, out)
     try:
+        if isinstance(entity, configs_quotas.QuotaEntity):
+            if args.alter:
+                return await configs_quotas.alter(session, entity, added, deleted, out)
+            return await configs_quotas.describe(session, entity, out)
         if entity.kind == USERS:
             if args.alter:
                 assert entity.name is not None

@@ -102,6 +102,8 @@ _BROKER_VALIDATORS: dict[str, Validator] = {
     "max.connections": Range(0),
     "max.connections.per.ip": Range(0),
     "max.connection.creation.rate": Range(0),
+    "quota.window.num": Range(1),
+    "quota.window.size.seconds": Range(1),
     "connections.max.reauth.ms": Range(0),
     "num.network.threads": Range(1),
     "num.io.threads": Range(1),

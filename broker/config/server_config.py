@@ -82,7 +82,7 @@ IMPLEMENTED_KEYS: frozenset[str] = frozenset(
         "queued.max.requests", "connections.max.idle.ms", "connections.max.reauth.ms", "num.network.threads", "num.io.threads",
         "queued.max.request.bytes", "sasl.server.max.receive.size",
         "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
-        "max.connection.creation.rate",
+        "max.connection.creation.rate", "quota.window.num", "quota.window.size.seconds",
         "request.timeout.ms", "fetch.max.bytes",
         "log.segment.bytes", "log.roll.ms", "log.roll.hours",
         "log.retention.ms", "log.retention.minutes", "log.retention.hours",
@@ -208,6 +208,8 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     listener_max_connections: dict[str, int] = msgspec.field(default_factory=dict)
     listener_max_connection_creation_rate: dict[str, int] = msgspec.field(default_factory=dict)
     sasl_server_max_receive_size: int = 524288  # largest frame before SASL authentication
+    quota_window_num: int = 11  # client quotas: samples in a rate (KIP-13)
+    quota_window_size_seconds: int = 1  # client quotas: the time span of each sample
     connections_max_idle_ms: int
     num_network_threads: int
     num_io_threads: int

@@ -133,6 +133,13 @@ class ConnectionContext:
         if protocol is not None:
             protocol.request_close(fatal=fatal)
 
+    def mute(self, seconds: float) -> None:
+        """Read nothing more from this connection for ``seconds`` (client quota throttling,
+        KIP-219: the response goes out now; requests already read are still served)."""
+        protocol = self._protocol()
+        if protocol is not None:
+            protocol.mute(seconds)
+
     def authenticated(self) -> None:
         """The client authenticated: frames up to the server's limit are accepted from now on."""
         protocol = self._protocol()
@@ -179,6 +186,7 @@ class _Connection(asyncio.BufferedProtocol):
         self.closing = False
         self.last_active = server.monotonic()
         self.ctx: ConnectionContext | None = None
+        self._muted: asyncio.TimerHandle | None = None  # throttled by a client quota until
 
     # -- asyncio callbacks
 
@@ -202,6 +210,9 @@ class _Connection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
         self._transport = None
+        if self._muted is not None:
+            self._muted.cancel()
+            self._muted = None
         for task in self._tasks:
             task.cancel()
         for slot in self._slots:
@@ -252,6 +263,7 @@ class _Connection(asyncio.BufferedProtocol):
             and not self._write_paused
             and len(self._slots) < limit
             and (self._reserved or not server.memory_full)
+            and self._muted is None
         ):
             try:
                 frame = reader.next_frame()
@@ -267,7 +279,9 @@ class _Connection(asyncio.BufferedProtocol):
                     server._reserve(pending)
                 break
             self._dispatch(frame)
-        if not self._slots and (self._close_requested or (self._eof and not self._write_paused)):
+        if not self._slots and (
+            self._close_requested or (self._eof and not self._write_paused and self._muted is None)
+        ):
             self.shutdown(abort=False)  # transport.close() still flushes what was written
             return
         self._update_reading()
@@ -351,6 +365,7 @@ class _Connection(asyncio.BufferedProtocol):
             and len(self._slots) < self._server.max_inflight
             # a reserved frame is read to its end, whatever the memory
             and (not self._server.memory_full or self._reserved > 0)
+            and self._muted is None
         )
         if want != self._reading:
             self._reading = want
@@ -358,6 +373,22 @@ class _Connection(asyncio.BufferedProtocol):
                 transport.resume_reading()
             else:
                 transport.pause_reading()
+
+    def mute(self, seconds: float) -> None:
+        if self.closing or seconds <= 0:
+            return
+        loop = asyncio.get_running_loop()
+        until = loop.time() + seconds
+        if self._muted is not None:
+            if self._muted.when() >= until:
+                return
+            self._muted.cancel()
+        self._muted = loop.call_at(until, self._unmute)
+        self._update_reading()
+
+    def _unmute(self) -> None:
+        self._muted = None
+        self._take_frames()
 
     # -- shutdown
 

@@ -1,0 +1,92 @@
+"""Client quota enforcement for Produce and Fetch: what the handlers call, over the sans-IO
+managers of `broker.quotas.client_quota_manager`.
+
+Produce records the request's size, Fetch the size of the records it would return (followers,
+replica id >= 0, are never throttled), as Kafka's KafkaApis does. A client over its quota gets
+its response with ``throttle_time_ms`` set; a Fetch over the quota is answered without data (its
+bytes are taken back, as Kafka does, and the consumer fetches them again after the wait). Then,
+as Kafka (KIP-219), the client's connection is muted for the throttle time: the node reads
+nothing more from it until the time is up. Versions before KIP-219 (Produce < v6, Fetch < v8)
+get their response only after the throttle time instead. ``active()`` is the fast path: with no
+client quota in the image, nothing is looked up or recorded.
+"""
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, Final
+
+from ..metadata.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
+from ..metadata.image import MetadataImage
+from ..quotas.client_quota_manager import DEFAULT_SAMPLES, ClientQuotaManager, user_of
+from .context import RequestContext
+
+# The first versions whose clients throttle themselves on throttle_time_ms (KIP-219)
+PRODUCE_CLIENT_THROTTLES: Final = 6
+FETCH_CLIENT_THROTTLES: Final = 8
+
+
+class ClientThrottle:
+    def __init__(
+        self,
+        image: Callable[[], MetadataImage],
+        now_ms: Callable[[], float],
+        samples: int = DEFAULT_SAMPLES,
+        window_s: int = 1,
+    ) -> None:
+        self._image = image
+        self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, now_ms, samples, window_s)
+        self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, now_ms, samples, window_s)
+        self.request = ClientQuotaManager(REQUEST_PERCENTAGE, now_ms, samples, window_s)
+        self._source: object = None
+
+    def active(self) -> bool:
+        """Any client quota set (the managers follow the image; cheap when it is unchanged)."""
+        quotas = self._image().client_quotas
+        if quotas is not self._source:
+            self._source = quotas
+            for m in (self.produce, self.fetch, self.request):
+                m.update(quotas)
+        return bool(quotas)
+
+    def produce_throttle_ms(self, ctx: RequestContext, request_bytes: int) -> int:
+        m = self.produce
+        if not m.enabled:
+            return 0
+        user, client = user_of(ctx.principal), ctx.client_id
+        ms = m.record(user, client, request_bytes)
+        if ms > 0:
+            m.throttled(user, client, ms)
+        return ms
+
+    def fetch_max_bytes(self, ctx: RequestContext, max_bytes: int) -> int:
+        """Kafka caps a consumer's fetch at what its quota lets through in a window."""
+        m = self.fetch
+        if not m.enabled:
+            return max_bytes
+        cap = m.max_value_in_window(user_of(ctx.principal), ctx.client_id)
+        return max_bytes if cap >= max_bytes else max(1, int(cap))
+
+    def fetch_throttle_ms(self, ctx: RequestContext, response_bytes: int) -> int:
+        """Records the bytes; when over the quota, takes them back (the response goes
+        without data) and returns the throttle time."""
+        m = self.fetch
+        if not m.enabled:
+            return 0
+        user, client = user_of(ctx.principal), ctx.client_id
+        ms = m.record(user, client, response_bytes)
+        if ms > 0:
+            m.unrecord(user, client, response_bytes)
+            m.throttled(user, client, ms)
+        return ms
+
+
+async def throttle(ctx: RequestContext, throttle_ms: int, client_throttles: bool) -> None:
+    """Mute the client's connection for ``throttle_ms``; for clients before KIP-219 also hold
+    the response back that long."""
+    if throttle_ms <= 0:
+        return
+    conn: Any = ctx.connection
+    if conn is not None:
+        conn.mute(throttle_ms / 1000)
+    if not client_throttles:
+        await asyncio.sleep(throttle_ms / 1000)
