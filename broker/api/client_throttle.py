@@ -80,6 +80,19 @@ class ClientThrottle:
         return ms
 
 
+async def wait_while_muted(ctx: RequestContext) -> None:
+    """A request read before its connection was muted waits for the mute to end before it is
+    served: Kafka reads one request of a connection at a time, so it would not have read it
+    yet (without this, requests a client pipelined would all slip through at once)."""
+    conn: Any = ctx.connection
+    if conn is None:
+        return
+    wait = conn.muted_for()
+    while wait > 0:  # requests woken together are served one at a time: each may mute again
+        await asyncio.sleep(wait)
+        wait = conn.muted_for()
+
+
 async def throttle(ctx: RequestContext, throttle_ms: int, client_throttles: bool) -> None:
     """Mute the client's connection for ``throttle_ms``; for clients before KIP-219 also hold
     the response back that long."""

@@ -36,7 +36,12 @@ from ..replication.leader_epochs import diverging_epoch
 from ..replication.replica_manager import leader_epoch_error
 from ..security.acls import AclOperation, ResourceType
 from .authz import allowed
-from .client_throttle import FETCH_CLIENT_THROTTLES, ClientThrottle, throttle
+from .client_throttle import (
+    FETCH_CLIENT_THROTTLES,
+    ClientThrottle,
+    throttle,
+    wait_while_muted,
+)
 from .context import RequestContext
 from .dispatcher import Api
 from .fetch_sessions import FetchSessionCache, SessionError, SessionPartition
@@ -147,7 +152,8 @@ class FetchApi:
             ):
                 break  # a DivergingEpoch answer is not held back for min_bytes either
             await self._wait_for_data(wanted, by_id, remaining)
-        if quotas is not None:
+        if quotas is not None and quotas.fetch.enabled:
+            await wait_while_muted(ctx)
             throttle_ms = quotas.fetch_throttle_ms(ctx, total)
             if throttle_ms:
                 # KIP-219: an empty answer now; the consumer fetches the same offsets again

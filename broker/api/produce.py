@@ -44,7 +44,12 @@ from protocol.registry import REGISTRY
 from ..log.file_cache import is_fd_exhaustion, note_fd_exhaustion
 from ..security.acls import AclOperation, ResourceType
 from .authz import allowed
-from .client_throttle import PRODUCE_CLIENT_THROTTLES, ClientThrottle, throttle
+from .client_throttle import (
+    PRODUCE_CLIENT_THROTTLES,
+    ClientThrottle,
+    throttle,
+    wait_while_muted,
+)
 from .context import RequestContext
 from .dispatcher import Api
 from .services import Services
@@ -182,7 +187,8 @@ class ProduceApi:
             await _wait_for_isr(waits, req.timeout_ms / 1000)
         throttle_ms = 0
         quotas = self.quotas
-        if quotas is not None and quotas.active():
+        if quotas is not None and quotas.active() and quotas.produce.enabled:
+            await wait_while_muted(ctx)
             throttle_ms = quotas.produce_throttle_ms(ctx, len(frame))
             if throttle_ms:
                 # acks=0 has no response: the mute alone slows the producer down

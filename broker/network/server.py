@@ -140,6 +140,11 @@ class ConnectionContext:
         if protocol is not None:
             protocol.mute(seconds)
 
+    def muted_for(self) -> float:
+        """Seconds until a `mute` ends (0: not muted)."""
+        protocol = self._protocol()
+        return 0.0 if protocol is None else protocol.muted_for()
+
     def authenticated(self) -> None:
         """The client authenticated: frames up to the server's limit are accepted from now on."""
         protocol = self._protocol()
@@ -385,6 +390,10 @@ class _Connection(asyncio.BufferedProtocol):
             self._muted.cancel()
         self._muted = loop.call_at(until, self._unmute)
         self._update_reading()
+
+    def muted_for(self) -> float:
+        m = self._muted
+        return 0.0 if m is None else max(0.0, m.when() - asyncio.get_running_loop().time())
 
     def _unmute(self) -> None:
         self._muted = None

@@ -1,0 +1,224 @@
+"""Client quotas on a real node: set with bin/kafka-configs.sh, enforced on confluent-kafka
+(librdkafka) producers and consumers, which see the throttling (throttle_cb); Kafka's describe
+output and error messages; quotas kept across a restart (metadata log)."""
+
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer
+
+from .clients import create_topic, wait_for
+from .node import ROOT, Node
+
+CONFIGS = str(ROOT / "bin" / "kafka-configs.sh")
+WINDOWS = 3  # quota.window.num: a rate is taken over at least 2 s, so tests stay short
+RATE = 200_000  # bytes/s
+VALUE = b"x" * 10_000
+
+
+class QuotaNode:
+    def __init__(self, workdir: Path) -> None:
+        self.node = Node(workdir, quota__window__num=str(WINDOWS))
+
+    def tool(self, *args: str) -> subprocess.CompletedProcess[str]:
+        p = subprocess.run(
+            [CONFIGS, "--bootstrap-server", self.node.bootstrap, *args],
+            input="",
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert "Traceback" not in p.stderr, p.stderr
+        return p
+
+    def ok(self, *args: str) -> str:
+        p = self.tool(*args)
+        assert p.returncode == 0, f"{args}: rc={p.returncode}\n{p.stdout}\n{p.stderr}"
+        return p.stdout
+
+    def fails(self, *args: str, message: str) -> None:
+        p = self.tool(*args)
+        assert p.returncode == 1, f"{args}: expected exit 1, got {p.returncode}\n{p.stdout}"
+        assert message in p.stderr, f"{args}: {message!r} not in stderr:\n{p.stderr}"
+
+
+@pytest.fixture(scope="module")
+def qn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[QuotaNode]:
+    q = QuotaNode(tmp_path_factory.mktemp("quotas") / "n1")
+    q.node.start()
+    try:
+        yield q
+    finally:
+        q.node.kill()
+
+
+def _produce(bootstrap: str, topic: str, client_id: str, total: int) -> tuple[float, list[Any]]:
+    """Produce ``total`` bytes of values as fast as librdkafka goes: (seconds, throttle
+    events)."""
+    throttles: list[Any] = []
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "client.id": client_id,
+            "linger.ms": 5,
+            "batch.size": 64_000,
+            "throttle_cb": throttles.append,
+        }
+    )
+    start = time.monotonic()
+    for _ in range(total // len(VALUE)):
+        while True:
+            try:
+                p.produce(topic, VALUE)
+                break
+            except BufferError:
+                p.poll(0.05)
+        p.poll(0)
+    assert p.flush(60) == 0
+    elapsed = time.monotonic() - start
+    p.poll(0.5)  # throttle events are served from poll
+    return elapsed, throttles
+
+
+def test_producer_byte_rate_bounds_a_producer(qn: QuotaNode) -> None:
+    create_topic(qn.node.bootstrap, "q-prod", 1)
+    out = qn.ok("--alter", "--add-config", f"producer_byte_rate={RATE}", "--client", "slow-p")
+    assert out == "Completed updating config for client slow-p.\n"
+    total = 1_500_000
+    fast, fast_throttles = _produce(qn.node.bootstrap, "q-prod", "fast-p", total)
+    slow, throttles = _produce(qn.node.bootstrap, "q-prod", "slow-p", total)
+    # A rate is taken over at least (windows - 1) seconds: that much arrives at once, the
+    # rest at the quota. Margins for a loaded machine: at least 60% of the ideal time.
+    ideal = (total - (WINDOWS - 1) * RATE) / RATE
+    print(f"produce {total} B: unthrottled {fast:.2f} s, at {RATE} B/s {slow:.2f} s")
+    assert slow >= 0.6 * ideal, (slow, ideal)
+    assert slow < ideal + 20
+    assert fast < slow
+    assert not fast_throttles
+    assert throttles, "librdkafka reported no throttling"
+    assert max(t.throttle_time for t in throttles) > 0
+
+
+def _consume(bootstrap: str, topic: str, client_id: str, count: int) -> tuple[float, list[Any]]:
+    throttles: list[Any] = []
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "client.id": client_id,
+            "group.id": f"g-{client_id}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "throttle_cb": throttles.append,
+        }
+    )
+    c.subscribe([topic])
+    got = 0
+    start = time.monotonic()
+    deadline = start + 90
+    try:
+        while got < count and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None and m.error() is None:
+                got += 1
+        assert got == count, f"read {got} of {count}"
+        return time.monotonic() - start, throttles
+    finally:
+        c.close()
+
+
+def test_consumer_byte_rate_bounds_a_consumer(qn: QuotaNode) -> None:
+    create_topic(qn.node.bootstrap, "q-cons", 1)
+    total = 1_500_000
+    _produce(qn.node.bootstrap, "q-cons", "filler", total)
+    qn.ok("--alter", "--add-config", f"consumer_byte_rate={RATE}", "--client", "slow-c")
+    n = total // len(VALUE)
+    fast, fast_throttles = _consume(qn.node.bootstrap, "q-cons", "fast-c", n)
+    slow, throttles = _consume(qn.node.bootstrap, "q-cons", "slow-c", n)
+    ideal = (total - (WINDOWS - 1) * RATE) / RATE
+    print(f"consume {total} B: unthrottled {fast:.2f} s, at {RATE} B/s {slow:.2f} s")
+    assert slow >= 0.6 * ideal, (slow, ideal)
+    assert slow < ideal + 20
+    assert fast < slow
+    assert not fast_throttles
+    assert throttles, "librdkafka reported no throttling"
+
+
+def test_describe_format(qn: QuotaNode) -> None:
+    qn.ok("--alter", "--entity-type", "users", "--entity-name", "alice",
+          "--add-config", "producer_byte_rate=1048576,consumer_byte_rate=20000000")  # fmt: skip
+    qn.ok("--alter", "--entity-type", "users", "--entity-default",
+          "--add-config", "request_percentage=12.5")  # fmt: skip
+    qn.ok("--alter", "--user", "alice", "--client", "app", "--add-config", "producer_byte_rate=5")
+    qn.ok("--alter", "--entity-type", "ips", "--entity-name", "10.1.2.3",
+          "--add-config", "connection_creation_rate=10")  # fmt: skip
+    out = qn.ok("--describe", "--entity-type", "users", "--entity-name", "alice")
+    # Java's HashMap order and Double.toString, as Kafka's tool prints them
+    assert out == (
+        "Quota configs for user-principal 'alice' are "
+        "consumer_byte_rate=2.0E7, producer_byte_rate=1048576.0\n"
+    )
+    out = qn.ok("--describe", "--entity-type", "users")
+    assert "Quota configs for the default user-principal are request_percentage=12.5\n" in out
+    assert "user-principal 'alice', client-id" not in out  # strict: users alone
+    out = qn.ok("--describe", "--entity-type", "users", "--entity-default")
+    assert out == "Quota configs for the default user-principal are request_percentage=12.5\n"
+    out = qn.ok("--describe", "--user", "alice", "--client", "app")
+    assert out == (
+        "Quota configs for user-principal 'alice', client-id 'app' are producer_byte_rate=5.0\n"
+    )
+    out = qn.ok("--describe", "--entity-type", "ips")
+    assert out == "Quota configs for ip '10.1.2.3' are connection_creation_rate=10.0\n"
+    out = qn.ok("--alter", "--entity-type", "users", "--entity-default",
+                "--delete-config", "request_percentage")  # fmt: skip
+    assert out == "Completed updating default config for users in the cluster.\n"
+    assert qn.ok("--describe", "--entity-type", "users", "--entity-default") == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--add-config", "producer_byte_rate=abc"),
+         "Cannot parse quota configuration value for producer_byte_rate: abc"),
+        (("--add-config", "producer_byte_rate=-5"),
+         "Quota producer_byte_rate must be greater than 0"),
+        (("--add-config", "producer_byte_rate=0"),
+         "Quota producer_byte_rate must be greater than 0"),
+        (("--add-config", "producer_byte_rate=1.5"),
+         "producer_byte_rate cannot be a fractional value."),
+        (("--add-config", "no_such_rate=5"),
+         "Only quota configs can be added for 'clients' using --bootstrap-server. "
+         "Unexpected config names: no_such_rate"),
+        (("--add-config", "connection_creation_rate=5"),
+         "Only quota configs can be added for 'clients'"),
+        (("--delete-config", "consumer_byte_rate"), "Invalid config(s): consumer_byte_rate"),
+    ],
+)  # fmt: skip
+def test_bad_input(qn: QuotaNode, args: tuple[str, ...], message: str) -> None:
+    qn.fails("--alter", "--client", "bad-c", *args, message=message)
+    assert qn.ok("--describe", "--client", "bad-c") == ""
+
+
+def test_bad_ip_and_keys(qn: QuotaNode) -> None:
+    qn.fails("--alter", "--ip", "1.2.3.4", "--add-config", "producer_byte_rate=5",
+             message="Only connection quota configs can be added for 'ips'")  # fmt: skip
+    qn.fails("--alter", "--ip", "no such host.invalid", "--add-config",
+             "connection_creation_rate=5",
+             message="no such host.invalid is not a valid IP or resolvable host.")  # fmt: skip
+    qn.fails("--alter", "--ip", "1.2.3.4", "--add-config", "connection_creation_rate=2.5",
+             message="connection_creation_rate cannot be a fractional value.")  # fmt: skip
+
+
+def test_quotas_survive_a_restart(qn: QuotaNode) -> None:
+    qn.ok("--alter", "--client", "durable", "--add-config", "consumer_byte_rate=4096")
+    before = qn.ok("--describe", "--entity-type", "clients")
+    assert "Quota configs for client-id 'durable' are consumer_byte_rate=4096.0\n" in before
+    assert qn.node.stop() == 0
+    qn.node.start()
+    wait_for(
+        lambda: qn.tool("--describe", "--entity-type", "clients").returncode == 0, 30, "the node"
+    )
+    assert qn.ok("--describe", "--entity-type", "clients") == before
