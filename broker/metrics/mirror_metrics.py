@@ -50,6 +50,7 @@ class FetcherRow:
     throttled_bytes: int = 0
     throttled_seconds: float = 0.0
     network: NetworkStats = field(default_factory=NetworkStats)  # its source connections
+    source_throttled_seconds: float = 0.0  # waiting out the source's throttle_time_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +160,12 @@ def _fetcher_families(snap: MirrorSnapshot) -> list[Any]:
         "Time fetchers waited because all their partitions were over the throttle",
         ["mirror"],
     )
+    source_waited = _counter(
+        "source_throttled_seconds",
+        "Time fetchers waited because the source broker throttled them (throttle_time_ms of "
+        "its Fetch responses: a client quota on the fetcher)",
+        ["mirror"],
+    )
     rate = _gauge(
         "replication_throttled_rate_bytes",
         "mirror.replication.throttled.rate in force, bytes/s (0: unlimited)",
@@ -167,6 +174,7 @@ def _fetcher_families(snap: MirrorSnapshot) -> list[Any]:
     deaths = dict.fromkeys(snap.mirrors, 0)
     t_bytes = dict.fromkeys(snap.mirrors, 0)
     t_secs = dict.fromkeys(snap.mirrors, 0.0)
+    s_secs = dict.fromkeys(snap.mirrors, 0.0)
     for f in sorted(snap.fetchers, key=lambda f: (f.mirror, f.source_broker, f.fetcher_id)):
         if f.mirror not in mirrors:
             continue
@@ -179,12 +187,17 @@ def _fetcher_families(snap: MirrorSnapshot) -> list[Any]:
             deaths[f.mirror] += 1
         t_bytes[f.mirror] += f.throttled_bytes
         t_secs[f.mirror] += f.throttled_seconds
+        s_secs[f.mirror] += f.source_throttled_seconds
     for m in snap.mirrors:
         dead.add_metric([m], deaths[m])
         throttled.add_metric([m], t_bytes[m])
         waited.add_metric([m], t_secs[m])
+        source_waited.add_metric([m], s_secs[m])
     rate.add_metric([], snap.throttle_rate)
-    return [requests, errors, fetched, appended, dead, throttled, waited, rate, *_network(snap)]
+    return [
+        requests, errors, fetched, appended, dead, throttled, waited, source_waited, rate,
+        *_network(snap),
+    ]  # fmt: skip
 
 
 # The KIP's per-fetcher client network metrics (mirror-broker-...-fetcher-...-metrics): name,

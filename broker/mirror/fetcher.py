@@ -118,6 +118,8 @@ class FetcherCounters:
     appended_bytes: int = 0  # record bytes appended to local logs
     throttled_bytes: int = 0  # of those, bytes of throttled partitions
     throttled_seconds: float = 0.0  # time spent waiting with every partition over the throttle
+    # time spent waiting out the source's throttle_time_ms (its client quota on this fetcher)
+    source_throttled_seconds: float = 0.0
     network: NetworkStats = field(default_factory=NetworkStats)  # its source connections
 
 
@@ -760,6 +762,9 @@ class _Fetcher:
         self.reconcile: set[_Partition] = set()
         self.diverged: dict[_Partition, tuple[int, int]] = {}
         self.failures = 0
+        # time.monotonic() until which the source broker asked this fetcher to wait
+        # (a Fetch response's throttle_time_ms, KIP-219: the client holds back, not the broker)
+        self.source_throttle_until = 0.0
         self.counters = mgr._counters.setdefault((m.name, node, fetcher_id), FetcherCounters())
         self.task: asyncio.Task[None] | None = asyncio.create_task(
             self._run(), name=self.client_id + f"-node-{node}"
@@ -811,6 +816,11 @@ class _Fetcher:
             self.wake.clear()
             await self.wake.wait()
             return
+        wait = self.source_throttle_until - time.monotonic()
+        if wait > 0:  # the source throttled us: no Fetch to it until the time is up
+            await asyncio.sleep(wait)
+            self.counters.source_throttled_seconds += wait
+            return
         # Over the rate: throttled partitions sit out (Kafka's follower quota does the same);
         # the others are fetched as usual.
         delay = self.mgr.throttle.delay()
@@ -853,6 +863,8 @@ class _Fetcher:
             self._reset_session()
             await self._backoff(f"bad Fetch response from source broker {self.node}: {e}")
             return
+        if resp.throttle_time_ms > 0:
+            self.source_throttle_until = time.monotonic() + resp.throttle_time_ms / 1000
         self.session.on_response(resp.error_code, resp.session_id)
         if resp.error_code in SESSION_ERRORS:
             return

@@ -76,6 +76,7 @@ def build_snapshot(
                 c.throttled_bytes,
                 c.throttled_seconds,
                 c.network,
+                c.source_throttled_seconds,
             )
             for mirror, node, fid, alive, c in fetchers.fetcher_stats()
         ),
