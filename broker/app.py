@@ -881,6 +881,9 @@ class Node:
                 "quorum metrics",
             )
         )
+        self.metrics.watch_quotas(
+            read_on_loop(loop, self.client_throttle.metrics_snapshot, "quota metrics")
+        )
         self.metrics.watch_image(lambda: image_info(self.image))  # immutable: any thread
         self.metrics.watch_log_files(lambda: LogFileStats(*file_cache.stats()))  # any thread
         self.metrics.watch_cleaner(

@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from ..metadata.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
 from ..metadata.image import MetadataImage
+from ..metrics.quota_metrics import QuotaRow, QuotaSnapshot
 from ..quotas.client_quota_manager import DEFAULT_SAMPLES, ClientQuotaManager, user_of
 from .context import RequestContext
 
@@ -47,6 +48,24 @@ class ClientThrottle:
             for m in (self.produce, self.fetch, self.request):
                 m.update(quotas)
         return bool(quotas)
+
+    def metrics_snapshot(self) -> QuotaSnapshot:
+        """Rates and throttle times of the clients under a quota (read on the event loop)."""
+        rows: list[QuotaRow] = []
+        totals: dict[str, tuple[int, float]] = {}
+        for kind, m in (
+            ("Produce", self.produce),
+            ("Fetch", self.fetch),
+            ("Request", self.request),
+        ):
+            st = m.stats
+            totals[kind] = (st.throttled_requests, st.throttle_ms_total / 1000)
+            for (user, client), sensor in st.by_tags.items():
+                mean = (
+                    sensor.throttle_ms_total / sensor.throttle_count if sensor.throttle_count else 0
+                )
+                rows.append(QuotaRow(kind, user, client, m.rate((user, client)), mean))
+        return QuotaSnapshot(tuple(rows), totals)
 
     def produce_throttle_ms(self, ctx: RequestContext, request_bytes: int) -> int:
         m = self.produce

@@ -22,6 +22,7 @@ from .cleaner_metrics import CleanerCollector, CleanerSnapshot
 from .image_metrics import ImageCollector, ImageInfo
 from .log_file_metrics import LogFileCollector, LogFileStats
 from .mirror_metrics import MirrorCollector, MirrorSnapshot
+from .quota_metrics import QuotaCollector, QuotaSnapshot
 from .raft_metrics import QuorumCollector, QuorumSnapshot
 
 _LATENCY_BUCKETS = (
@@ -316,6 +317,10 @@ class BrokerMetrics:
         """The metadata quorum's ``kafka_server_raft_metrics_*`` and controller gauges, from
         the snapshot ``read`` returns per scrape (``quorum.quorum_metrics.quorum_snapshot``)."""
         self.registry.register(QuorumCollector(read))
+
+    def watch_quotas(self, read: Callable[[], QuotaSnapshot | None]) -> None:
+        """Client quota series (``quota_metrics``), from the snapshot ``read`` returns."""
+        self.registry.register(QuotaCollector(read))
 
     def watch_image(self, read: Callable[[], ImageInfo | None]) -> None:
         """``kmirror_metadata_image_info{digest,offset}``, from ``read`` per scrape."""

@@ -47,6 +47,7 @@ R = {
         "PartitionChangeRecord",
         "RemoveTopicRecord",
         "ConfigRecord",
+        "ClientQuotaRecord",
         "ProducerIdsRecord",
         "AccessControlEntryRecord",
         "RemoveAccessControlEntryRecord",
@@ -74,6 +75,7 @@ class Gen:
 
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
+        self.quota_rng = random.Random(rng.getstate()[1][1])
         self.brokers: dict[int, int] = {}  # id -> epoch
         self.topics: dict[str, tuple[uuid.UUID, int]] = {}  # name -> (id, partitions)
         self.acls: list[uuid.UUID] = []
@@ -196,6 +198,21 @@ class Gen:
                 stored_key=r.randbytes(32),
                 server_key=r.randbytes(32),
                 iterations=r.randint(4096, 10000),
+            )
+        if kind == "noop" and self.quota_rng.random() < 0.8:
+            # client quotas come instead of most no-ops, from a stream of their own, so the
+            # sequences other tests rely on stay as they were
+            r = self.quota_rng
+            entity = r.choice(
+                [(("user", "alice"),), (("user", None),), (("client-id", "c"), ("user", None)),
+                 (("client-id", None),), (("ip", "10.0.0.1"),)]
+            )  # fmt: skip
+            Part = sys.modules[R["ClientQuotaRecord"].__module__].EntityData
+            return R["ClientQuotaRecord"](
+                entity=tuple(Part(entity_type=t, entity_name=n) for t, n in entity),
+                key=r.choice(["producer_byte_rate", "consumer_byte_rate"]),
+                value=float(r.randint(1, 10**6)),
+                remove=r.random() < 0.3,
             )
         if kind == "remove_scram":
             user, mech = self.scram.pop(r.randrange(len(self.scram)))
