@@ -12,6 +12,8 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from .clients import create_topic, wait_for
+from .mirror_helpers import scrape
+from .mirror_helpers import total as metric
 from .node import ROOT, Node
 
 CONFIGS = str(ROOT / "bin" / "kafka-configs.sh")
@@ -101,6 +103,11 @@ def test_producer_byte_rate_bounds_a_producer(qn: QuotaNode) -> None:
     assert not fast_throttles
     assert throttles, "librdkafka reported no throttling"
     assert max(t.throttle_time for t in throttles) > 0
+    m = scrape(qn.node)
+    assert metric(m, "kafka_server_produce_byte_rate", user="", client_id="slow-p") > 0
+    assert metric(m, "kafka_server_produce_throttle_time", client_id="slow-p") > 0
+    assert metric(m, "kafka_server_produce_byte_rate", client_id="fast-p") == 0  # no quota
+    assert metric(m, "kafka_server_quota_throttled_requests_total", quota_type="Produce") > 0
 
 
 def _consume(bootstrap: str, topic: str, client_id: str, count: int) -> tuple[float, list[Any]]:
@@ -145,6 +152,8 @@ def test_consumer_byte_rate_bounds_a_consumer(qn: QuotaNode) -> None:
     assert fast < slow
     assert not fast_throttles
     assert throttles, "librdkafka reported no throttling"
+    m = scrape(qn.node)
+    assert metric(m, "kafka_server_quota_throttle_seconds_total", quota_type="Fetch") > 1
 
 
 def test_describe_format(qn: QuotaNode) -> None:
