@@ -810,6 +810,7 @@ class Node:
     async def start(self) -> None:
         cfg = self.config
         self.server = node_server(cfg, self.listener_security, self.requests.handle)
+        self.server.ip_throttle = self.client_throttle.ip_connection_throttle_s
         # The controller listener first: the other voters reach this node's quorum there, and
         # the image comes from what the quorum has committed before clients are let in.
         await self.server.start(only=cfg.controller_listener_names)

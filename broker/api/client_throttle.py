@@ -18,7 +18,12 @@ from typing import Any, Final
 from ..metadata.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
 from ..metadata.image import MetadataImage
 from ..metrics.quota_metrics import QuotaRow, QuotaSnapshot
-from ..quotas.client_quota_manager import DEFAULT_SAMPLES, ClientQuotaManager, user_of
+from ..quotas.client_quota_manager import (
+    DEFAULT_SAMPLES,
+    ClientQuotaManager,
+    IpConnectionQuotaManager,
+    user_of,
+)
 from .context import RequestContext
 
 # The first versions whose clients throttle themselves on throttle_time_ms (KIP-219)
@@ -38,6 +43,7 @@ class ClientThrottle:
         self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, now_ms, samples, window_s)
         self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, now_ms, samples, window_s)
         self.request = ClientQuotaManager(REQUEST_PERCENTAGE, now_ms, samples, window_s)
+        self.ip = IpConnectionQuotaManager(now_ms, samples, window_s)
         self._source: object = None
 
     def active(self) -> bool:
@@ -47,7 +53,15 @@ class ClientThrottle:
             self._source = quotas
             for m in (self.produce, self.fetch, self.request):
                 m.update(quotas)
+            self.ip.update(quotas)
         return bool(quotas)
+
+    def ip_connection_throttle_s(self, ip: str) -> float:
+        """For the network server: a new connection from ``ip``; seconds it is throttled
+        (then closed unserved, as Kafka does), 0 when within ``connection_creation_rate``."""
+        if not self.active():
+            return 0.0
+        return self.ip.record(ip) / 1000
 
     def metrics_snapshot(self) -> QuotaSnapshot:
         """Rates and throttle times of the clients under a quota (read on the event loop)."""

@@ -548,6 +548,9 @@ class KafkaServer:
             monotonic(),
         )
         self.rejected: dict[str, int] = {}  # limit's config key -> connections closed at accept
+        # KIP-612 per-IP connection_creation_rate (a client quota): ip -> seconds the new
+        # connection is held before it is closed unserved (0: serve it); None: no such quotas
+        self.ip_throttle: Callable[[str], float] | None = None
         self.listener_stats = {lst.name: ListenerStats() for lst in listeners}
         self._slot_waiters: list[asyncio.Future[None]] = []
         self._accept_locks: dict[str, asyncio.Lock] = {}
@@ -676,6 +679,19 @@ class KafkaServer:
                 )  # fmt: skip
             _abort(sock)
             return
+        ip_throttle = self.ip_throttle
+        if ip_throttle is not None and not quotas.exempt(name):
+            wait = ip_throttle(ip)
+            if wait > 0:
+                key = "connection_creation_rate"
+                n = self.rejected[key] = self.rejected.get(key, 0) + 1
+                if n in (1, 10, 100) or n % 1000 == 0:
+                    log.warning(
+                        "closing new connection from %s on %s in %.3f s: its %s quota reached "
+                        "(%d so far)", ip, name, wait, key, n,
+                    )  # fmt: skip
+                asyncio.get_running_loop().call_later(wait, _abort, sock)  # as Kafka: held, closed
+                return
         quotas.opened(name, ip)
         self.listener_stats[name].created += 1
         if quotas.over_node_limit():

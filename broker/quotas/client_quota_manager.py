@@ -24,11 +24,12 @@ QuotaUtils.throttleTime), the time until the rate is back at the quota if nothin
 Times are milliseconds from an injected clock (tests use a fake one).
 """
 
+import ipaddress
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from ..metadata.client_quotas import CLIENT_ID, USER, Entity
+from ..metadata.client_quotas import CLIENT_ID, IP, IP_CONNECTION_RATE, USER, Entity
 
 DEFAULT_SAMPLES: Final = 11  # quota.window.num
 DEFAULT_WINDOW_S: Final = 1  # quota.window.size.seconds
@@ -263,6 +264,78 @@ class ClientQuotaManager:
         if s is None:
             return 0.0
         return s.rate.measure(self._now_ms() if now_ms is None else now_ms)
+
+
+def _ip_key(name: str) -> str:
+    try:
+        return str(ipaddress.ip_address(name))
+    except ValueError:
+        return name  # a host name: matched as written
+
+
+class IpConnectionQuotaManager:
+    """KIP-612's per-IP ``connection_creation_rate``: the quota of ``ip=<address>``, else of
+    ``ip=<default>``; new connections counted in a `Rate` per address (the same windows as the
+    client quotas). A connection over the rate is throttled for Kafka's throttle time, at most
+    one window; Kafka then closes it (after that delay) without serving it."""
+
+    def __init__(
+        self,
+        now_ms: Callable[[], float],
+        samples: int = DEFAULT_SAMPLES,
+        window_s: int = DEFAULT_WINDOW_S,
+    ) -> None:
+        self._now_ms = now_ms
+        self.samples = samples
+        self.window_ms = window_s * 1000
+        self._limits: dict[str | None, float] = {}  # address (None: the default) -> rate
+        self._rates: dict[str, Rate] = {}
+        self._last: dict[str, float] = {}
+        self._source: object = None
+        self.throttled = 0  # connections throttled so far
+
+    def update(self, quotas: Mapping[Entity, Mapping[str, float]]) -> None:
+        if quotas is self._source:
+            return
+        self._source = quotas
+        limits: dict[str | None, float] = {}
+        for entity, values in quotas.items():
+            if len(entity) == 1 and entity[0][0] == IP and IP_CONNECTION_RATE in values:
+                name = entity[0][1]
+                limits[None if name is None else _ip_key(name)] = values[IP_CONNECTION_RATE]
+        self._limits = limits
+        if not limits:
+            self._rates.clear()
+            self._last.clear()
+
+    def record(self, ip: str, now_ms: float | None = None) -> int:
+        """Count a new connection from ``ip``; the throttle time in ms (0: within its rate)."""
+        limits = self._limits
+        if not limits:
+            return 0
+        key = _ip_key(ip)
+        limit = limits.get(key, limits.get(None))
+        if limit is None:
+            return 0
+        now = self._now_ms() if now_ms is None else now_ms
+        rate = self._rates.get(key)
+        if rate is None:
+            if len(self._rates) > 10_000:
+                self._expire(now)
+            rate = self._rates[key] = Rate(self.samples, self.window_ms)
+        self._last[key] = now
+        rate.record(1.0, now)
+        observed = rate.measure(now)
+        if observed <= limit:
+            return 0
+        self.throttled += 1
+        ms = round((observed - limit) / limit * rate.window_size_ms(now))
+        return min(ms, self.window_ms)
+
+    def _expire(self, now: float) -> None:
+        idle = now - self.samples * self.window_ms
+        for key in [k for k, t in self._last.items() if t < idle]:
+            del self._rates[key], self._last[key]
 
 
 def user_of(principal: str) -> str:

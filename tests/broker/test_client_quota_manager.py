@@ -141,3 +141,28 @@ def test_update_keeps_sensors_and_drops_unquoted() -> None:
 def test_user_of_principal() -> None:
     assert user_of("User:alice") == "alice"
     assert user_of("User:ANONYMOUS") == "ANONYMOUS"
+
+
+def test_ip_connection_rate() -> None:
+    from broker.quotas.client_quota_manager import IpConnectionQuotaManager
+
+    clock = Clock()
+    m = IpConnectionQuotaManager(clock, samples=3, window_s=1)
+    assert m.record("10.0.0.1") == 0  # no quota
+    m.update(
+        MappingProxyType(
+            {
+                entity_key([("ip", "10.0.0.1")]): {"connection_creation_rate": 2.0},
+                entity_key([("ip", None)]): {"connection_creation_rate": 100.0},
+                entity_key([("user", None)]): {"producer_byte_rate": 1.0},
+            }
+        )
+    )
+    # 2 windows' worth (4) at once, then throttled, at most one window
+    assert [m.record("10.0.0.1") for _ in range(4)] == [0, 0, 0, 0]
+    waits = [m.record("10.0.0.1") for _ in range(20)]
+    assert all(0 < w <= 1000 for w in waits) and waits[-1] == 1000
+    assert all(m.record("10.0.0.2") == 0 for _ in range(100))  # the default's rate
+    clock.ms += 3000  # every sample expired
+    assert m.record("10.0.0.1") == 0
+    assert m.throttled == 20

@@ -2,6 +2,8 @@
 (librdkafka) producers and consumers, which see the throttling (throttle_cb); Kafka's describe
 output and error messages; quotas kept across a restart (metadata log)."""
 
+import socket
+import struct
 import subprocess
 import time
 from collections.abc import Iterator
@@ -219,6 +221,39 @@ def test_bad_ip_and_keys(qn: QuotaNode) -> None:
              message="no such host.invalid is not a valid IP or resolvable host.")  # fmt: skip
     qn.fails("--alter", "--ip", "1.2.3.4", "--add-config", "connection_creation_rate=2.5",
              message="connection_creation_rate cannot be a fractional value.")  # fmt: skip
+
+
+def _served(port: int) -> bool:
+    """Does a new connection get an answer (ApiVersions v0) rather than being closed?"""
+    request = struct.pack(">hhih", 18, 0, 7, 1) + b"t"
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            s.sendall(struct.pack(">i", len(request)) + request)
+            return len(s.recv(4)) == 4
+    except OSError:
+        return False
+
+
+def test_ip_connection_creation_rate(qn: QuotaNode) -> None:
+    """KIP-612: past its address's rate a new connection is held, then closed unserved."""
+    qn.ok("--alter", "--ip", "127.0.0.1", "--add-config", "connection_creation_rate=5")
+    try:
+        time.sleep(WINDOWS + 0.5)  # a fresh rate: the tool's own connections have aged out
+        start = time.monotonic()
+        served = [_served(qn.node.port) for _ in range(40)]
+        elapsed = time.monotonic() - start
+        # (windows - 1) seconds' worth come at once, then about 5 a second: a refused
+        # connection is closed only after its throttle time, which paces this client
+        print(f"{served.count(True)} of 40 connections served in {elapsed:.1f} s at 5/s")
+        assert served[:8] == [True] * 8
+        assert served.count(True) <= 10 + 5 * elapsed * 1.3 + 2, (served, elapsed)
+        assert served.count(False) >= 5, served
+        m = scrape(qn.node)
+        assert metric(m, "kafka_network_connections_rejected_total",
+                      limit="connection_creation_rate") == served.count(False)  # fmt: skip
+    finally:
+        time.sleep(WINDOWS + 0.5)
+        qn.ok("--alter", "--ip", "127.0.0.1", "--delete-config", "connection_creation_rate")
 
 
 def test_quotas_survive_a_restart(qn: QuotaNode) -> None:
