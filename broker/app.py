@@ -645,7 +645,12 @@ class Node:
             if "broker" in cfg.process_roles
             else None
         )
-        d = Dispatcher(apis, on_request=self.metrics.on_request, forwarding=forwarding)
+        d = Dispatcher(
+            apis,
+            on_request=self.metrics.on_request,
+            forwarding=forwarding,
+            quotas=self.client_throttle,
+        )
         holder["d"] = d
         return d
 

@@ -12,8 +12,12 @@ client quota in the image, nothing is looked up or recorded.
 """
 
 import asyncio
-from collections.abc import Callable
-from typing import Any, Final
+import dataclasses
+import datetime
+import time
+import types
+from collections.abc import Awaitable, Callable, Generator
+from typing import Any, Final, TypeVar
 
 from ..metadata.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
 from ..metadata.image import MetadataImage
@@ -29,6 +33,38 @@ from .context import RequestContext
 # The first versions whose clients throttle themselves on throttle_time_ms (KIP-219)
 PRODUCE_CLIENT_THROTTLES: Final = 6
 FETCH_CLIENT_THROTTLES: Final = 8
+# Not under request_percentage, as Kafka: node-to-node (cluster action) APIs and SASL
+REQUEST_QUOTA_EXEMPT: Final = frozenset({17, 27, 36, 52, 53, 54, 56, 58, 59, 62, 63, 67, 80, 81})
+T = TypeVar("T")
+
+
+class TimedRun:
+    """Adds up the time an awaitable's own steps take on the event loop (not the time it
+    waits): the request handling time ``request_percentage`` is measured on."""
+
+    __slots__ = ("seconds",)
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    @types.coroutine
+    def run(self, aw: Awaitable[T]) -> Generator[Any, Any, T]:
+        it = aw.__await__()
+        clock = time.perf_counter
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            start = clock()
+            try:
+                step = it.send(value) if error is None else it.throw(error)
+            except StopIteration as done:
+                self.seconds += clock() - start
+                return done.value  # type: ignore[no-any-return]
+            self.seconds += clock() - start
+            try:
+                value, error = (yield step), None
+            except BaseException as e:  # cancellation goes on into the handler
+                value, error = None, e
 
 
 class ClientThrottle:
@@ -81,6 +117,24 @@ class ClientThrottle:
                 rows.append(QuotaRow(kind, user, client, m.rate((user, client)), mean))
         return QuotaSnapshot(tuple(rows), totals)
 
+    def request_quota_applies(self, ctx: RequestContext) -> bool:
+        """``request_percentage`` is set for someone and this request is under it."""
+        return (
+            self.active()
+            and self.request.enabled
+            and ctx.connection is not None
+            and ctx.header.api_key not in REQUEST_QUOTA_EXEMPT
+        )
+
+    def request_throttle_ms(self, ctx: RequestContext, seconds: float) -> int:
+        """Record ``seconds`` of handling time (as percent-seconds of one thread)."""
+        m = self.request
+        user, client = user_of(ctx.principal), ctx.client_id
+        ms = m.record(user, client, seconds * 100)
+        if ms > 0:
+            m.throttled(user, client, ms)
+        return ms
+
     def produce_throttle_ms(self, ctx: RequestContext, request_bytes: int) -> int:
         m = self.produce
         if not m.enabled:
@@ -111,6 +165,40 @@ class ClientThrottle:
             m.unrecord(user, client, response_bytes)
             m.throttled(user, client, ms)
         return ms
+
+
+async def timed_request(
+    quotas: ClientThrottle, ctx: RequestContext, handler: Awaitable[Any]
+) -> Any:
+    """Run a decoded request's handler under ``request_percentage``: its handling time is
+    recorded and, over the quota, the response gets ``throttle_time_ms`` (the larger of its own
+    and this one) and the connection is muted, as Kafka does."""
+    await wait_while_muted(ctx)
+    timer = TimedRun()
+    resp = await timer.run(handler)
+    ms = quotas.request_throttle_ms(ctx, timer.seconds)
+    if ms <= 0 or resp is None:
+        return resp
+    conn: Any = ctx.connection
+    conn.mute(ms / 1000)
+    own = getattr(resp, "throttle_time", None)
+    if not isinstance(own, datetime.timedelta) or own.total_seconds() * 1000 >= ms:
+        return resp
+    return dataclasses.replace(resp, throttle_time=datetime.timedelta(milliseconds=ms))
+
+
+async def timed_raw_request(
+    quotas: ClientThrottle, ctx: RequestContext, handler: Awaitable[T]
+) -> T:
+    """Produce and Fetch under ``request_percentage``: recorded, and over the quota the
+    connection is muted (their own byte-rate throttle is what their response carries)."""
+    timer = TimedRun()
+    out = await timer.run(handler)
+    ms = quotas.request_throttle_ms(ctx, timer.seconds)
+    conn: Any = ctx.connection
+    if ms > 0:
+        conn.mute(ms / 1000)
+    return out
 
 
 async def wait_while_muted(ctx: RequestContext) -> None:

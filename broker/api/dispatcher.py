@@ -28,6 +28,7 @@ from protocol.headers import encode_response_header, parse_request_header
 from protocol.readers import Buffer
 from protocol.registry import REGISTRY, Registry, body_bytes, decode_body
 
+from .client_throttle import ClientThrottle, timed_raw_request, timed_request
 from .context import RequestContext
 from .error_counts import error_counts
 
@@ -75,8 +76,10 @@ class Dispatcher:
         registry: Registry = REGISTRY,
         on_request: OnRequest | None = None,
         forwarding: Forwarding | None = None,
+        quotas: ClientThrottle | None = None,
     ) -> None:
         self._registry = registry
+        self._quotas = quotas  # request_percentage client quotas; None: not enforced
         self._forwarding = forwarding
         self._apis: dict[int, Api] = {}
         self._ranges: dict[int, tuple[int, int]] = {}
@@ -117,8 +120,14 @@ class Dispatcher:
             lo, hi = self._ranges[key]
             if not lo <= version <= hi:
                 raise UnsupportedVersionError(key, version, header.correlation_id, lo, hi)
+            quotas = self._quotas
+            timed = quotas is not None and quotas.request_quota_applies(ctx)
             if api.raw is not None:
-                parts = await api.raw(ctx, frame, pos)
+                if timed:
+                    assert quotas is not None
+                    parts = await timed_raw_request(quotas, ctx, api.raw(ctx, frame, pos))
+                else:
+                    parts = await api.raw(ctx, frame, pos)
                 if parts is None:
                     return None
                 return [
@@ -143,7 +152,11 @@ class Dispatcher:
                 if forwarded is not None:
                     parts, errors = forwarded
                     return parts
-            resp = await api.handler(ctx, body)
+            if timed:
+                assert quotas is not None
+                resp = await timed_request(quotas, ctx, api.handler(ctx, body))
+            else:
+                resp = await api.handler(ctx, body)
             if resp is None:
                 return None
             if self._on_request is not None:

@@ -166,3 +166,37 @@ def test_ip_connection_rate() -> None:
     clock.ms += 3000  # every sample expired
     assert m.record("10.0.0.1") == 0
     assert m.throttled == 20
+
+
+def test_timed_run_counts_only_the_handlers_own_steps() -> None:
+    import asyncio
+    import time
+
+    from broker.api.client_throttle import TimedRun
+
+    async def handler() -> int:
+        t = time.perf_counter()
+        while time.perf_counter() - t < 0.02:
+            pass
+        await asyncio.sleep(0.1)
+        t = time.perf_counter()
+        while time.perf_counter() - t < 0.01:
+            pass
+        return 5
+
+    async def main() -> tuple[int, float]:
+        timer = TimedRun()
+        return await timer.run(handler()), timer.seconds
+
+    result, seconds = asyncio.run(main())
+    assert result == 5 and 0.029 < seconds < 0.08
+
+    async def cancelled() -> None:
+        timer = TimedRun()
+        task = asyncio.ensure_future(timer.run(asyncio.sleep(10)))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancelled())

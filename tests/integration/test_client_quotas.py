@@ -256,6 +256,41 @@ def test_ip_connection_creation_rate(qn: QuotaNode) -> None:
         qn.ok("--alter", "--ip", "127.0.0.1", "--delete-config", "connection_creation_rate")
 
 
+def _metadata_v4(sock: socket.socket, corr: int, client_id: bytes) -> int:
+    """One Metadata v4 request (all topics) on ``sock``; the response's throttle_time_ms."""
+    body = (
+        struct.pack(">hhih", 3, 4, corr, len(client_id)) + client_id + struct.pack(">i?", -1, False)
+    )
+    sock.sendall(struct.pack(">i", len(body)) + body)
+    size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+    data = sock.recv(size, socket.MSG_WAITALL)
+    got, throttle = struct.unpack_from(">ii", data)
+    assert got == corr
+    return int(throttle)
+
+
+def test_request_percentage_throttles_requests(qn: QuotaNode) -> None:
+    """Handling time over request_percentage: responses carry throttle_time_ms and the
+    connection is muted that long."""
+    qn.ok("--alter", "--client", "busy", "--add-config", "request_percentage=0.01")
+    with socket.create_connection(("127.0.0.1", qn.node.port), timeout=30) as s:
+        assert _metadata_v4(s, 1, b"free") == 0
+        start = time.monotonic()
+        throttles: list[int] = []
+        while sum(1 for t in throttles if t) < 3 and len(throttles) < 5000:
+            throttles.append(_metadata_v4(s, len(throttles) + 2, b"busy"))
+        elapsed = time.monotonic() - start
+    waited = sum(throttles) / 1000
+    print(f"{len(throttles)} Metadata requests at request_percentage=0.01: {elapsed:.1f} s, "
+          f"throttled 3 times, {waited:.1f} s in all")  # fmt: skip
+    assert max(throttles) > 0
+    # each mute is kept: the next request waits it out (the last one's is not waited for)
+    assert elapsed >= 0.8 * (waited - throttles[-1] / 1000)
+    m = scrape(qn.node)
+    assert metric(m, "kafka_server_request_request_time", client_id="busy") > 0
+    assert metric(m, "kafka_server_quota_throttled_requests_total", quota_type="Request") > 0
+
+
 def test_quotas_survive_a_restart(qn: QuotaNode) -> None:
     qn.ok("--alter", "--client", "durable", "--add-config", "consumer_byte_rate=4096")
     before = qn.ok("--describe", "--entity-type", "clients")
