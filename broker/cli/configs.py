@@ -151,33 +151,18 @@ class Entity:
         return self.kind[:-1]
 
 
-class _Named(argparse.Action):
-    """--entity-name / --entity-default, also kept in command-line order (``ordered_names``):
-    with two entity types, the names pair up with them in that order, as in Kafka's tool."""
-
-    def __call__(self, parser: Any, ns: argparse.Namespace, values: Any, opt: Any = None) -> None:
-        ordered = getattr(ns, "ordered_names", None) or []
-        if self.dest == "entity_default":
-            ns.entity_default = True
-            ordered.append("")
-        else:
-            ns.entity_name = [*ns.entity_name, values]
-            ordered.append(values)
-        ns.ordered_names = ordered
-
-
 def _parser() -> argparse.ArgumentParser:
     p = Parser(prog="kafka-configs", add_help=False, allow_abbrev=False)
     for flag in ("alter", "describe", "all", "help", "version"):
         p.add_argument(f"--{flag.replace('_', '-')}", action="store_true")
-    p.add_argument("--entity-default", action=_Named, nargs=0, default=False)
+    p.add_argument("--entity-default", action=configs_quotas.NamedAction, nargs=0, default=False)
     for flag in DEFAULT_FLAGS:
         p.add_argument(f"--{flag.replace('_', '-')}", action="store_true")
     p.add_argument("--bootstrap-server")
     p.add_argument("--bootstrap-controller")
     p.add_argument("--command-config")
     p.add_argument("--entity-type", action="append", default=[])
-    p.add_argument("--entity-name", action=_Named, default=[])
+    p.add_argument("--entity-name", action=configs_quotas.NamedAction, default=[])
     p.add_argument("--add-config")
     p.add_argument("--add-config-file")
     p.add_argument("--delete-config", action="append", default=[])
@@ -289,18 +274,10 @@ def _scram_only(args: argparse.Namespace, types: Sequence[str]) -> bool:
 
 
 def _quota_entity(args: argparse.Namespace, types: Sequence[str]) -> configs_quotas.QuotaEntity:
-    """Client quotas: names from --entity-name/--entity-default in order, or the entity flags."""
-    flags = {**{t: f for f, t in NAMED_FLAGS.items()}}
-    defaults = {t: f for f, t in DEFAULT_FLAGS.items()}
-    names = list(getattr(args, "ordered_names", None) or [])
-    if not args.entity_type:  # --user alice --client c1, --user-defaults ...
-        names = []
-        for t in types:
-            if getattr(args, flags[t]) is not None:
-                names.append(getattr(args, flags[t]))
-            elif getattr(args, defaults[t]):
-                names.append("")
-    return configs_quotas.entity(types, names, args.alter)
+    flags = {t: f for f, t in NAMED_FLAGS.items()}
+    return configs_quotas.entity_from_args(
+        args, types, flags, {t: f for f, t in DEFAULT_FLAGS.items()}
+    )
 
 
 def parse_add_config(text: str) -> dict[str, str]:

@@ -15,6 +15,7 @@ the default user or with clients), as Kafka does.
 
 from __future__ import annotations
 
+import argparse
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -44,6 +45,40 @@ K = TypeVar("K")
 class QuotaEntity:
     types: tuple[str, ...]  # users / clients / ips, in command-line order
     names: tuple[str, ...]  # "" for a default entity; fewer than types: any entity
+
+
+class NamedAction(argparse.Action):
+    """--entity-name / --entity-default, also kept in command-line order (``ordered_names``):
+    with two entity types, the names pair up with them in that order, as in Kafka's tool."""
+
+    def __call__(self, parser: Any, ns: argparse.Namespace, values: Any, opt: Any = None) -> None:
+        ordered = getattr(ns, "ordered_names", None) or []
+        if self.dest == "entity_default":
+            ns.entity_default = True
+            ordered.append("")
+        else:
+            ns.entity_name = [*ns.entity_name, values]
+            ordered.append(values)
+        ns.ordered_names = ordered
+
+
+def entity_from_args(
+    args: argparse.Namespace,
+    types: Sequence[str],
+    flag_of: Mapping[str, str],
+    default_flag_of: Mapping[str, str],
+) -> QuotaEntity:
+    """Names from --entity-name/--entity-default in order, or from the entity flags (--user
+    alice --client c1, --user-defaults ...; ``flag_of``: entity type -> its flag's dest)."""
+    names = list(getattr(args, "ordered_names", None) or [])
+    if not args.entity_type:
+        names = []
+        for t in types:
+            if getattr(args, flag_of[t]) is not None:
+                names.append(getattr(args, flag_of[t]))
+            elif getattr(args, default_flag_of[t]):
+                names.append("")
+    return entity(types, names, args.alter)
 
 
 def entity(types: Sequence[str], names: Sequence[str], alter: bool) -> QuotaEntity:
