@@ -176,3 +176,31 @@ def test_parse_value_as_java() -> None:
     for bad in ("abc", "1_000", "", "0x10"):
         with pytest.raises(UsageError, match="Cannot parse quota configuration value for k"):
             parse_value("k", bad)
+
+
+def test_validate_only_commits_nothing() -> None:
+    import asyncio
+    import contextlib
+
+    from broker.controller.client_quotas import ClientQuotaController
+
+    committed: list[Any] = []
+
+    class FakeController:
+        lock = contextlib.AsyncExitStack()  # any async context manager
+
+        def current_image(self) -> MetadataImage:
+            return MetadataImage()
+
+        async def commit(self, records: Any) -> int:
+            committed.extend(records)
+            return 0
+
+    c = ClientQuotaController(FakeController())  # type: ignore[arg-type]
+    alteration = [Alteration(ALICE, (("producer_byte_rate", 10.0),))]
+    results = asyncio.run(c.alter(alteration, validate_only=True))
+    assert [r.error for r in results] == [ErrorCode.none] and committed == []
+    bad = [Alteration(ALICE, (("producer_byte_rate", -1.0),))]
+    assert asyncio.run(c.alter(bad, validate_only=True))[0].error == ErrorCode.invalid_request
+    asyncio.run(c.alter(alteration, validate_only=False))
+    assert len(committed) == 1

@@ -181,6 +181,13 @@ def test_describe_format(qn: QuotaNode) -> None:
     assert out == (
         "Quota configs for user-principal 'alice', client-id 'app' are producer_byte_rate=5.0\n"
     )
+    out = qn.ok("--describe", "--entity-type", "users", "--entity-type", "clients")
+    assert out == (
+        "Quota configs for user-principal 'alice', client-id 'app' are producer_byte_rate=5.0\n"
+    )
+    out = qn.ok("--describe", "--entity-type", "clients", "--entity-type", "users",
+                "--entity-name", "app", "--entity-name", "alice")  # fmt: skip
+    assert "user-principal 'alice', client-id 'app'" in out
     out = qn.ok("--describe", "--entity-type", "ips")
     assert out == "Quota configs for ip '10.1.2.3' are connection_creation_rate=10.0\n"
     out = qn.ok("--alter", "--entity-type", "users", "--entity-default",
