@@ -2,6 +2,7 @@
 (librdkafka) producers and consumers, which see the throttling (throttle_cb); Kafka's describe
 output and error messages; quotas kept across a restart (metadata log)."""
 
+import asyncio
 import socket
 import struct
 import subprocess
@@ -296,6 +297,56 @@ def test_request_percentage_throttles_requests(qn: QuotaNode) -> None:
     m = scrape(qn.node)
     assert metric(m, "kafka_server_request_request_time", client_id="busy") > 0
     assert metric(m, "kafka_server_quota_throttled_requests_total", quota_type="Request") > 0
+
+
+def test_rpcs_v0_and_v1(qn: QuotaNode) -> None:
+    """DescribeClientQuotas / AlterClientQuotas at both versions, validate_only, non-strict
+    filters and Kafka's error codes, over the wire."""
+    from broker.cli.admin import Session
+    from protocol.build import build
+    from protocol.registry import REGISTRY
+
+    async def run() -> None:
+        s = await Session.open([("127.0.0.1", qn.node.port)], {}, "rpc-test")
+        try:
+
+            async def call(key: int, version: int, fields: dict[str, Any]) -> Any:
+                body = build(REGISTRY.spec(key).request_type(version), fields)
+                return await s.conn.send(body, version)
+
+            def alter(name: str, ops: list[dict[str, Any]], validate: bool) -> dict[str, Any]:
+                entity = [{"entity_type": "client-id", "entity_name": name}]
+                return {"entries": [{"entity": entity, "ops": ops}], "validate_only": validate}
+
+            op = {"key": "consumer_byte_rate", "value": 1000.0, "remove": False}
+            for v in (0, 1):
+                r = await call(49, v, alter(f"rpc-{v}", [op], True))  # validate_only
+                assert r.entries[0].error_code == 0
+                d = await call(48, v, {"components": [
+                    {"entity_type": "client-id", "match_type": 0, "match": f"rpc-{v}"}],
+                    "strict": False})  # fmt: skip
+                assert d.error_code == 0 and list(d.entries) == []
+                r = await call(49, v, alter(f"rpc-{v}", [op], False))
+                assert r.entries[0].error_code == 0
+                d = await call(48, v, {"components": [
+                    {"entity_type": "client-id", "match_type": 0, "match": f"rpc-{v}"}],
+                    "strict": False})  # fmt: skip
+                assert [(e.values[0].key, e.values[0].value) for e in d.entries] == [
+                    ("consumer_byte_rate", 1000.0)
+                ]
+                bad = {"key": "consumer_byte_rate", "value": 1.5, "remove": False}
+                r = await call(49, v, alter(f"rpc-{v}", [bad], False))
+                assert r.entries[0].error_code == 42  # INVALID_REQUEST
+                assert (
+                    r.entries[0].error_message == "consumer_byte_rate cannot be a fractional value."
+                )
+                d = await call(48, v, {"components": [
+                    {"entity_type": "group", "match_type": 2, "match": None}], "strict": False})  # fmt: skip
+                assert d.error_code == 35 and d.entries is None  # UNSUPPORTED_VERSION
+        finally:
+            s.close()
+
+    asyncio.run(run())
 
 
 def test_quotas_survive_a_restart(qn: QuotaNode) -> None:
