@@ -113,6 +113,32 @@ def test_producer_byte_rate_bounds_a_producer(qn: QuotaNode) -> None:
     assert metric(m, "kafka_server_quota_throttled_requests_total", quota_type="Produce") > 0
 
 
+def test_old_produce_versions_get_a_delayed_response(qn: QuotaNode) -> None:
+    """Before KIP-219 (Produce < v6) clients do not throttle themselves: the node holds the
+    response back for the throttle time instead (kafka-python speaking Kafka 0.11's Produce v3)."""
+    from kafka import KafkaProducer
+
+    create_topic(qn.node.bootstrap, "q-old", 1)
+    qn.ok("--alter", "--add-config", f"producer_byte_rate={RATE}", "--client", "old-p")
+    p = KafkaProducer(
+        bootstrap_servers=qn.node.bootstrap, client_id="old-p", api_version=(0, 11),
+        linger_ms=5, batch_size=64_000, max_in_flight_requests_per_connection=5,
+    )  # fmt: skip
+    total = 1_500_000
+    start = time.monotonic()
+    try:
+        futures = [p.send("q-old", VALUE) for _ in range(total // len(VALUE))]
+        p.flush(timeout=60)
+        for f in futures:
+            f.get(timeout=5)
+    finally:
+        p.close(timeout=5)
+    elapsed = time.monotonic() - start
+    ideal = (total - (WINDOWS - 1) * RATE) / RATE
+    print(f"produce v3 {total} B at {RATE} B/s: {elapsed:.2f} s")
+    assert 0.6 * ideal <= elapsed < ideal + 20
+
+
 def _consume(bootstrap: str, topic: str, client_id: str, count: int) -> tuple[float, list[Any]]:
     throttles: list[Any] = []
     c = Consumer(
