@@ -500,6 +500,8 @@ async def _run(
     props = load(args.command_config, "--command-config") if args.command_config else {}
     added = _to_add(args) if args.alter else {}
     deleted = _to_delete(args) if args.alter else []
+    if isinstance(entity, configs_quotas.QuotaEntity) and args.alter:
+        configs_quotas.precheck(entity, added, deleted)  # bad input fails before any I/O
     session = await Session.open(
         servers(args.bootstrap_server), props, "kafka-configs", "the cluster"
     )

@@ -131,6 +131,13 @@ def check_keys(e: QuotaEntity, added: Mapping[str, str], deleted: Sequence[str])
     return False
 
 
+def precheck(e: QuotaEntity, added: Mapping[str, str], deleted: Sequence[str]) -> None:
+    """The checks that need no broker: keys, and values unless it is a SCRAM change."""
+    if not check_keys(e, added, deleted):
+        for k, v in added.items():
+            parse_value(k, v)
+
+
 def parse_value(key: str, value: str) -> float:
     if not _JAVA_DOUBLE.fullmatch(value):
         raise UsageError(f"Cannot parse quota configuration value for {key}: {value}")
