@@ -523,6 +523,8 @@ class Node:
             lambda: time.monotonic() * 1000,
             config.quota_window_num,
             config.quota_window_size_seconds,
+            config.controller_quota_window_num,
+            config.controller_quota_window_size_seconds,
         )
         self.sasl_api = SaslApi(self.listener_security, self._scram_credential)
         self.lifecycle_api = BrokerLifecycleApi(
@@ -675,7 +677,7 @@ class Node:
             *self.cluster_api.apis(),
             *TxnApi(s, self.txn_verification, self.groups, self.txn_markers).apis(),
             *ProducersApi(s).apis(),
-            *TopicsApi(s).apis(),
+            *TopicsApi(s, self.client_throttle).apis(),
             *ConfigsApi(s).apis(),
             *LogAdminApi(s).apis(),
             *LogDirsApi(s).apis(),

@@ -19,7 +19,12 @@ import types
 from collections.abc import Awaitable, Callable, Generator
 from typing import Any, Final, TypeVar
 
-from ..metadata.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
+from ..metadata.client_quotas import (
+    CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
+    PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
+)
 from ..metadata.image import MetadataImage
 from ..metrics.quota_metrics import QuotaRow, QuotaSnapshot
 from ..quotas.client_quota_manager import (
@@ -74,12 +79,17 @@ class ClientThrottle:
         now_ms: Callable[[], float],
         samples: int = DEFAULT_SAMPLES,
         window_s: int = 1,
+        controller_samples: int = DEFAULT_SAMPLES,
+        controller_window_s: int = 1,
     ) -> None:
         self._image = image
         self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, now_ms, samples, window_s)
         self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, now_ms, samples, window_s)
         self.request = ClientQuotaManager(REQUEST_PERCENTAGE, now_ms, samples, window_s)
         self.ip = IpConnectionQuotaManager(now_ms, samples, window_s)
+        self.mutation = ClientQuotaManager(
+            CONTROLLER_MUTATION_RATE, now_ms, controller_samples, controller_window_s
+        )
         self._source: object = None
 
     def active(self) -> bool:
@@ -87,7 +97,7 @@ class ClientThrottle:
         quotas = self._image().client_quotas
         if quotas is not self._source:
             self._source = quotas
-            for m in (self.produce, self.fetch, self.request):
+            for m in (self.produce, self.fetch, self.request, self.mutation):
                 m.update(quotas)
             self.ip.update(quotas)
         return bool(quotas)
@@ -116,6 +126,15 @@ class ClientThrottle:
                 )
                 rows.append(QuotaRow(kind, user, client, m.rate((user, client)), mean))
         return QuotaSnapshot(tuple(rows), totals)
+
+    def mutation_quota(self, ctx: RequestContext, strict: bool) -> "MutationQuota | None":
+        """KIP-599's controller_mutation_rate for this request, None when none applies."""
+        if not (self.active() and self.mutation.enabled):
+            return None
+        user, client = user_of(ctx.principal), ctx.client_id
+        if self.mutation.resolve(user, client) is None:
+            return None
+        return MutationQuota(self.mutation, user, client, strict)
 
     def request_quota_applies(self, ctx: RequestContext) -> bool:
         """``request_percentage`` is set for someone and this request is under it."""
@@ -164,6 +183,37 @@ class ClientThrottle:
         if ms > 0:
             m.unrecord(user, client, response_bytes)
             m.throttled(user, client, ms)
+        return ms
+
+
+THROTTLING_QUOTA_EXCEEDED_MESSAGE: Final = "The throttling quota has been exceeded."
+
+
+class MutationQuota:
+    """One CreateTopics / DeleteTopics / CreatePartitions under ``controller_mutation_rate``
+    (KIP-599), counted in partitions created or deleted. Strict (the versions that know
+    THROTTLING_QUOTA_EXCEEDED: CreateTopics v6+, DeleteTopics v5+, CreatePartitions v3+): a
+    topic is refused while the client's rate is over its quota, else admitted and counted even
+    if that takes the rate over. Permissive (older versions): everything is admitted and counted.
+    Either way the response carries the throttle time the rate then calls for."""
+
+    def __init__(self, m: ClientQuotaManager, user: str, client: str, strict: bool) -> None:
+        self._m, self._user, self._client, self.strict = m, user, client, strict
+
+    def admit(self, permits: int) -> bool:
+        if self.strict and self._m.over(self._user, self._client):
+            return False
+        if permits > 0:
+            self._m.record(self._user, self._client, permits)
+        return True
+
+    def throttle_ms(self, ctx: RequestContext) -> int:
+        ms = self._m.throttle_ms(self._user, self._client)
+        if ms > 0:
+            self._m.throttled(self._user, self._client, ms)
+            conn: Any = ctx.connection
+            if conn is not None:
+                conn.mute(ms / 1000)
         return ms
 
 

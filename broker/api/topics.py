@@ -6,6 +6,11 @@ With an authorizer: creating needs CREATE on the cluster or the topic, deleting 
 topic (a topic named by id the principal may not DESCRIBE is answered without its name), adding
 partitions ALTER on the topic; otherwise TOPIC_AUTHORIZATION_FAILED for that topic. CreateTopics
 returns a new topic's configs only with DESCRIBE_CONFIGS on it.
+
+``controller_mutation_rate`` client quotas (KIP-599) count the partitions each request creates or
+deletes (``client_throttle.MutationQuota``): from CreateTopics v6, DeleteTopics v5 and
+CreatePartitions v3 a topic is refused with THROTTLING_QUOTA_EXCEEDED while the client is over
+its quota; every version gets the throttle time in its response.
 """
 
 from typing import Any
@@ -18,6 +23,7 @@ from protocol.registry import REGISTRY
 from ..controller.controller import TopicResult, TopicSpec
 from ..security.acls import AclOperation, ResourceType
 from .authz import allowed, allowed_on_cluster
+from .client_throttle import THROTTLING_QUOTA_EXCEEDED_MESSAGE, ClientThrottle, MutationQuota
 from .context import RequestContext
 from .dispatcher import Api
 from .services import Services
@@ -26,18 +32,40 @@ CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
 _DENIED = "Authorization failed."
 
 
-def _merge(names: list[str], denied: set[str], results: list[TopicResult]) -> list[TopicResult]:
-    """The controller's results for the allowed names, denials in the request's order."""
+def _merge(
+    names: list[str],
+    denied: set[str],
+    results: list[TopicResult],
+    throttled: frozenset[str] | set[str] = frozenset(),
+) -> list[TopicResult]:
+    """The controller's results for the allowed names, denials and topics refused by a
+    controller_mutation_rate quota in the request's order."""
     done = iter(results)
     return [
-        TopicResult(n, ErrorCode.topic_authorization_failed, _DENIED) if n in denied else next(done)
+        TopicResult(n, ErrorCode.topic_authorization_failed, _DENIED)
+        if n in denied
+        else TopicResult(n, ErrorCode.throttling_quota_exceeded, THROTTLING_QUOTA_EXCEEDED_MESSAGE)
+        if n in throttled
+        else next(done)
         for n in names
     ]
 
 
+def _admit(mq: MutationQuota | None, items: list[tuple[str, int]], skip: set[str]) -> set[str]:
+    """The names a mutation quota refuses (``items``: name and partitions it mutates)."""
+    if mq is None:
+        return set()
+    return {name for name, permits in items if name not in skip and not mq.admit(permits)}
+
+
 class TopicsApi:
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: Services, quotas: ClientThrottle | None = None) -> None:
         self.s = services
+        self.quotas = quotas  # controller_mutation_rate; None: not enforced
+
+    def _mutation_quota(self, ctx: RequestContext, strict_from: int) -> MutationQuota | None:
+        q = self.quotas
+        return None if q is None else q.mutation_quota(ctx, ctx.api_version >= strict_from)
 
     def apis(self) -> list[Api]:
         """The API keys and versions this module serves (the node's handler table)."""
@@ -70,11 +98,24 @@ class TopicsApi:
                 for sp in specs
                 if not allowed(authz, ctx, AclOperation.CREATE, ResourceType.TOPIC, sp.name)
             }
-        results = await self.s.controller.create_topics(
-            [sp for sp in specs if sp.name not in denied], req.validate_only
+        mq = None if req.validate_only else self._mutation_quota(ctx, 6)
+        default_n = self.s.config.num_partitions if self.s.config is not None else 1
+        throttled = _admit(
+            mq,
+            [
+                (sp.name, len(sp.assignments) if sp.assignments else sp.num_partitions)
+                if sp.assignments or sp.num_partitions > 0
+                else (sp.name, default_n)
+                for sp in specs
+            ],
+            denied,
         )
-        if denied:
-            results = _merge([sp.name for sp in specs], denied, results)
+        results = await self.s.controller.create_topics(
+            [sp for sp in specs if sp.name not in denied and sp.name not in throttled],
+            req.validate_only,
+        )
+        if denied or throttled:
+            results = _merge([sp.name for sp in specs], denied, results, throttled)
         rows = []
         for r in results:
             row: dict[str, Any] = {
@@ -103,7 +144,8 @@ class TopicsApi:
                 ]
             rows.append(row)
         cls = REGISTRY.spec(CREATE_TOPICS).response_type(ctx.api_version)
-        return build(cls, {"throttle_time": 0, "topics": rows})
+        throttle_ms = mq.throttle_ms(ctx) if mq is not None else 0
+        return build(cls, {"throttle_time": throttle_ms, "topics": rows})
 
     async def delete_topics(self, ctx: RequestContext, req: Any) -> Any:
         img = self.s.image()
@@ -150,13 +192,22 @@ class TopicsApi:
         authz = self.s.authorizer
         if authz is not None:
             names = self._deletable(ctx, names, pending, req)
+        mq = self._mutation_quota(ctx, 5)
+        throttled = _admit(
+            mq, [(n, len(t.partitions) if (t := img.topics.get(n)) else 0) for n in names], set()
+        )
+        for name in throttled:
+            pending[name]["error_code"] = ErrorCode.throttling_quota_exceeded
+            pending[name]["error_message"] = THROTTLING_QUOTA_EXCEEDED_MESSAGE
+        names = [n for n in names if n not in throttled]
         for r in await self.s.controller.delete_topics(names):
             row = pending[r.name]
             row["error_code"], row["error_message"] = r.error, r.message
             if r.topic_id is not None:
                 row["topic_id"] = r.topic_id
         cls = REGISTRY.spec(DELETE_TOPICS).response_type(ctx.api_version)
-        return build(cls, {"throttle_time": 0, "responses": rows})
+        throttle_ms = mq.throttle_ms(ctx) if mq is not None else 0
+        return build(cls, {"throttle_time": throttle_ms, "responses": rows})
 
     def _deletable(
         self, ctx: RequestContext, names: list[str], pending: dict[str, dict[str, Any]], req: Any
@@ -196,13 +247,24 @@ class TopicsApi:
                 for name, _n, _a in reqs
                 if not allowed(authz, ctx, AclOperation.ALTER, ResourceType.TOPIC, name)
             }
-        results = await self.s.controller.create_partitions(
-            [r for r in reqs if r[0] not in denied], req.validate_only
+        mq = None if req.validate_only else self._mutation_quota(ctx, 3)
+        img = self.s.image()
+        throttled = _admit(
+            mq,
+            [
+                (name, max(0, count - (len(t.partitions) if (t := img.topics.get(name)) else 0)))
+                for name, count, _a in reqs
+            ],
+            denied,
         )
-        if denied:
-            results = _merge([r[0] for r in reqs], denied, results)
+        results = await self.s.controller.create_partitions(
+            [r for r in reqs if r[0] not in denied and r[0] not in throttled], req.validate_only
+        )
+        if denied or throttled:
+            results = _merge([r[0] for r in reqs], denied, results, throttled)
         rows = [
             {"name": r.name, "error_code": r.error, "error_message": r.message} for r in results
         ]
         cls = REGISTRY.spec(CREATE_PARTITIONS).response_type(ctx.api_version)
-        return build(cls, {"throttle_time": 0, "results": rows})
+        throttle_ms = mq.throttle_ms(ctx) if mq is not None else 0
+        return build(cls, {"throttle_time": throttle_ms, "results": rows})

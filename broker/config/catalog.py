@@ -104,6 +104,8 @@ _BROKER_VALIDATORS: dict[str, Validator] = {
     "max.connection.creation.rate": Range(0),
     "quota.window.num": Range(1),
     "quota.window.size.seconds": Range(1),
+    "controller.quota.window.num": Range(1),
+    "controller.quota.window.size.seconds": Range(1),
     "connections.max.reauth.ms": Range(0),
     "num.network.threads": Range(1),
     "num.io.threads": Range(1),

@@ -83,6 +83,7 @@ IMPLEMENTED_KEYS: frozenset[str] = frozenset(
         "queued.max.request.bytes", "sasl.server.max.receive.size",
         "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
         "max.connection.creation.rate", "quota.window.num", "quota.window.size.seconds",
+        "controller.quota.window.num", "controller.quota.window.size.seconds",
         "request.timeout.ms", "fetch.max.bytes",
         "log.segment.bytes", "log.roll.ms", "log.roll.hours",
         "log.retention.ms", "log.retention.minutes", "log.retention.hours",
@@ -210,6 +211,8 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     sasl_server_max_receive_size: int = 524288  # largest frame before SASL authentication
     quota_window_num: int = 11  # client quotas: samples in a rate (KIP-13)
     quota_window_size_seconds: int = 1  # client quotas: the time span of each sample
+    controller_quota_window_num: int = 11  # controller_mutation_rate (KIP-599): samples
+    controller_quota_window_size_seconds: int = 1
     connections_max_idle_ms: int
     num_network_threads: int
     num_io_threads: int

@@ -107,6 +107,13 @@ class Resolved:
     limit: float
 
 
+def _throttle_ms(s: Sensor, now: float) -> int:
+    rate = s.rate.measure(now)
+    if rate <= s.limit:
+        return 0
+    return round((rate - s.limit) / s.limit * s.rate.window_size_ms(now))
+
+
 def _lookup_order(user: str, client: str) -> tuple[tuple[Entity, Tags], ...]:
     """The entities to look for, in Kafka's order, with the sensor tags each gives."""
     return (
@@ -194,8 +201,9 @@ class ClientQuotaManager:
     def _sensor(self, r: Resolved, ids: tuple[str, str], now: float) -> Sensor:
         s = self._sensors.get(r.tags)
         if s is None:
-            s = self._sensors[r.tags] = Sensor(Rate(self.samples, self.window_ms), r.limit, ids)
             self._maybe_sweep(now)
+            s = Sensor(Rate(self.samples, self.window_ms), r.limit, ids, last_ms=now)
+            self._sensors[r.tags] = s
         return s
 
     def _maybe_sweep(self, now: float) -> None:
@@ -219,10 +227,23 @@ class ClientQuotaManager:
         s.rate.record(value, now)
         s.recorded += value
         self.stats.recorded += value
-        rate = s.rate.measure(now)
-        if rate <= s.limit:
+        return _throttle_ms(s, now)
+
+    def over(self, user: str, client_id: str, now_ms: float | None = None) -> bool:
+        """The client's rate is above its quota already (a strict quota refuses more)."""
+        r = self.resolve(user, client_id) if self._limits else None
+        s = None if r is None else self._sensors.get(r.tags)
+        if s is None:
+            return False
+        return s.rate.measure(self._now_ms() if now_ms is None else now_ms) > s.limit
+
+    def throttle_ms(self, user: str, client_id: str, now_ms: float | None = None) -> int:
+        """The throttle time the client's rate calls for now (0: within its quota)."""
+        r = self.resolve(user, client_id) if self._limits else None
+        s = None if r is None else self._sensors.get(r.tags)
+        if s is None:
             return 0
-        return round((rate - s.limit) / s.limit * s.rate.window_size_ms(now))
+        return _throttle_ms(s, self._now_ms() if now_ms is None else now_ms)
 
     def unrecord(
         self, user: str, client_id: str, value: float, now_ms: float | None = None

@@ -200,3 +200,18 @@ def test_timed_run_counts_only_the_handlers_own_steps() -> None:
             await task
 
     asyncio.run(cancelled())
+
+
+def test_a_new_sensor_survives_the_idle_sweep() -> None:
+    """Clocks far from 0 (time.monotonic() in ms): creating a sensor sweeps idle ones, never
+    the one being created."""
+    clock = Clock()
+    clock.ms = 5e9
+    m = ClientQuotaManager(P, clock)
+    m.update(quotas(((("client-id", "c"),), 100.0)))
+    m.record("u", "c", 50)
+    assert m.stats.by_tags[("", "c")].recorded == 50
+    clock.ms += 3_600_001 + 60_000
+    m.update(quotas(((("client-id", "c"),), 100.0), ((("client-id", "d"),), 1.0)))
+    m.record("u", "d", 1)  # sweeps "c", idle for over an hour
+    assert set(m.stats.by_tags) == {("", "d")}

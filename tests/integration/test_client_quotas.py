@@ -375,6 +375,49 @@ def test_rpcs_v0_and_v1(qn: QuotaNode) -> None:
     asyncio.run(run())
 
 
+def test_controller_mutation_rate(qn: QuotaNode) -> None:
+    """KIP-599: partitions created count against controller_mutation_rate; over it, the strict
+    versions refuse with THROTTLING_QUOTA_EXCEEDED, older ones are throttled only."""
+    from broker.cli.admin import Session
+    from protocol.build import build
+    from protocol.registry import REGISTRY
+
+    qn.ok("--alter", "--client", "mut", "--add-config", "controller_mutation_rate=1")
+
+    async def call(key: int, version: int, fields: dict[str, Any]) -> Any:
+        # a connection each: a throttled one is muted for its throttle time
+        s = await Session.open([("127.0.0.1", qn.node.port)], {"client.id": "mut"}, "mut")
+        try:
+            return await s.conn.send(
+                build(REGISTRY.spec(key).request_type(version), fields), version
+            )
+        finally:
+            s.close()
+
+    def create(name: str, partitions: int) -> dict[str, Any]:
+        topic = {"name": name, "num_partitions": partitions, "replication_factor": 1,
+                 "assignments": [], "configs": []}  # fmt: skip
+        return {"topics": [topic], "timeout_ms": 10000, "validate_only": False}
+
+    async def run() -> None:
+        # 12 partitions within the 10 s the rate starts over: 1.2/s, 0.2 over for 10 s
+        r = await call(19, 7, create("mut-a", 12))
+        assert r.topics[0].error_code == 0
+        assert 1500 <= r.throttle_time.total_seconds() * 1000 <= 2500
+        r = await call(19, 7, create("mut-b", 1))
+        assert r.topics[0].error_code == 89  # THROTTLING_QUOTA_EXCEEDED
+        assert r.topics[0].error_message == "The throttling quota has been exceeded."
+        assert r.throttle_time.total_seconds() > 0
+        r = await call(19, 5, create("mut-c", 1))  # before v6: permissive
+        assert r.topics[0].error_code == 0 and r.throttle_time.total_seconds() > 0
+        r = await call(20, 5, {"topic_names": ["mut-a"], "timeout_ms": 10000})
+        assert r.responses[0].error_code == 89
+        r = await call(20, 4, {"topic_names": ["mut-a"], "timeout_ms": 10000})
+        assert r.responses[0].error_code == 0
+
+    asyncio.run(run())
+
+
 def test_quotas_survive_a_restart(qn: QuotaNode) -> None:
     qn.ok("--alter", "--client", "durable", "--add-config", "consumer_byte_rate=4096")
     before = qn.ok("--describe", "--entity-type", "clients")
