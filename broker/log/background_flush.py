@@ -4,11 +4,13 @@ partitions (``sync_new_dirs``: creating thousands of partitions does not wait fo
 
 Three steps, so the loop never waits for the disk:
 
-1. ``PartitionLog.plan_flush`` (on the loop) captures the offset to make durable, duplicates the
-   descriptors to fsync (a duplicate stays valid if the log closes or deletes the file
-   meanwhile) and, for a checkpoint, encodes the producer state as of that offset;
-2. ``FlushPlan.run`` (a worker thread) fsyncs them and writes the snapshot to a temporary
-   file, fsynced;
+1. ``PartitionLog.plan_flush`` (on the loop) captures the offset to make durable, writes the
+   index entries still in memory, lists the files to fsync and, for a checkpoint, encodes the
+   producer state as of that offset;
+2. ``FlushPlan.run`` (a worker thread) opens each file in turn, fsyncs and closes it (a plan
+   holds no descriptor while it waits: thousands of logs rolling at once must not use up the
+   node's), and writes the snapshot to a temporary file, fsynced. A file gone meanwhile (a
+   deleted or swapped segment) fails the plan: nothing is claimed durable that was not fsynced;
 3. ``PartitionLog.complete_flush`` (on the loop) moves the recovery point and renames the
    snapshot into place, unless the log was truncated or closed since step 1: a snapshot of
    a history the log no longer has must never be found by a restart.
@@ -16,7 +18,6 @@ Three steps, so the loop never waits for the disk:
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ class FlushPlan:
     name: str
     up_to: int  # the recovery point once done
     generation: int  # the log's truncation count at planning
-    fds: list[int] = field(default_factory=list)  # duplicates, closed by ``run``
+    paths: list[Path] = field(default_factory=list)  # files to fsync
     snapshot: bytes | None = None  # encoded producer state as of ``up_to``
     snapshot_tmp: Path | None = None
     ok: bool = False
@@ -42,25 +43,18 @@ class FlushPlan:
     def run(self) -> None:
         """The worker thread's part: fsync, write the snapshot's temporary file."""
         try:
-            for fd in self.fds:
-                os.fsync(fd)
+            for path in self.paths:
+                _fsync_path(path)
             if self.snapshot is not None and self.snapshot_tmp is not None:
                 _write_synced(self.snapshot_tmp, self.snapshot)
             self.ok = True
+        except FileNotFoundError as exc:
+            log.info("%s: background flush to %d not done: %s", self.name, self.up_to, exc)
         except OSError:
             log.exception("%s: background flush to %d failed", self.name, self.up_to)
-        finally:
-            self.close()
-
-    def close(self) -> None:
-        fds, self.fds = self.fds, []
-        for fd in fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
 
     def discard(self) -> None:
         """The log changed under the plan: drop what it wrote."""
-        self.close()
         if self.snapshot_tmp is not None:
             self.snapshot_tmp.unlink(missing_ok=True)
 

@@ -181,21 +181,6 @@ class _Index:
         """A rebuild is done: its entries are written in one call."""
         self.write_pending()
 
-    def sync_handle(self) -> list[int]:
-        """Pending entries written now, and a new descriptor of the file for a background
-        fsync, which closes it (none when the index is closed or its file gone)."""
-        if self._closed:
-            return []
-        fd = self._open()
-        if fd is None:
-            return []
-        try:
-            self._persist(fd)
-        except BaseException:
-            os.close(fd)
-            raise
-        return [fd]
-
     def write_pending(self) -> None:
         """Bring the file up to the entries in memory (not fsynced): for a reader of the file."""
         if not self._closed:

@@ -729,24 +729,20 @@ class PartitionLog:
             return None
         end = self._leo if up_to is None else min(up_to, self._leo)
         plan = FlushPlan(self.name, end, self._generation)
-        try:
-            if end > self._recovery_point:
-                for i, seg in enumerate(self._segments):
-                    seg_end = self._bases[i + 1] if i + 1 < len(self._bases) else None
-                    if seg_end is not None and seg_end <= self._recovery_point:
-                        continue  # already durable
-                    if seg.base_offset >= end:
-                        break
-                    plan.fds.extend(seg.sync_handles())
-            psm = self.producer_state
-            if snapshot and psm is not None and end == self._leo > self._log_start:
-                latest = psm.latest_snapshot_offset()
-                if latest is None or latest < end:
-                    plan.snapshot = psm.encode_state()
-                    plan.snapshot_tmp = psm.snapshot_tmp_path(end)
-        except OSError:
-            plan.close()
-            raise
+        if end > self._recovery_point:
+            for i, seg in enumerate(self._segments):
+                seg_end = self._bases[i + 1] if i + 1 < len(self._bases) else None
+                if seg_end is not None and seg_end <= self._recovery_point:
+                    continue  # already durable
+                if seg.base_offset >= end:
+                    break
+                plan.paths.extend(seg.sync_paths())
+        psm = self.producer_state
+        if snapshot and psm is not None and end == self._leo > self._log_start:
+            latest = psm.latest_snapshot_offset()
+            if latest is None or latest < end:
+                plan.snapshot = psm.encode_state()
+                plan.snapshot_tmp = psm.snapshot_tmp_path(end)
         if end <= self._recovery_point and plan.snapshot is None:
             return None
         self._flush_in_flight = True

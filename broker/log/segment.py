@@ -460,20 +460,14 @@ class LogSegment:
         self.time_index.trim()
         self._file.disown()
 
-    def sync_handles(self) -> list[int]:
-        """Descriptors a flush fsyncs (a duplicate of the log's, new ones of its two indexes
-        once their pending entries are written), for a worker thread to fsync and close; the
-        transaction index, rarely written, is flushed here."""
+    def sync_paths(self) -> list[Path]:
+        """The files a flush fsyncs (the log and its two indexes, whose pending entries are
+        written now), for a worker thread; the transaction index, rarely written, is flushed
+        here."""
         self.txn_index.flush()
-        fds = [os.dup(self.fd)]
-        try:
-            fds += self.index.sync_handle()
-            fds += self.time_index.sync_handle()
-        except OSError:
-            for fd in fds:
-                os.close(fd)
-            raise
-        return fds
+        self.index.write_pending()
+        self.time_index.write_pending()
+        return [self.log_path, self.index.path, self.time_index.path]
 
     def flush(self) -> None:
         self._file.fsync()
