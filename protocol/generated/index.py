@@ -21,8 +21,8 @@ API_KEYS: dict[int, str] = {
 
 # schema type (metadata, coordinator-key, ...) -> record api key -> message name
 RECORD_KEYS: dict[str, dict[int, str]] = {
-    'coordinator-key': {0: 'TransactionLogKey', 1: 'OffsetCommitKey', 2: 'MirrorPartitionStateKey'},
-    'coordinator-value': {0: 'TransactionLogValue', 1: 'OffsetCommitValue', 2: 'MirrorPartitionStateValue'},
+    'coordinator-key': {0: 'TransactionLogKey', 1: 'OffsetCommitKey', 2: 'MirrorPartitionStateKey', 3: 'ConsumerGroupMetadataKey', 5: 'ConsumerGroupMemberMetadataKey', 6: 'ConsumerGroupTargetAssignmentMetadataKey', 7: 'ConsumerGroupTargetAssignmentMemberKey', 8: 'ConsumerGroupCurrentMemberAssignmentKey'},
+    'coordinator-value': {0: 'TransactionLogValue', 1: 'OffsetCommitValue', 2: 'MirrorPartitionStateValue', 3: 'ConsumerGroupMetadataValue', 5: 'ConsumerGroupMemberMetadataValue', 6: 'ConsumerGroupTargetAssignmentMetadataValue', 7: 'ConsumerGroupTargetAssignmentMemberValue', 8: 'ConsumerGroupCurrentMemberAssignmentValue'},
     'metadata': {0: 'RegisterBrokerRecord', 1: 'UnregisterBrokerRecord', 2: 'TopicRecord', 3: 'PartitionRecord', 4: 'ConfigRecord', 5: 'PartitionChangeRecord', 7: 'FenceBrokerRecord', 8: 'UnfenceBrokerRecord', 9: 'RemoveTopicRecord', 11: 'UserScramCredentialRecord', 12: 'FeatureLevelRecord', 14: 'ClientQuotaRecord', 15: 'ProducerIdsRecord', 17: 'BrokerRegistrationChangeRecord', 18: 'AccessControlEntryRecord', 19: 'RemoveAccessControlEntryRecord', 20: 'NoOpRecord', 22: 'RemoveUserScramCredentialRecord', 23: 'BeginTransactionRecord', 24: 'EndTransactionRecord'},
 }
 
@@ -44,6 +44,36 @@ TYPES: dict[str, dict[int, dict[str, str]]] = {
     },
     'ConfigRecord': {
         0: {'data': 'protocol.generated.config_record.v0.data:ConfigRecord'},
+    },
+    'ConsumerGroupCurrentMemberAssignmentKey': {
+        0: {'data': 'protocol.generated.consumer_group_current_member_assignment_key.v0.data:ConsumerGroupCurrentMemberAssignmentKey'},
+    },
+    'ConsumerGroupCurrentMemberAssignmentValue': {
+        0: {'data': 'protocol.generated.consumer_group_current_member_assignment_value.v0.data:ConsumerGroupCurrentMemberAssignmentValue'},
+    },
+    'ConsumerGroupMemberMetadataKey': {
+        0: {'data': 'protocol.generated.consumer_group_member_metadata_key.v0.data:ConsumerGroupMemberMetadataKey'},
+    },
+    'ConsumerGroupMemberMetadataValue': {
+        0: {'data': 'protocol.generated.consumer_group_member_metadata_value.v0.data:ConsumerGroupMemberMetadataValue'},
+    },
+    'ConsumerGroupMetadataKey': {
+        0: {'data': 'protocol.generated.consumer_group_metadata_key.v0.data:ConsumerGroupMetadataKey'},
+    },
+    'ConsumerGroupMetadataValue': {
+        0: {'data': 'protocol.generated.consumer_group_metadata_value.v0.data:ConsumerGroupMetadataValue'},
+    },
+    'ConsumerGroupTargetAssignmentMemberKey': {
+        0: {'data': 'protocol.generated.consumer_group_target_assignment_member_key.v0.data:ConsumerGroupTargetAssignmentMemberKey'},
+    },
+    'ConsumerGroupTargetAssignmentMemberValue': {
+        0: {'data': 'protocol.generated.consumer_group_target_assignment_member_value.v0.data:ConsumerGroupTargetAssignmentMemberValue'},
+    },
+    'ConsumerGroupTargetAssignmentMetadataKey': {
+        0: {'data': 'protocol.generated.consumer_group_target_assignment_metadata_key.v0.data:ConsumerGroupTargetAssignmentMetadataKey'},
+    },
+    'ConsumerGroupTargetAssignmentMetadataValue': {
+        0: {'data': 'protocol.generated.consumer_group_target_assignment_metadata_value.v0.data:ConsumerGroupTargetAssignmentMetadataValue'},
     },
     'EndTransactionRecord': {
         0: {'data': 'protocol.generated.end_transaction_record.v0.data:EndTransactionRecord'},

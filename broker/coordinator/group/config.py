@@ -13,6 +13,10 @@ class GroupConfig:
     offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000  # offsets.retention.minutes
     offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
+    consumer_session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
+    consumer_heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
+    # group.consumer.assignors: the first is the default when no member asks for one
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")
     # Extra real-time slack past a rebalance timeout before an awaiting call gives up;
     # timers normally answer first, this only guarantees nothing waits forever.
     wait_guard_ms: int = 30_000

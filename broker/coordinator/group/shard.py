@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
+from broker.coordinator.group import consumer_records as crec
 from broker.coordinator.group import records as rec
 from broker.coordinator.group.classic import (
     CONSUMER_PROTOCOL_TYPE,
@@ -22,6 +23,8 @@ from broker.coordinator.group.classic import (
     SyncResult,
 )
 from broker.coordinator.group.config import GroupConfig
+from broker.coordinator.group.consumer_group import TopicsView
+from broker.coordinator.group.consumer_shard import ConsumerGroups
 from broker.coordinator.group.txn_offsets import PendingTxnOffsets
 from broker.coordinator.runtime import (
     AppendError,
@@ -141,6 +144,7 @@ class ListedGroup:
     group_id: str
     protocol_type: str
     state: str
+    group_type: str = "classic"
 
 
 def _commit_error(exc: BaseException) -> ErrorCode:
@@ -155,17 +159,45 @@ def _commit_error(exc: BaseException) -> ErrorCode:
 
 
 class GroupShard:
-    def __init__(self, ctx: "ShardContext[GroupShard]", config: GroupConfig) -> None:
+    def __init__(
+        self,
+        ctx: "ShardContext[GroupShard]",
+        config: GroupConfig,
+        topics: Callable[[], TopicsView] = dict,
+    ) -> None:
         self.ctx = ctx
         self.config = config
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets: dict[str, dict[TopicPartition, rec.OffsetValue]] = {}
         self.pending_txn = PendingTxnOffsets()
+        self.consumer = ConsumerGroups(ctx, config, topics, self._take_classic)
+
+    def _take_classic(self, group_id: str, may_convert: bool) -> ErrorCode | list[Record]:
+        """Make way for a consumer group: an empty classic group (maybe just offsets) is
+        converted, as Kafka does; a live one keeps the id."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.group_id_not_found if not may_convert else []
+        if not may_convert or not group.is_in(GroupState.EMPTY) or group.pending_join:
+            return ErrorCode.group_id_not_found
+        del self.groups[group_id]
+        return [(rec.group_key(group_id), None)]
+
+    def _has_group(self, group_id: str) -> bool:
+        return group_id in self.groups or group_id in self.consumer.groups
 
     # -- loading -----------------------------------------------------------------------------
 
     def replay(self, key: bytes, value: bytes | None) -> None:
         k = rec.decode_key(key)
+        if k is None:
+            ck = crec.decode_key(key)
+            if ck is not None:
+                self.consumer.replay(ck, value)
+                classic = self.groups.get(ck.group)
+                if ck.group in self.consumer.groups and classic and classic.is_in(GroupState.EMPTY):
+                    del self.groups[ck.group]  # the placeholder its offsets made
+            return
         if isinstance(k, rec.OffsetKey):
             tp = (k.topic, k.partition)
             if value is None:
@@ -179,7 +211,7 @@ class GroupShard:
                 self.offsets.setdefault(k.group, {})[tp] = rec.decode_offset_value(value)
                 self.pending_txn.on_plain_commit(k.group, tp)
                 # offsets alone make a (simple, empty) group, as in Kafka
-                if k.group not in self.groups:
+                if not self._has_group(k.group):
                     self.groups[k.group] = ClassicGroup(k.group, self.ctx.now_ms())
         elif isinstance(k, rec.GroupKey):
             if value is None:
@@ -198,13 +230,13 @@ class GroupShard:
         self.pending_txn.add(
             producer_id, k.group, (k.topic, k.partition), rec.decode_offset_value(value)
         )
-        if k.group not in self.groups:
+        if not self._has_group(k.group):
             self.groups[k.group] = ClassicGroup(k.group, self.ctx.now_ms())
 
     def replay_marker(self, producer_id: int, commit: bool) -> None:
         for group_id, tp, value in self.pending_txn.complete(producer_id, commit):
             self.offsets.setdefault(group_id, {})[tp] = value
-            if group_id not in self.groups:
+            if not self._has_group(group_id):
                 self.groups[group_id] = ClassicGroup(group_id, self.ctx.now_ms())
 
     def _group_from_record(self, group_id: str, v: rec.GroupValue) -> ClassicGroup:
@@ -236,6 +268,7 @@ class GroupShard:
         for group in self.groups.values():
             for member in group.members.values():
                 self._reschedule_heartbeat(group, member)
+        self.consumer.on_loaded()
         self._schedule_offset_expiry()
 
     def on_unloaded(self) -> None:
@@ -246,6 +279,7 @@ class GroupShard:
                 )
                 member.complete_sync(SyncResult(ErrorCode.not_coordinator))
         self.groups.clear()
+        self.consumer.on_unloaded()
         self.offsets.clear()
         self.pending_txn.clear()
 
@@ -791,9 +825,12 @@ class GroupShard:
 
         if not p.group_id:
             return all_error(ErrorCode.invalid_group_id)
+        consumer = p.group_id in self.consumer.groups
         group = self.groups.get(p.group_id)
         created = False
-        if group is None:
+        if consumer:
+            group = ClassicGroup(p.group_id, self._now())  # offsets only: never registered
+        elif group is None:
             if p.generation_id >= 0:
                 return all_error(
                     ErrorCode.group_id_not_found
@@ -802,7 +839,11 @@ class GroupShard:
                 )
             group = ClassicGroup(p.group_id, self._now())
             created = True
-        error = self._validate_commit(group, p)
+        error = (
+            self.consumer.validate_commit(p.group_id, p.member_id, p.generation_id, p.api_version)
+            if consumer
+            else self._validate_commit(group, p)
+        )
         if error is not None:
             return all_error(error)
         now = self._now()
@@ -847,7 +888,10 @@ class GroupShard:
     ) -> list[tuple[str, list[FetchedOffset]]]:
         group = self.groups.get(group_id)
         offsets = (
-            {} if group is None or group.is_in(GroupState.DEAD) else self.offsets.get(group_id, {})
+            {}
+            if (group is None or group.is_in(GroupState.DEAD))
+            and group_id not in self.consumer.groups
+            else self.offsets.get(group_id, {})
         )
         # KIP-447: a read_committed consumer must not start from an offset a pending
         # transaction may still replace; it retries on UNSTABLE_OFFSET_COMMIT.
@@ -882,6 +926,8 @@ class GroupShard:
     def delete_offsets(
         self, group_id: str, partitions: list[TopicPartition]
     ) -> WriteResult[tuple[ErrorCode, list[ErrorCode]]]:
+        if group_id in self.consumer.groups:
+            return self.consumer.delete_offsets(group_id, partitions, self._drop_offsets)
         group = self.groups.get(group_id)
         if group is None or group.is_in(GroupState.DEAD):
             return WriteResult((ErrorCode.group_id_not_found, []))
@@ -947,12 +993,19 @@ class GroupShard:
             return all_error(ErrorCode.invalid_group_id)
         group = self.groups.get(p.group_id)
         created = False
-        if group is None:
+        consumer = p.group_id in self.consumer.groups
+        if consumer:
+            group = ClassicGroup(p.group_id, self._now())  # offsets only: never registered
+        elif group is None:
             if p.generation_id >= 0:
                 return all_error(ErrorCode.illegal_generation)
             group = ClassicGroup(p.group_id, self._now())
             created = True
-        error = self._validate_txn_commit(group, p)
+        error = (
+            self.consumer.validate_txn_commit(p.group_id, p.member_id, p.generation_id)
+            if consumer
+            else self._validate_txn_commit(group, p)
+        )
         if error is not None:
             return all_error(error)
         now = self._now()
@@ -1008,16 +1061,23 @@ class GroupShard:
         doomed: list[str] = []
         for gid in group_ids:
             group = self.groups.get(gid)
-            if group is None or group.is_in(GroupState.DEAD):
+            consumer = self.consumer.groups.get(gid)
+            if consumer is None and (group is None or group.is_in(GroupState.DEAD)):
                 results[gid] = ErrorCode.group_id_not_found
                 continue
-            if not group.is_in(GroupState.EMPTY):
+            live = (
+                bool(consumer.members)
+                if consumer
+                else not (group and group.is_in(GroupState.EMPTY))
+            )
+            if live:
                 results[gid] = ErrorCode.non_empty_group
                 continue
             doomed_offsets = set(self.offsets.get(gid, {})) | self.pending_txn.partitions(gid)
             for topic, partition in sorted(doomed_offsets):
                 records.append((rec.offset_key(gid, topic, partition), None))
-            records.append((rec.group_key(gid), None))
+            records += [(rec.group_key(gid), None)] if consumer is None else []
+            records += self.consumer.delete_records(gid) if consumer else []
             doomed.append(gid)
             results[gid] = ErrorCode.none
 
@@ -1032,6 +1092,7 @@ class GroupShard:
         return WriteResult(results, records, committed, failed)
 
     def _delete_group(self, group_id: str) -> None:
+        self.consumer.groups.pop(group_id, None)
         group = self.groups.pop(group_id, None)
         if group is not None:
             group.transition(GroupState.DEAD, self._now())
@@ -1041,6 +1102,15 @@ class GroupShard:
         self.pending_txn.drop_group(group_id)
 
     def describe(self, group_id: str) -> DescribedGroup:
+        cg = self.consumer.groups.get(group_id)
+        if cg is not None:
+            members = [
+                DescribedMember(m.member_id, m.instance_id, m.client_id, m.client_host, b"", b"")
+                for m in cg.members.values()
+            ]
+            return DescribedGroup(
+                group_id, ErrorCode.none, cg.state(), CONSUMER_PROTOCOL_TYPE, "", members
+            )
         group = self.groups.get(group_id)
         if group is None or group.is_in(GroupState.DEAD):
             return DescribedGroup(
@@ -1072,6 +1142,9 @@ class GroupShard:
             ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
             for g in self.groups.values()
             if not g.is_in(GroupState.DEAD)
+        ] + [
+            ListedGroup(gid, CONSUMER_PROTOCOL_TYPE, cg.state(), "consumer")
+            for gid, cg in self.consumer.groups.items()
         ]
 
     # -- offset retention -------------------------------------------------------------------------
@@ -1108,6 +1181,12 @@ class GroupShard:
         records: list[Record] = []
         for gid, offsets in self.offsets.items():
             group = self.groups.get(gid)
+            cg = self.consumer.groups.get(gid)
+            if cg is not None and cg.members:
+                continue  # a live consumer group keeps its offsets
+            if cg is not None:  # an empty one keeps them for the retention after emptying
+                group = ClassicGroup(gid, cg.state_timestamp)
+                group.protocol_type = CONSUMER_PROTOCOL_TYPE
             for tp, v in offsets.items():
                 # an offset a pending transaction may still replace does not expire yet
                 if self._expired(group, tp, v, now) and not self.pending_txn.has_pending(gid, tp):
@@ -1121,6 +1200,15 @@ class GroupShard:
             and not self.pending_txn.has_group(gid)
         ]
         records += [(rec.group_key(gid), None) for gid in dead_groups]
+        dead_consumer = [
+            gid
+            for gid, cg in self.consumer.groups.items()
+            if not cg.members
+            and len(expired.get(gid, [])) == len(self.offsets.get(gid, {}))
+            and not self.pending_txn.has_group(gid)
+        ]
+        for gid in dead_consumer:
+            records += self.consumer.delete_records(gid)
 
         def committed() -> None:
             for gid, tps in expired.items():
@@ -1128,6 +1216,10 @@ class GroupShard:
             for gid in dead_groups:
                 group = self.groups.get(gid)
                 if group is not None and group.is_in(GroupState.EMPTY) and gid not in self.offsets:
+                    self._delete_group(gid)
+            for gid in dead_consumer:
+                cg = self.consumer.groups.get(gid)
+                if cg is not None and not cg.members and gid not in self.offsets:
                     self._delete_group(gid)
 
         return WriteResult(None, records, on_commit=committed, on_failure=lambda exc: None)

@@ -1,0 +1,526 @@
+"""KIP-848 consumer groups of one `__consumer_offsets` shard: ConsumerGroupHeartbeat, the
+session and revocation timers, the records that persist a group, and their replay.
+
+Owned by `GroupShard` (which keeps the committed offsets and the classic groups); every public
+method runs as (part of) one runtime operation. State is changed in place before the append: if
+the append fails, the runtime rebuilds the shard from the log (no undo needed).
+"""
+
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
+
+from broker.coordinator.group import consumer_records as crec
+from broker.coordinator.group.assignors import ASSIGNORS
+from broker.coordinator.group.config import GroupConfig
+from broker.coordinator.group.consumer_group import (
+    ConsumerGroup,
+    ConsumerMember,
+    InvalidRegex,
+    TopicsView,
+    compile_regex,
+    metadata_hash,
+)
+from broker.coordinator.group.reconcile import (
+    Assignment,
+    MemberAssignment,
+    MemberState,
+    is_subset,
+    reconcile,
+)
+from broker.coordinator.group.records import offset_key as rec_offset_key
+from broker.coordinator.runtime import Record, ShardContext, WriteResult
+
+if TYPE_CHECKING:
+    from broker.coordinator.group.shard import GroupShard
+
+LEAVE_EPOCH, STATIC_LEAVE_EPOCH = -1, -2
+
+
+@dataclass(slots=True)
+class HeartbeatParams:
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    topic_names: tuple[str, ...] | None = None
+    topic_regex: str | None = None
+    server_assignor: str | None = None
+    owned: Assignment | None = None
+    client_id: str = ""
+    client_host: str = ""
+    api_version: int = 1
+
+
+@dataclass(slots=True)
+class HeartbeatResult:
+    error: ErrorCode
+    message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = -1
+    heartbeat_interval_ms: int = 0
+    assignment: Assignment | None = None
+
+
+def _session_key(group_id: str, member_id: str) -> str:
+    return f"cg-session-{group_id}-{member_id}"
+
+
+def _revoke_key(group_id: str, member_id: str) -> str:
+    return f"cg-revoke-{group_id}-{member_id}"
+
+
+def _member_records(group_id: str, m: ConsumerMember) -> Record:
+    value = crec.MemberMetadata(
+        m.instance_id,
+        m.rack_id,
+        m.client_id,
+        m.client_host,
+        m.topic_names,
+        m.topic_regex,
+        m.rebalance_timeout_ms,
+        m.server_assignor,
+    )
+    return crec.member_metadata_key(group_id, m.member_id), crec.member_metadata_value(value)
+
+
+def _current_record(group_id: str, member_id: str, c: MemberAssignment) -> Record:
+    value = crec.CurrentAssignment(
+        c.epoch, c.previous_epoch, int(c.state), c.assigned, c.pending_revocation
+    )
+    return crec.current_member_key(group_id, member_id), crec.current_member_value(value)
+
+
+class ConsumerGroups:
+    def __init__(
+        self,
+        ctx: "ShardContext[GroupShard]",
+        config: GroupConfig,
+        topics: Callable[[], TopicsView],
+        take_classic: Callable[[str, bool], ErrorCode | list[Record]],
+    ) -> None:
+        self.ctx = ctx
+        self.config = config
+        self.topics = topics
+        # converts an empty classic group of that id (True: may convert), or says why not
+        self.take_classic = take_classic
+        self.groups: dict[str, ConsumerGroup] = {}
+
+    # -- ConsumerGroupHeartbeat ------------------------------------------------------------------
+
+    def _invalid(self, p: HeartbeatParams) -> HeartbeatResult | None:
+        def bad(code: ErrorCode, message: str) -> HeartbeatResult:
+            return HeartbeatResult(code, message)
+
+        if not p.group_id:
+            return bad(ErrorCode.invalid_request, "GroupId can't be empty.")
+        if p.instance_id == "":
+            return bad(ErrorCode.invalid_request, "InstanceId can't be empty.")
+        if p.rack_id == "":
+            return bad(ErrorCode.invalid_request, "RackId can't be empty.")
+        if p.member_epoch < STATIC_LEAVE_EPOCH:
+            return bad(ErrorCode.invalid_request, f"MemberEpoch {p.member_epoch} is invalid.")
+        if not p.member_id and not (p.api_version == 0 and p.member_epoch == 0):
+            return bad(ErrorCode.invalid_request, "MemberId can't be empty.")
+        if p.member_epoch == 0:
+            if p.rebalance_timeout_ms == -1:
+                return bad(ErrorCode.invalid_request, "RebalanceTimeoutMs must be provided.")
+            if p.owned:
+                return bad(ErrorCode.invalid_request, "TopicPartitions must be empty on join.")
+            if p.topic_names is None and p.topic_regex is None:
+                return bad(
+                    ErrorCode.invalid_request,
+                    "SubscribedTopicNames or SubscribedTopicRegex must be set on join.",
+                )
+        if p.topic_names is not None and p.topic_regex is not None:
+            return bad(
+                ErrorCode.invalid_request,
+                "SubscribedTopicNames and SubscribedTopicRegex cannot both be set.",
+            )
+        if (
+            p.server_assignor is not None
+            and p.server_assignor not in self.config.consumer_assignors
+        ):
+            return bad(ErrorCode.unsupported_assignor, f"{p.server_assignor} is not supported.")
+        if p.topic_regex is not None:
+            try:
+                compile_regex(p.topic_regex)
+            except InvalidRegex as exc:
+                return bad(ErrorCode.invalid_regular_expression, str(exc))
+        return None
+
+    def heartbeat(self, p: HeartbeatParams) -> WriteResult[HeartbeatResult]:
+        invalid = self._invalid(p)
+        if invalid is not None:
+            return WriteResult(invalid)
+        if p.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+            return self._leave(p)
+        records: list[Record] = []
+        group = self.groups.get(p.group_id)
+        if group is None:
+            taken = self.take_classic(p.group_id, p.member_epoch == 0)
+            if isinstance(taken, ErrorCode):
+                return WriteResult(HeartbeatResult(taken, f"Group {p.group_id} not found."))
+            records += taken
+            group = ConsumerGroup(p.group_id, state_timestamp=self.ctx.now_ms())
+            self.groups[p.group_id] = group
+        member_id = p.member_id or str(uuid.uuid4())
+        member = group.members.get(member_id)
+        bump = False
+        if p.member_epoch == 0:
+            if member is not None:  # rejoining (after a fence): start over
+                records += self._remove_records(group, member_id)
+                bump = True
+            member = ConsumerMember(member_id)
+            group.members[member_id] = member
+            bump = True
+        else:
+            if member is None:
+                return WriteResult(
+                    HeartbeatResult(ErrorCode.unknown_member_id, f"Member {member_id} unknown.")
+                )
+            error = self._check_epoch(member, p)
+            if error is not None:
+                return WriteResult(error)
+        bump |= self._update_member(group, member, p, records)
+        return WriteResult(self._finish(group, member, p, records, bump), records)
+
+    @staticmethod
+    def _check_epoch(member: ConsumerMember, p: HeartbeatParams) -> HeartbeatResult | None:
+        cur = member.current
+        if p.member_epoch == cur.epoch:
+            return None
+        # A member that missed its last epoch bump may still use the previous epoch.
+        if p.member_epoch == cur.previous_epoch and (
+            p.owned is None or is_subset(p.owned, cur.assigned)
+        ):
+            return None
+        return HeartbeatResult(
+            ErrorCode.fenced_member_epoch,
+            f"The member epoch {p.member_epoch} is fenced (current {cur.epoch}).",
+        )
+
+    def _update_member(
+        self, group: ConsumerGroup, m: ConsumerMember, p: HeartbeatParams, records: list[Record]
+    ) -> bool:
+        """Apply the request's changed fields; True if the subscription changed."""
+        before = replace(m, current=m.current)
+        is_new = p.member_epoch == 0
+        if p.topic_names is not None:
+            m.topic_names = tuple(p.topic_names)
+            m.topic_regex = None if is_new else m.topic_regex
+        if p.topic_regex is not None:
+            m.topic_regex = p.topic_regex
+            m.topic_names = () if is_new else m.topic_names
+        if p.instance_id is not None:
+            m.instance_id = p.instance_id
+        if p.rack_id is not None:
+            m.rack_id = p.rack_id
+        if p.rebalance_timeout_ms > 0:
+            m.rebalance_timeout_ms = p.rebalance_timeout_ms
+        if p.server_assignor is not None:
+            m.server_assignor = p.server_assignor
+        m.client_id, m.client_host = p.client_id, p.client_host
+        if is_new or before != m:
+            records.append(_member_records(group.group_id, m))
+        return (before.topic_names, before.topic_regex, before.server_assignor) != (
+            m.topic_names,
+            m.topic_regex,
+            m.server_assignor,
+        )
+
+    def _finish(
+        self,
+        group: ConsumerGroup,
+        member: ConsumerMember,
+        p: HeartbeatParams,
+        records: list[Record],
+        bump: bool,
+    ) -> HeartbeatResult:
+        gid, mid = group.group_id, member.member_id
+        topics = self.topics()
+        records += self._maybe_bump(group, topics, bump)
+        records += self._maybe_assign(group, topics)
+        before = member.current
+        after = reconcile(
+            before,
+            group.assignment_epoch,
+            group.targets.get(mid, {}),
+            p.owned,
+            group.held_by_other(mid),
+        )
+        if after != before:
+            group.set_current(mid, after)
+            records.append(_current_record(gid, mid, after))
+            if after.state is MemberState.UNREVOKED_PARTITIONS:
+                self._schedule_revoke(gid, mid, after.epoch, member.rebalance_timeout_ms)
+            else:
+                self.ctx.cancel(_revoke_key(gid, mid))
+        self._schedule_session(gid, mid)
+        send = (
+            p.member_epoch == 0
+            or after != before
+            or (p.owned is not None and p.owned != after.assigned)
+        )
+        return HeartbeatResult(
+            ErrorCode.none,
+            member_id=mid,
+            member_epoch=after.epoch,
+            heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
+            assignment=dict(after.assigned) if send else None,
+        )
+
+    def _maybe_bump(self, group: ConsumerGroup, topics: TopicsView, bump: bool) -> list[Record]:
+        # Subscribed topics created, deleted or repartitioned change the hash: a new epoch.
+        h = metadata_hash(group.subscribed_names(topics), topics) if group.members else 0
+        if not bump and h == group.metadata_hash:
+            return []
+        group.epoch += 1
+        group.metadata_hash = h
+        return [
+            (
+                crec.group_metadata_key(group.group_id),
+                crec.group_metadata_value(group.epoch, h),
+            )
+        ]
+
+    def _assignor_name(self, group: ConsumerGroup) -> str:
+        votes = Counter(m.server_assignor for m in group.members.values() if m.server_assignor)
+        if votes:
+            return min(votes, key=lambda n: (-votes[n], n))
+        return self.config.consumer_assignors[0]
+
+    def _maybe_assign(self, group: ConsumerGroup, topics: TopicsView) -> list[Record]:
+        if group.assignment_epoch >= group.epoch:
+            return []
+        gid = group.group_id
+        names = group.subscribed_names(topics)
+        partitions = {topics[n][0]: topics[n][1] for n in names}
+        assignor = ASSIGNORS[self._assignor_name(group)]
+        result = assignor.assign(group.specs(topics), partitions)
+        records: list[Record] = []
+        for mid in group.members:
+            target = result.get(mid, {})
+            if mid not in group.targets or group.targets[mid] != target:
+                group.targets[mid] = target
+                records.append((crec.target_member_key(gid, mid), crec.target_member_value(target)))
+        group.assignment_epoch = group.epoch
+        records.append((crec.target_metadata_key(gid), crec.target_metadata_value(group.epoch)))
+        return records
+
+    # -- leaving, fencing ----------------------------------------------------------------------
+
+    def _remove_records(self, group: ConsumerGroup, member_id: str) -> list[Record]:
+        gid = group.group_id
+        self.ctx.cancel(_session_key(gid, member_id))
+        self.ctx.cancel(_revoke_key(gid, member_id))
+        group.remove(member_id)
+        if not group.members:
+            group.state_timestamp = self.ctx.now_ms()
+        return [
+            (crec.current_member_key(gid, member_id), None),
+            (crec.target_member_key(gid, member_id), None),
+            (crec.member_metadata_key(gid, member_id), None),
+        ]
+
+    def _fence(self, group: ConsumerGroup, member_id: str) -> list[Record]:
+        records = self._remove_records(group, member_id)
+        return records + self._maybe_bump(group, self.topics(), True)
+
+    def _leave(self, p: HeartbeatParams) -> WriteResult[HeartbeatResult]:
+        group = self.groups.get(p.group_id)
+        if group is None:
+            msg = f"Group {p.group_id} not found."
+            return WriteResult(HeartbeatResult(ErrorCode.group_id_not_found, msg))
+        if p.member_id not in group.members:
+            msg = f"Member {p.member_id} unknown."
+            return WriteResult(HeartbeatResult(ErrorCode.unknown_member_id, msg))
+        records = self._fence(group, p.member_id)
+        return WriteResult(
+            HeartbeatResult(ErrorCode.none, member_id=p.member_id, member_epoch=p.member_epoch),
+            records,
+        )
+
+    def _schedule_session(self, group_id: str, member_id: str) -> None:
+        self.ctx.schedule(
+            _session_key(group_id, member_id),
+            self.config.consumer_session_timeout_ms,
+            lambda s: s.consumer.expire_member(group_id, member_id, None),
+        )
+
+    def _schedule_revoke(self, group_id: str, member_id: str, epoch: int, timeout: int) -> None:
+        self.ctx.schedule(
+            _revoke_key(group_id, member_id),
+            timeout,
+            lambda s: s.consumer.expire_member(group_id, member_id, epoch),
+        )
+
+    def expire_member(self, group_id: str, member_id: str, epoch: int | None) -> WriteResult[None]:
+        """Session timeout (epoch None), or a revocation not done within the rebalance
+        timeout (the member still revoking at `epoch`): the member is fenced out."""
+        group = self.groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        if group is None or member is None:
+            return WriteResult(None)
+        if epoch is not None and not (
+            member.current.state is MemberState.UNREVOKED_PARTITIONS
+            and member.current.epoch == epoch
+        ):
+            return WriteResult(None)
+        return WriteResult(None, self._fence(group, member_id))
+
+    # -- offsets -----------------------------------------------------------------------------------
+
+    def validate_commit(
+        self, group_id: str, member_id: str, member_epoch: int, api_version: int
+    ) -> ErrorCode | None:
+        """Kafka's checks of an OffsetCommit against a consumer group."""
+        group = self.groups[group_id]
+        if member_epoch < 0 and not member_id:
+            # an admin or a consumer without group management: only while nobody is in
+            return None if not group.members else ErrorCode.unknown_member_id
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.unknown_member_id
+        if api_version < 9:
+            return ErrorCode.unsupported_version
+        if member_epoch != member.current.epoch:
+            return ErrorCode.stale_member_epoch
+        return None
+
+    def validate_txn_commit(
+        self, group_id: str, member_id: str, member_epoch: int
+    ) -> ErrorCode | None:
+        """A transactional commit checks the member and its epoch (ILLEGAL_GENERATION)."""
+        group = self.groups[group_id]
+        if member_epoch < 0 and not member_id:
+            return None
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.unknown_member_id
+        if member_epoch != member.current.epoch:
+            return ErrorCode.illegal_generation
+        return None
+
+    def delete_offsets(
+        self,
+        group_id: str,
+        partitions: list[tuple[str, int]],
+        drop: Callable[[str, list[tuple[str, int]]], None],
+    ) -> WriteResult[tuple[ErrorCode, list[ErrorCode]]]:
+        """OffsetDelete: not for topics the group is subscribed to while it has members."""
+        group = self.groups[group_id]
+        subscribed = group.subscribed_names(self.topics()) if group.members else set()
+        errors = [
+            ErrorCode.group_subscribed_to_topic if t in subscribed else ErrorCode.none
+            for t, _ in partitions
+        ]
+        doomed = [tp for tp, e in zip(partitions, errors, strict=True) if e == ErrorCode.none]
+        records: list[Record] = [(rec_offset_key(group_id, t, p), None) for t, p in doomed]
+        return WriteResult(
+            (ErrorCode.none, errors), records, on_commit=lambda: drop(group_id, doomed)
+        )
+
+    def validate_fetch(
+        self, group_id: str, member_id: str | None, member_epoch: int
+    ) -> ErrorCode | None:
+        group = self.groups.get(group_id)
+        if group is None or member_id is None or member_epoch < 0:
+            return None
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.unknown_member_id
+        if member_epoch != member.current.epoch:
+            return ErrorCode.stale_member_epoch
+        return None
+
+    def delete_records(self, group_id: str) -> list[Record]:
+        """Tombstones of an empty group (DeleteGroups, offset expiry)."""
+        return [
+            (crec.target_metadata_key(group_id), None),
+            (crec.group_metadata_key(group_id), None),
+        ]
+
+    # -- loading ---------------------------------------------------------------------------------
+
+    def replay(self, key: crec.GroupKey | crec.MemberRecordKey, value: bytes | None) -> None:
+        t = key.record_type
+        if t == crec.PARTITION_METADATA:
+            return
+        gid = key.group
+        group = self.groups.get(gid)
+        if isinstance(key, crec.GroupKey):
+            if t == crec.GROUP_METADATA:
+                if value is None:
+                    self.groups.pop(gid, None)
+                    return
+                group = group or self.groups.setdefault(
+                    gid, ConsumerGroup(gid, state_timestamp=self.ctx.now_ms())
+                )
+                group.epoch, group.metadata_hash = crec.decode_group_metadata(value)
+            elif value is not None and group is not None:
+                group.assignment_epoch = crec.decode_target_metadata(value)
+            return
+        if group is None:
+            if value is None:
+                return
+            group = self.groups.setdefault(gid, ConsumerGroup(gid))
+        self._replay_member(group, key, value)
+
+    @staticmethod
+    def _replay_member(
+        group: ConsumerGroup, key: crec.MemberRecordKey, value: bytes | None
+    ) -> None:
+        mid, t = key.member_id, key.record_type
+        if value is None:
+            if t == crec.MEMBER_METADATA:
+                group.remove(mid)
+            elif t == crec.TARGET_MEMBER:
+                group.targets.pop(mid, None)
+            elif mid in group.members:
+                group.set_current(mid, MemberAssignment(0, 0, MemberState.STABLE))
+            return
+        member = group.members.setdefault(mid, ConsumerMember(mid))
+        if t == crec.MEMBER_METADATA:
+            v = crec.decode_member_metadata(value)
+            member.instance_id, member.rack_id = v.instance_id, v.rack_id
+            member.client_id, member.client_host = v.client_id, v.client_host
+            member.topic_names, member.topic_regex = v.topic_names, v.topic_regex
+            member.rebalance_timeout_ms = v.rebalance_timeout_ms
+            member.server_assignor = v.server_assignor
+        elif t == crec.TARGET_MEMBER:
+            group.targets[mid] = crec.decode_target_member(value)
+        else:
+            c = crec.decode_current_member(value)
+            try:
+                state = MemberState(c.state)
+            except ValueError:
+                state = MemberState.UNKNOWN
+            group.set_current(
+                mid,
+                MemberAssignment(
+                    c.member_epoch, c.previous_member_epoch, state, c.assigned, c.pending_revocation
+                ),
+            )
+
+    def on_loaded(self) -> None:
+        # Reloaded members must heartbeat within a session; a revocation gets a fresh timeout.
+        for group in self.groups.values():
+            for member in group.members.values():
+                self._schedule_session(group.group_id, member.member_id)
+                if member.current.state is MemberState.UNREVOKED_PARTITIONS:
+                    self._schedule_revoke(
+                        group.group_id,
+                        member.member_id,
+                        member.current.epoch,
+                        member.rebalance_timeout_ms,
+                    )
+
+    def on_unloaded(self) -> None:
+        self.groups.clear()

@@ -1,0 +1,34 @@
+"""
+Generated from ``schemas/ConsumerGroupTargetAssignmentMemberValue.json`` by ``python -m protocol.codegen``; do not edit.
+"""
+
+
+import uuid
+
+from dataclasses import dataclass
+from dataclasses import field
+from typing import ClassVar
+
+from kio.static.constants import EntityType
+from kio.static.primitive import i16
+from kio.static.primitive import i32
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicPartition:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    topic_id: uuid.UUID | None = field(metadata={"kafka_type": "uuid"})
+    """Topic id."""
+    partitions: tuple[i32, ...] = field(metadata={"kafka_type": "int32"}, default=())
+    """Partition indexes."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerGroupTargetAssignmentMemberValue:
+    __type__: ClassVar = EntityType.data
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = True
+    topic_partitions: tuple[TopicPartition, ...]
+    """Assigned partitions."""
