@@ -20,7 +20,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ from .api.cluster import OFFSETS_TOPIC, ClusterApi
 from .api.config_resources import ConfigResourcesApi
 from .api.configs import ConfigsApi
 from .api.connection_requests import ConnectionRequests
+from .api.consumer_group import ConsumerGroupApi
 from .api.dispatcher import Api, Dispatcher
 from .api.elect_leaders import ElectLeadersApi
 from .api.envelope import EnvelopeApi
@@ -364,6 +365,10 @@ class Node:
             state_topic_replication_factor=config.mirror_topic_replication_factor,
         )
 
+    def _topics_view(self) -> "_TopicsView":
+        """Topics as consumer groups see them: name -> (id, partition count)."""
+        return _TopicsView(self.image.topics)
+
     def _build_coordinators(self) -> None:
         """Groups, mirror states and transactions, each with the shards this node holds."""
         config = self.config
@@ -376,8 +381,12 @@ class Node:
                 max_group_size=config.group_max_size,
                 offsets_retention_ms=config.offsets_retention_minutes * 60_000,
                 offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
+                consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
+                consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+                consumer_assignors=config.group_consumer_assignors,
             ),
             LoopScheduler(),
+            self._topics_view,
         )
         self.mirror_coordinator = MirrorCoordinator(
             config.mirror_topic_num_partitions, LoopScheduler()
@@ -684,6 +693,7 @@ class Node:
             *TopicPartitionsApi(s).apis(),
             *ConfigResourcesApi(s).apis(),
             *groups.apis(),
+            *ConsumerGroupApi(self.groups, self.authorizer).apis(),
             *MirrorStateApi(self.mirror_coordinator, lambda: self.image, self.authorizer).apis(),
             *self.mirror_api.apis(),
             *AclsApi(s, self.acl_controller).apis(),
@@ -972,3 +982,21 @@ class Node:
                 CONTROLLED_SHUTDOWN_TIMEOUT_S,
             )
         await lifecycle.close()
+
+
+class _TopicsView(Mapping[str, tuple[uuid.UUID, int]]):
+    """A live read-only view of the image's topics for the group coordinator (no copy: a
+    consumer group heartbeat looks at only its subscribed topics, or scans for a regex)."""
+
+    def __init__(self, topics: Mapping[str, Any]) -> None:
+        self._topics = topics
+
+    def __getitem__(self, name: str) -> tuple[uuid.UUID, int]:
+        t = self._topics[name]
+        return t.topic_id, len(t.partitions)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._topics)
+
+    def __len__(self) -> int:
+        return len(self._topics)

@@ -463,10 +463,10 @@ class GroupApi:
                 group_id=g.group_id,
                 protocol_type=g.protocol_type,
                 group_state=g.state,
-                group_type="classic",
+                group_type=g.group_type,
             )
             for g in groups
-            if (not states or g.state.lower() in states) and (not types or "classic" in types)
+            if (not states or g.state.lower() in states) and (not types or g.group_type in types)
         )
         return _build(resp_cls, throttle_time=_NO_THROTTLE, error_code=error, groups=out)
 

@@ -146,10 +146,3 @@ def metadata_hash(names: Iterable[str], topics: TopicsView) -> int:
         h.update(f"{name}\0{topic_id}\0{count}\n".encode())
     value = int.from_bytes(h.digest(), "big", signed=True)
     return value or 1  # 0 is Kafka's "no hash"
-
-
-def to_names(
-    a: Mapping[uuid.UUID, frozenset[int]], ids: Mapping[uuid.UUID, str]
-) -> list[tuple[uuid.UUID, str, list[int]]]:
-    """An assignment as (topic id, name, sorted partitions), topics unknown to `ids` left out."""
-    return [(t, ids[t], sorted(ps)) for t, ps in sorted(a.items()) if t in ids and ps]

@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 from broker.coordinator.group import consumer_records as crec
 from broker.coordinator.group.assignors import ASSIGNORS
 from broker.coordinator.group.config import GroupConfig
+from broker.coordinator.group.consumer_describe import DescribedConsumerGroup, describe
 from broker.coordinator.group.consumer_group import (
     ConsumerGroup,
     ConsumerMember,
@@ -25,6 +26,7 @@ from broker.coordinator.group.consumer_group import (
     compile_regex,
     metadata_hash,
 )
+from broker.coordinator.group.consumer_replay import replay_record
 from broker.coordinator.group.reconcile import (
     Assignment,
     MemberAssignment,
@@ -138,17 +140,12 @@ class ConsumerGroups:
                     ErrorCode.invalid_request,
                     "SubscribedTopicNames or SubscribedTopicRegex must be set on join.",
                 )
-        if p.topic_names is not None and p.topic_regex is not None:
-            return bad(
-                ErrorCode.invalid_request,
-                "SubscribedTopicNames and SubscribedTopicRegex cannot both be set.",
-            )
         if (
             p.server_assignor is not None
             and p.server_assignor not in self.config.consumer_assignors
         ):
             return bad(ErrorCode.unsupported_assignor, f"{p.server_assignor} is not supported.")
-        if p.topic_regex is not None:
+        if p.topic_regex:  # librdkafka sends "" with topic names: no regex
             try:
                 compile_regex(p.topic_regex)
             except InvalidRegex as exc:
@@ -214,10 +211,8 @@ class ConsumerGroups:
         is_new = p.member_epoch == 0
         if p.topic_names is not None:
             m.topic_names = tuple(p.topic_names)
-            m.topic_regex = None if is_new else m.topic_regex
         if p.topic_regex is not None:
-            m.topic_regex = p.topic_regex
-            m.topic_names = () if is_new else m.topic_names
+            m.topic_regex = p.topic_regex or None  # "" clears the regex
         if p.instance_id is not None:
             m.instance_id = p.instance_id
         if p.rack_id is not None:
@@ -289,6 +284,17 @@ class ConsumerGroups:
                 crec.group_metadata_value(group.epoch, h),
             )
         ]
+
+    def describe(self, group_id: str, is_classic: bool) -> DescribedConsumerGroup:
+        group = self.groups.get(group_id)
+        if group is None:
+            message = (
+                f"Group {group_id} is not a consumer group."
+                if is_classic
+                else f"Group {group_id} not found."
+            )
+            return DescribedConsumerGroup(group_id, ErrorCode.group_id_not_found, message)
+        return describe(group, self.topics(), self._assignor_name(group))
 
     def _assignor_name(self, group: ConsumerGroup) -> str:
         votes = Counter(m.server_assignor for m in group.members.values() if m.server_assignor)
@@ -450,64 +456,7 @@ class ConsumerGroups:
     # -- loading ---------------------------------------------------------------------------------
 
     def replay(self, key: crec.GroupKey | crec.MemberRecordKey, value: bytes | None) -> None:
-        t = key.record_type
-        if t == crec.PARTITION_METADATA:
-            return
-        gid = key.group
-        group = self.groups.get(gid)
-        if isinstance(key, crec.GroupKey):
-            if t == crec.GROUP_METADATA:
-                if value is None:
-                    self.groups.pop(gid, None)
-                    return
-                group = group or self.groups.setdefault(
-                    gid, ConsumerGroup(gid, state_timestamp=self.ctx.now_ms())
-                )
-                group.epoch, group.metadata_hash = crec.decode_group_metadata(value)
-            elif value is not None and group is not None:
-                group.assignment_epoch = crec.decode_target_metadata(value)
-            return
-        if group is None:
-            if value is None:
-                return
-            group = self.groups.setdefault(gid, ConsumerGroup(gid))
-        self._replay_member(group, key, value)
-
-    @staticmethod
-    def _replay_member(
-        group: ConsumerGroup, key: crec.MemberRecordKey, value: bytes | None
-    ) -> None:
-        mid, t = key.member_id, key.record_type
-        if value is None:
-            if t == crec.MEMBER_METADATA:
-                group.remove(mid)
-            elif t == crec.TARGET_MEMBER:
-                group.targets.pop(mid, None)
-            elif mid in group.members:
-                group.set_current(mid, MemberAssignment(0, 0, MemberState.STABLE))
-            return
-        member = group.members.setdefault(mid, ConsumerMember(mid))
-        if t == crec.MEMBER_METADATA:
-            v = crec.decode_member_metadata(value)
-            member.instance_id, member.rack_id = v.instance_id, v.rack_id
-            member.client_id, member.client_host = v.client_id, v.client_host
-            member.topic_names, member.topic_regex = v.topic_names, v.topic_regex
-            member.rebalance_timeout_ms = v.rebalance_timeout_ms
-            member.server_assignor = v.server_assignor
-        elif t == crec.TARGET_MEMBER:
-            group.targets[mid] = crec.decode_target_member(value)
-        else:
-            c = crec.decode_current_member(value)
-            try:
-                state = MemberState(c.state)
-            except ValueError:
-                state = MemberState.UNKNOWN
-            group.set_current(
-                mid,
-                MemberAssignment(
-                    c.member_epoch, c.previous_member_epoch, state, c.assigned, c.pending_revocation
-                ),
-            )
+        replay_record(self.groups, key, value, self.ctx.now_ms())
 
     def on_loaded(self) -> None:
         # Reloaded members must heartbeat within a session; a revocation gets a fresh timeout.

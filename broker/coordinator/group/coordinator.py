@@ -8,6 +8,9 @@ from kio.schema.errors import ErrorCode
 
 from broker.coordinator.group.classic import JoinResult, SyncResult
 from broker.coordinator.group.config import GroupConfig
+from broker.coordinator.group.consumer_describe import DescribedConsumerGroup
+from broker.coordinator.group.consumer_group import TopicsView
+from broker.coordinator.group.consumer_shard import HeartbeatParams, HeartbeatResult
 from broker.coordinator.group.shard import (
     CommitParams,
     DescribedGroup,
@@ -33,13 +36,17 @@ T = TypeVar("T")
 
 class GroupCoordinator:
     def __init__(
-        self, config: GroupConfig | None = None, scheduler: Scheduler | None = None
+        self,
+        config: GroupConfig | None = None,
+        scheduler: Scheduler | None = None,
+        topics: Callable[[], TopicsView] = dict,
     ) -> None:
+        """`topics`: the cluster's topics (name -> id, partition count), for consumer groups."""
         self.config = config or GroupConfig()
         cfg = self.config
 
         def factory(ctx: ShardContext[GroupShard]) -> GroupShard:
-            return GroupShard(ctx, cfg)
+            return GroupShard(ctx, cfg, topics)
 
         self.runtime: CoordinatorRuntime[GroupShard] = CoordinatorRuntime(
             cfg.num_partitions, factory, scheduler or LoopScheduler()
@@ -122,6 +129,24 @@ class GroupCoordinator:
             lambda: self.runtime.write(partition, lambda s: s.leave(group_id, members)),
             lambda code: (code, []),
         )
+
+    # -- KIP-848 consumer groups ----------------------------------------------------------------
+
+    async def consumer_group_heartbeat(self, p: HeartbeatParams) -> HeartbeatResult:
+        partition = self.partition_for(p.group_id)
+        return await self._call(
+            lambda: self.runtime.write(partition, lambda s: s.consumer.heartbeat(p)),
+            lambda code: HeartbeatResult(code),
+        )
+
+    async def consumer_group_describe(self, group_id: str) -> DescribedConsumerGroup:
+        partition = self.partition_for(group_id)
+        try:
+            return await self.runtime.read(
+                partition, lambda s: s.consumer.describe(group_id, group_id in s.groups)
+            )
+        except CoordinatorError as exc:
+            return DescribedConsumerGroup(group_id, exc.code)
 
     # -- offsets ----------------------------------------------------------------------------------
 
