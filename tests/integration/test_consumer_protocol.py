@@ -55,7 +55,7 @@ def _poll(cs: list[Consumer], seen: Seen) -> bool:
         msgs: list[Message] = c.consume(num_messages=50, timeout=0.05)
         for m in msgs:
             assert not m.error(), m.error()
-            seen[(m.partition(), m.offset())] += 1
+            seen[(m.partition() or 0, m.offset() or 0)] += 1
         if msgs:
             c.commit(asynchronous=False)
     return True
