@@ -304,6 +304,7 @@ class GroupApi:
         topic_cls: type,
         part_cls: type,
         require_stable: bool = False,
+        member: tuple[str | None, int] | None = None,
     ) -> tuple[ErrorCode, tuple[Any, ...]]:
         if self._group_denied(ctx, AclOperation.DESCRIBE, group_id):
             return _GROUP_DENIED, ()
@@ -317,7 +318,9 @@ class GroupApi:
             if topics is None
             else [(t.name, list(t.partition_indexes)) for t in topics if t.name not in denied]
         )
-        error, found = await self.coordinator.fetch_offsets(group_id, wanted, require_stable)
+        error, found = await self.coordinator.fetch_offsets(
+            group_id, wanted, require_stable, member
+        )
         if error != ErrorCode.none:
             return error, ()
         if topics is None and self.authorizer is not None:
@@ -376,8 +379,10 @@ class GroupApi:
             part_cls = _item_type(topic_cls, "partitions")
             groups = []
             for g in req.groups:
+                # v9: a consumer-protocol member names itself and its epoch
+                member = (g.member_id, g.member_epoch) if hasattr(g, "member_epoch") else None
                 error, topics = await self._fetch_group(
-                    ctx, g.group_id, g.topics, topic_cls, part_cls, stable
+                    ctx, g.group_id, g.topics, topic_cls, part_cls, stable, member
                 )
                 groups.append(
                     _build(group_cls, group_id=g.group_id, topics=topics, error_code=error)

@@ -11,7 +11,14 @@ from broker.coordinator.group.consumer_shard import HeartbeatParams, HeartbeatRe
 from broker.coordinator.group.shard import CommitItem, CommitParams
 from broker.coordinator.runtime import InMemoryRecordLog
 from broker.coordinator.timer import ManualScheduler
-from tests.broker.group_support import PARTITIONS, Env, async_test, config
+from tests.broker.group_support import (
+    PARTITIONS,
+    Env,
+    async_test,
+    config,
+    join_params,
+    start_join,
+)
 
 E = ErrorCode
 T1 = uuid.UUID(int=11)
@@ -164,3 +171,19 @@ async def test_empty_classic_group_converts_live_one_does_not() -> None:
     await c.consumer_group_heartbeat(_hb("a", -1))
     assert await c.delete_groups(["g"]) == {"g": E.none}
     assert (await c.consumer_group_describe("g")).error == E.group_id_not_found
+
+
+@async_test
+async def test_classic_join_takes_over_only_an_empty_consumer_group() -> None:
+    env = await _env({"t1": (T1, 1)})
+    c = env.coord
+    await c.consumer_group_heartbeat(_hb("a", 0))
+    joined = await c.join_group(join_params("g"))
+    assert joined.error == E.inconsistent_group_protocol
+    await c.consumer_group_heartbeat(_hb("a", -1))
+    task = start_join(env, join_params("g"))
+    await env.advance(3000)
+    assert (await task).error == E.none
+    assert (await c.list_groups())[1][0].group_type == "classic"
+    assert (await c.consumer_group_describe("g")).error == E.group_id_not_found
+    assert (await c.consumer_group_heartbeat(_hb("b", 0))).error == E.group_id_not_found

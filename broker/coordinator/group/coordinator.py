@@ -162,15 +162,22 @@ class GroupCoordinator:
         group_id: str,
         topics: list[tuple[str, list[int]]] | None,
         require_stable: bool = False,
+        member: tuple[str | None, int] | None = None,
     ) -> tuple[ErrorCode, list[tuple[str, list[FetchedOffset]]]]:
+        """`member`: (member id, epoch) of a consumer-protocol member (OffsetFetch v9+), whose
+        epoch must be current (STALE_MEMBER_EPOCH)."""
         partition = self.partition_for(group_id)
+
+        def op(s: GroupShard) -> tuple[ErrorCode, list[tuple[str, list[FetchedOffset]]]]:
+            error = s.consumer.validate_fetch(group_id, *member) if member else None
+            if error is not None:
+                return error, []
+            return ErrorCode.none, s.fetch_offsets(group_id, topics, require_stable)
+
         try:
-            found = await self.runtime.read(
-                partition, lambda s: s.fetch_offsets(group_id, topics, require_stable)
-            )
+            return await self.runtime.read(partition, op)
         except CoordinatorError as exc:
             return exc.code, []
-        return ErrorCode.none, found
 
     async def txn_commit_offsets(self, p: TxnCommitParams) -> list[ErrorCode]:
         """TxnOffsetCommit: offsets pending until the producer's transaction ends."""

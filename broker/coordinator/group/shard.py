@@ -512,6 +512,17 @@ class GroupShard:
             return self._join_done(ErrorCode.invalid_session_timeout, p.member_id)
         if not p.protocol_type or not p.protocols:
             return self._join_done(ErrorCode.inconsistent_group_protocol, p.member_id)
+        if p.group_id in self.consumer.groups:
+            # a KIP-848 group: a classic member only takes over an empty one (Kafka converts
+            # it); classic members inside a consumer group are not supported here
+            if self.consumer.groups[p.group_id].members:
+                return self._join_done(ErrorCode.inconsistent_group_protocol, p.member_id)
+            converted = self.consumer.delete_records(p.group_id)
+            del self.consumer.groups[p.group_id]
+            self.groups[p.group_id] = ClassicGroup(p.group_id, self._now())  # keeps its offsets
+            result = self.join(p)
+            result.records[:0] = converted
+            return result
         group = self.groups.get(p.group_id)
         created = group is None
         if group is None:
