@@ -72,6 +72,12 @@ async def test_two_members_share_partitions_only_after_revocation() -> None:
     assert _parts(b3) == {0, 1, 2, 3} - kept
     d = await c.consumer_group_describe("g")
     assert (d.state, d.epoch, d.assignment_epoch, d.assignor) == ("Stable", 2, 2, "uniform")
+    classic = await c.describe_group("g")  # DescribeGroups: classic consumer protocol bytes
+    assert (classic.state, classic.protocol_type) == ("Stable", "consumer")
+    assert sorted(m.assignment[-4:] for m in classic.members) == [b"\xff" * 4] * 2  # no user data
+    assert all(
+        m.metadata.startswith(b"\x00\x03\x00\x00\x00\x01\x00\x02t1") for m in classic.members
+    )
     listed = (await c.list_groups())[1]
     assert [(g.group_id, g.group_type, g.state) for g in listed] == [("g", "consumer", "Stable")]
 

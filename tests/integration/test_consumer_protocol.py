@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupType, Message
+from kafka import KafkaAdminClient  # type: ignore[import-untyped]
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 
@@ -206,6 +207,21 @@ def test_stale_member_epoch_is_fenced(tmp_path: Path) -> None:
         )
         r = _call(node, 8, 9, commit)
         assert r.topics[0].partitions[0].error_code == ErrorCode.stale_member_epoch
+        # DescribeGroups (kafka-python decodes the members' classic protocol bytes)
+        kp = KafkaAdminClient(bootstrap_servers=node.bootstrap, request_timeout_ms=10000)
+        try:
+            desc = kp.describe_groups([GROUP])[GROUP]
+        finally:
+            kp.close()
+        assert (desc["error"], desc["group_state"], desc["protocol_type"]) == (
+            None,
+            "Stable",
+            "consumer",
+        )
+        (m,) = desc["members"]
+        assert m["member_metadata"]["topics"] == [TOPIC], m
+        (assigned,) = m["member_assignment"]["assigned_partitions"]
+        assert sorted(assigned["partitions"]) == list(range(PARTS)), m
         # the consumer itself is untouched and keeps consuming
         _drain([c], seen, 30)
     finally:

@@ -4,9 +4,14 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from kio.schema.consumer_protocol_assignment.v3 import data as cpa
+from kio.schema.consumer_protocol_subscription.v3 import data as cps
 from kio.schema.errors import ErrorCode
+from kio.schema.types import TopicName
+from kio.static.primitive import i32
 
-from broker.coordinator.group.consumer_group import ConsumerGroup, TopicsView
+from broker.coordinator.group.consumer_group import ConsumerGroup, ConsumerMember, TopicsView
+from broker.coordinator.record_framing import encode_prefixed
 
 # (topic id, topic name, partitions)
 NamedPartitions = list[tuple[uuid.UUID, str, list[int]]]
@@ -72,3 +77,21 @@ def describe(group: ConsumerGroup, topics: TopicsView, assignor: str) -> Describ
         assignor,
         members,
     )
+
+
+def classic_bytes(m: ConsumerMember, topics: TopicsView) -> tuple[bytes, bytes]:
+    """A member as DescribeGroups shows it, as Kafka does: its subscription and current
+    assignment in the classic consumer protocol's encoding (version 3)."""
+    names = {topic_id: name for name, (topic_id, _) in topics.items()}
+    subscription = cps.ConsumerProtocolSubscription(
+        topics=tuple(sorted(m.subscribed_names(topics))),
+        owned_partitions=(),
+        rack_id=m.rack_id,
+    )
+    assignment = cpa.ConsumerProtocolAssignment(
+        assigned_partitions=tuple(
+            cpa.TopicPartition(topic=TopicName(name), partitions=tuple(i32(p) for p in ps))
+            for _, name, ps in _named(m.current.assigned, names)
+        )
+    )
+    return encode_prefixed(3, subscription), encode_prefixed(3, assignment)

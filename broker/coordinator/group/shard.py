@@ -23,6 +23,7 @@ from broker.coordinator.group.classic import (
     SyncResult,
 )
 from broker.coordinator.group.config import GroupConfig
+from broker.coordinator.group.consumer_describe import classic_bytes
 from broker.coordinator.group.consumer_group import TopicsView
 from broker.coordinator.group.consumer_shard import ConsumerGroups
 from broker.coordinator.group.txn_offsets import PendingTxnOffsets
@@ -1115,8 +1116,15 @@ class GroupShard:
     def describe(self, group_id: str) -> DescribedGroup:
         cg = self.consumer.groups.get(group_id)
         if cg is not None:
+            topics = self.consumer.topics()
             members = [
-                DescribedMember(m.member_id, m.instance_id, m.client_id, m.client_host, b"", b"")
+                DescribedMember(
+                    m.member_id,
+                    m.instance_id,
+                    m.client_id,
+                    m.client_host,
+                    *classic_bytes(m, topics),
+                )
                 for m in cg.members.values()
             ]
             return DescribedGroup(
