@@ -384,6 +384,7 @@ class Node:
                 consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
                 consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
                 consumer_assignors=config.group_consumer_assignors,
+                consumer_max_size=config.group_consumer_max_size,
             ),
             LoopScheduler(),
             self._topics_view,

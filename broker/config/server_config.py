@@ -104,7 +104,7 @@ IMPLEMENTED_KEYS: frozenset[str] = frozenset(
         "group.initial.rebalance.delay.ms", "group.min.session.timeout.ms",
         "group.max.session.timeout.ms", "group.max.size",
         "group.consumer.session.timeout.ms", "group.consumer.heartbeat.interval.ms",
-        "group.consumer.assignors",
+        "group.consumer.assignors", "group.consumer.max.size",
         "transaction.state.log.num.partitions", "transaction.state.log.replication.factor",
         "transaction.state.log.min.isr", "transaction.state.log.segment.bytes",
         "transaction.max.timeout.ms", "transactional.id.expiration.ms",
@@ -260,6 +260,7 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     group_consumer_session_timeout_ms: int
     group_consumer_heartbeat_interval_ms: int
     group_consumer_assignors: tuple[str, ...]
+    group_consumer_max_size: int
     transaction_state_log_num_partitions: int
     transaction_state_log_replication_factor: int
     transaction_state_log_min_isr: int

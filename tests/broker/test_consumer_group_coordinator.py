@@ -95,6 +95,10 @@ async def test_epoch_errors_and_leave() -> None:
     assert bad.error == E.unsupported_assignor
     rx = await c.consumer_group_heartbeat(_hb("b", 0, topic_names=None, topic_regex="(a)\\1"))
     assert rx.error == E.invalid_regular_expression
+    env2 = await _env({"t1": (T1, 2)}, consumer_max_size=1)
+    assert (await env2.coord.consumer_group_heartbeat(_hb("a", 0))).error == E.none
+    full = await env2.coord.consumer_group_heartbeat(_hb("b", 0))
+    assert full.error == E.group_max_size_reached
     left = await c.consumer_group_heartbeat(_hb("a", -1))
     assert (left.error, left.member_epoch) == (E.none, -1)
     assert (await c.consumer_group_describe("g")).state == "Empty"

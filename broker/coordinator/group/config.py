@@ -15,6 +15,7 @@ class GroupConfig:
     offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
     consumer_session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
     consumer_heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
+    consumer_max_size: int = 2**31 - 1  # group.consumer.max.size
     # group.consumer.assignors: the first is the default when no member asks for one
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
     # Extra real-time slack past a rebalance timeout before an awaiting call gives up;

@@ -169,6 +169,14 @@ class ConsumerGroups:
             self.groups[p.group_id] = group
         member_id = p.member_id or str(uuid.uuid4())
         member = group.members.get(member_id)
+        if member is None and len(group.members) >= self.config.consumer_max_size:
+            return WriteResult(
+                HeartbeatResult(
+                    ErrorCode.group_max_size_reached,
+                    f"The consumer group has reached its maximum of "
+                    f"{self.config.consumer_max_size} members.",
+                )
+            )
         bump = False
         if p.member_epoch == 0:
             if member is not None:  # rejoining (after a fence): start over
@@ -258,11 +266,8 @@ class ConsumerGroups:
             else:
                 self.ctx.cancel(_revoke_key(gid, mid))
         self._schedule_session(gid, mid)
-        send = (
-            p.member_epoch == 0
-            or after != before
-            or (p.owned is not None and p.owned != after.assigned)
-        )
+        # as Kafka: on joining, when the member reported what it owns, or when it changed
+        send = p.member_epoch == 0 or p.owned is not None or after.assigned != before.assigned
         return HeartbeatResult(
             ErrorCode.none,
             member_id=mid,
