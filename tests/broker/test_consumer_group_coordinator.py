@@ -197,3 +197,34 @@ async def test_classic_join_takes_over_only_an_empty_consumer_group() -> None:
     assert (await c.list_groups())[1][0].group_type == "classic"
     assert (await c.consumer_group_describe("g")).error == E.group_id_not_found
     assert (await c.consumer_group_heartbeat(_hb("b", 0))).error == E.group_id_not_found
+
+
+@async_test
+async def test_static_member_comes_back_with_its_partitions() -> None:
+    env = await _env({"t1": (T1, 4)})
+    c = env.coord
+    a = await c.consumer_group_heartbeat(_hb("a", 0, instance_id="i-a"))
+    b = await c.consumer_group_heartbeat(_hb("b", 0))
+    a = await c.consumer_group_heartbeat(_hb("a", a.member_epoch, {T1: frozenset(range(4))}))
+    a = await c.consumer_group_heartbeat(_hb("a", a.member_epoch, a.assignment))
+    b = await c.consumer_group_heartbeat(_hb("b", b.member_epoch, {}))
+    held = _parts(a)
+    assert len(held) == 2 and _parts(b) == {0, 1, 2, 3} - held
+    epoch = (await c.consumer_group_describe("g")).epoch
+    # the same instance under a new member id while the old one is still in: refused
+    clash = await c.consumer_group_heartbeat(_hb("a2", 0, instance_id="i-a"))
+    assert clash.error == E.unreleased_instance_id
+    gone = await c.consumer_group_heartbeat(_hb("a", -2, instance_id="i-a"))
+    assert (gone.error, gone.member_epoch) == (E.none, -2)
+    back = await c.consumer_group_heartbeat(_hb("a2", 0, instance_id="i-a"))
+    assert back.error == E.none and _parts(back) == held  # same partitions, no rebalance
+    d = await c.consumer_group_describe("g")
+    assert d.epoch == epoch and sorted(m.member_id for m in d.members) == ["a2", "b"]
+    b2 = await c.consumer_group_heartbeat(_hb("b", b.member_epoch, b.assignment))
+    assert b2.error == E.none and b2.member_epoch == b.member_epoch
+    # a static member that does not come back within its session is removed
+    assert (await c.consumer_group_heartbeat(_hb("a2", -2, instance_id="i-a"))).error == E.none
+    for _ in range(3):
+        await env.advance(4000)
+        b2 = await c.consumer_group_heartbeat(_hb("b", b2.member_epoch, {}))
+    assert [m.member_id for m in (await c.consumer_group_describe("g")).members] == ["b"]

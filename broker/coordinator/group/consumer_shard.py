@@ -26,6 +26,7 @@ from broker.coordinator.group.consumer_group import (
     compile_regex,
     metadata_hash,
 )
+from broker.coordinator.group.consumer_offsets import ConsumerOffsetChecks
 from broker.coordinator.group.consumer_replay import replay_record
 from broker.coordinator.group.reconcile import (
     Assignment,
@@ -34,7 +35,6 @@ from broker.coordinator.group.reconcile import (
     is_subset,
     reconcile,
 )
-from broker.coordinator.group.records import offset_key as rec_offset_key
 from broker.coordinator.runtime import Record, ShardContext, WriteResult
 
 if TYPE_CHECKING:
@@ -99,7 +99,7 @@ def _current_record(group_id: str, member_id: str, c: MemberAssignment) -> Recor
     return crec.current_member_key(group_id, member_id), crec.current_member_value(value)
 
 
-class ConsumerGroups:
+class ConsumerGroups(ConsumerOffsetChecks):
     def __init__(
         self,
         ctx: "ShardContext[GroupShard]",
@@ -177,24 +177,66 @@ class ConsumerGroups:
                     f"{self.config.consumer_max_size} members.",
                 )
             )
-        bump = False
         if p.member_epoch == 0:
-            if member is not None:  # rejoining (after a fence): start over
-                records += self._remove_records(group, member_id)
-                bump = True
-            member = ConsumerMember(member_id)
-            group.members[member_id] = member
-            bump = True
+            joined = self._join(group, member_id, p, records)
+            if isinstance(joined, HeartbeatResult):
+                return WriteResult(joined)
+            member, bump = joined
         else:
             if member is None:
                 return WriteResult(
                     HeartbeatResult(ErrorCode.unknown_member_id, f"Member {member_id} unknown.")
                 )
+            if p.instance_id is not None and member.instance_id != p.instance_id:
+                msg = f"Instance {p.instance_id} is not member {member_id}."
+                return WriteResult(HeartbeatResult(ErrorCode.fenced_instance_id, msg))
             error = self._check_epoch(member, p)
             if error is not None:
                 return WriteResult(error)
+            bump = False
         bump |= self._update_member(group, member, p, records)
         return WriteResult(self._finish(group, member, p, records, bump), records)
+
+    def _join(
+        self, group: ConsumerGroup, member_id: str, p: HeartbeatParams, records: list[Record]
+    ) -> tuple[ConsumerMember, bool] | HeartbeatResult:
+        """The joining member, and whether the group epoch must move."""
+        static = None
+        if p.instance_id is not None:
+            static = next(
+                (m for m in group.members.values() if m.instance_id == p.instance_id), None
+            )
+        if static is not None and static.member_id != member_id:
+            # a static member comes back under a new member id: it takes the place (and the
+            # partitions) of its previous incarnation, once that one has left temporarily
+            if static.current.epoch != STATIC_LEAVE_EPOCH:
+                msg = f"Instance {p.instance_id} is still in use by {static.member_id}."
+                return HeartbeatResult(ErrorCode.unreleased_instance_id, msg)
+            return self._replace_static(group, static, member_id, records), False
+        if member_id in group.members:  # rejoining (after a fence): start over
+            records += self._remove_records(group, member_id)
+        member = ConsumerMember(member_id)
+        group.members[member_id] = member
+        return member, True
+
+    def _replace_static(
+        self, group: ConsumerGroup, old: ConsumerMember, member_id: str, records: list[Record]
+    ) -> ConsumerMember:
+        gid = group.group_id
+        target = group.targets.get(old.member_id)
+        assigned = old.current.assigned
+        records += self._remove_records(group, old.member_id)
+        member = replace(
+            old, member_id=member_id, current=MemberAssignment(0, 0, MemberState.STABLE)
+        )
+        group.members[member_id] = member
+        if target is not None:
+            group.targets[member_id] = target
+            records.append(
+                (crec.target_member_key(gid, member_id), crec.target_member_value(target))
+            )
+        group.set_current(member_id, MemberAssignment(0, 0, MemberState.STABLE, assigned))
+        return member
 
     @staticmethod
     def _check_epoch(member: ConsumerMember, p: HeartbeatParams) -> HeartbeatResult | None:
@@ -352,6 +394,16 @@ class ConsumerGroups:
         if p.member_id not in group.members:
             msg = f"Member {p.member_id} unknown."
             return WriteResult(HeartbeatResult(ErrorCode.unknown_member_id, msg))
+        member = group.members[p.member_id]
+        if p.member_epoch == STATIC_LEAVE_EPOCH and member.instance_id is not None:
+            # a static member leaving for a while keeps its partitions until its session ends
+            gone = replace(member.current, epoch=STATIC_LEAVE_EPOCH)
+            group.set_current(p.member_id, gone)
+            self.ctx.cancel(_revoke_key(group.group_id, p.member_id))
+            return WriteResult(
+                HeartbeatResult(ErrorCode.none, member_id=p.member_id, member_epoch=p.member_epoch),
+                [_current_record(group.group_id, p.member_id, gone)],
+            )
         records = self._fence(group, p.member_id)
         return WriteResult(
             HeartbeatResult(ErrorCode.none, member_id=p.member_id, member_epoch=p.member_epoch),
@@ -385,78 +437,6 @@ class ConsumerGroups:
         ):
             return WriteResult(None)
         return WriteResult(None, self._fence(group, member_id))
-
-    # -- offsets -----------------------------------------------------------------------------------
-
-    def validate_commit(
-        self, group_id: str, member_id: str, member_epoch: int, api_version: int
-    ) -> ErrorCode | None:
-        """Kafka's checks of an OffsetCommit against a consumer group."""
-        group = self.groups[group_id]
-        if member_epoch < 0 and not member_id:
-            # an admin or a consumer without group management: only while nobody is in
-            return None if not group.members else ErrorCode.unknown_member_id
-        member = group.members.get(member_id)
-        if member is None:
-            return ErrorCode.unknown_member_id
-        if api_version < 9:
-            return ErrorCode.unsupported_version
-        if member_epoch != member.current.epoch:
-            return ErrorCode.stale_member_epoch
-        return None
-
-    def validate_txn_commit(
-        self, group_id: str, member_id: str, member_epoch: int
-    ) -> ErrorCode | None:
-        """A transactional commit checks the member and its epoch (ILLEGAL_GENERATION)."""
-        group = self.groups[group_id]
-        if member_epoch < 0 and not member_id:
-            return None
-        member = group.members.get(member_id)
-        if member is None:
-            return ErrorCode.unknown_member_id
-        if member_epoch != member.current.epoch:
-            return ErrorCode.illegal_generation
-        return None
-
-    def delete_offsets(
-        self,
-        group_id: str,
-        partitions: list[tuple[str, int]],
-        drop: Callable[[str, list[tuple[str, int]]], None],
-    ) -> WriteResult[tuple[ErrorCode, list[ErrorCode]]]:
-        """OffsetDelete: not for topics the group is subscribed to while it has members."""
-        group = self.groups[group_id]
-        subscribed = group.subscribed_names(self.topics()) if group.members else set()
-        errors = [
-            ErrorCode.group_subscribed_to_topic if t in subscribed else ErrorCode.none
-            for t, _ in partitions
-        ]
-        doomed = [tp for tp, e in zip(partitions, errors, strict=True) if e == ErrorCode.none]
-        records: list[Record] = [(rec_offset_key(group_id, t, p), None) for t, p in doomed]
-        return WriteResult(
-            (ErrorCode.none, errors), records, on_commit=lambda: drop(group_id, doomed)
-        )
-
-    def validate_fetch(
-        self, group_id: str, member_id: str | None, member_epoch: int
-    ) -> ErrorCode | None:
-        group = self.groups.get(group_id)
-        if group is None or member_id is None or member_epoch < 0:
-            return None
-        member = group.members.get(member_id)
-        if member is None:
-            return ErrorCode.unknown_member_id
-        if member_epoch != member.current.epoch:
-            return ErrorCode.stale_member_epoch
-        return None
-
-    def delete_records(self, group_id: str) -> list[Record]:
-        """Tombstones of an empty group (DeleteGroups, offset expiry)."""
-        return [
-            (crec.target_metadata_key(group_id), None),
-            (crec.group_metadata_key(group_id), None),
-        ]
 
     # -- loading ---------------------------------------------------------------------------------
 
