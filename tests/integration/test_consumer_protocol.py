@@ -1,6 +1,7 @@
 """KIP-848 consumer groups (`group.protocol=consumer`) with stock confluent-kafka consumers:
 members joining and leaving share the partitions with each record consumed once, the group and
-its offsets survive a node restart, and a stale member epoch is fenced."""
+its offsets survive a node restart and, on three nodes, the death of its coordinator's node; a
+stale member epoch is fenced."""
 
 import io
 import socket
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupType, Message
+from confluent_kafka.admin import NewTopic
 from kafka import KafkaAdminClient  # type: ignore[import-untyped]
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
@@ -19,6 +21,7 @@ from protocol.registry import REGISTRY
 from tests.waits import wait_for
 
 from .clients import admin, ck_produce, create_topic, make_records
+from .cluster import Cluster
 from .node import Node
 
 TOPIC, PARTS, GROUP = "kip848", 6, "g848"
@@ -33,9 +36,13 @@ def _node(workdir: Path) -> Node:
 
 
 def _consumer(node: Node, **conf: Any) -> Consumer:
+    return _consumer_on(node.bootstrap, **conf)
+
+
+def _consumer_on(bootstrap: str, **conf: Any) -> Consumer:
     c = Consumer(
         {
-            "bootstrap.servers": node.bootstrap,
+            "bootstrap.servers": bootstrap,
             "group.id": GROUP,
             "group.protocol": "consumer",
             "enable.auto.commit": False,
@@ -228,3 +235,42 @@ def test_stale_member_epoch_is_fenced(tmp_path: Path) -> None:
         if c is not None:
             c.close()
         node.kill()
+
+
+# -- three nodes: the coordinator's node dies, the group carries on elsewhere ---------------------
+
+
+def test_coordinator_node_killed_group_moves(tmp_path: Path) -> None:
+    c = Cluster(
+        tmp_path / "c",
+        group__consumer__heartbeat__interval__ms="300",
+        group__consumer__session__timeout__ms="15000",
+        offsets__topic__num__partitions="3",
+    ).start()
+    cs: list[Consumer] = []
+    try:
+        a = admin(c.bootstrap)
+        fs = a.create_topics([NewTopic(TOPIC, PARTS, 3)], operation_timeout=10)
+        fs[TOPIC].result(15)
+        assert ck_produce(c.bootstrap, TOPIC, make_records("a", 60, PARTS, headers=False)) == []
+        seen: Seen = Counter()
+        cs = [_consumer_on(c.bootstrap), _consumer_on(c.bootstrap)]
+        _share(cs, seen, timeout=45)
+        _drain(cs, seen, 60)
+        d = a.describe_consumer_groups([GROUP], request_timeout=10)[GROUP].result(15)
+        members = {m.member_id for m in d.members}
+        victim = c.node(d.coordinator.id)
+        victim.kill()
+        survivors = ",".join(n.bootstrap for n in c.nodes if n is not victim)
+        assert ck_produce(survivors, TOPIC, make_records("b", 60, PARTS, headers=False)) == []
+        _share(cs, seen, timeout=60)
+        _drain(cs, seen, 120, timeout=60)
+        assert max(seen.values()) == 1, "a record read twice"
+        after = admin(survivors)  # kept alive until its future resolves
+        d = after.describe_consumer_groups([GROUP], request_timeout=10)[GROUP].result(15)
+        assert d.coordinator.id != victim.node_id
+        assert {m.member_id for m in d.members} == members  # same members, loaded elsewhere
+    finally:
+        for consumer in cs:
+            consumer.close()
+        c.stop()
