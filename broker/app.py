@@ -349,7 +349,9 @@ class Node:
             self.controller,
             self.cluster_control,
             lambda: self.quorum.is_leader,
-            {n: lvl for n, (_lo, _hi, lvl) in FEATURES.items() if n == "metadata.version"},
+            # written to the metadata log as Kafka 4.1's format does: the non-zero levels
+            # (group.version 1 turns the KIP-848 consumer group protocol on)
+            {n: lvl for n, (_lo, _hi, lvl) in FEATURES.items() if n in _LOGGED_FEATURES},
             self._spawn,
             _monotonic_ms,
             SESSION_CHECK_INTERVAL_S,
@@ -983,6 +985,9 @@ class Node:
                 CONTROLLED_SHUTDOWN_TIMEOUT_S,
             )
         await lifecycle.close()
+
+
+_LOGGED_FEATURES = ("metadata.version", "group.version")
 
 
 class _TopicsView(Mapping[str, tuple[uuid.UUID, int]]):
