@@ -22,7 +22,7 @@ EMPTY, ASSIGNING, RECONCILING, STABLE = "Empty", "Assigning", "Reconciling", "St
 
 # Constructs Python's `re` accepts but RE2 (Kafka's RE2/J) rejects: backreferences,
 # lookaround, atomic groups, possessive quantifiers, conditionals.
-_NOT_RE2 = re.compile(r"\\[1-9]|\\g<|\(\?P=|\(\?<?[=!]|\(\?>|[*+?}]\+|\(\?\(")
+_NOT_RE2 = re.compile(r"\\[1-9]|\\g<|\(\?P=|\(\?<?[=!]|\(\?>|(?<!\\)[*+?}]\+|\(\?\(")
 
 
 class InvalidRegex(ValueError):
