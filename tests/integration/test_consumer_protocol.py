@@ -1,16 +1,24 @@
 """KIP-848 consumer groups (`group.protocol=consumer`) with stock confluent-kafka consumers:
 members joining and leaving share the partitions with each record consumed once, the group and
 its offsets survive a node restart and, on three nodes, the death of its coordinator's node; a
-stale member epoch is fenced."""
+stale member epoch is fenced; a member's offsets go through transactions (TxnOffsetCommit)."""
 
 import io
 import socket
 import struct
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupType, Message
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupState,
+    ConsumerGroupType,
+    Message,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import NewTopic
 from kafka import KafkaAdminClient  # type: ignore[import-untyped]
 from kio.schema.errors import ErrorCode
@@ -274,3 +282,52 @@ def test_coordinator_node_killed_group_moves(tmp_path: Path) -> None:
         for consumer in cs:
             consumer.close()
         c.stop()
+
+
+# -- read-process-write: TxnOffsetCommit from a consumer-protocol member ---------------------------
+
+
+def test_send_offsets_to_transaction(tmp_path: Path) -> None:
+    node = Node(
+        tmp_path / "n1",
+        group__consumer__heartbeat__interval__ms="300",
+        transaction__state__log__replication__factor="1",
+        transaction__state__log__num__partitions="4",
+    )
+    node.start()
+    c: Consumer | None = None
+    try:
+        create_topic(node.bootstrap, TOPIC, 2)
+        create_topic(node.bootstrap, "out848", 1)
+        assert ck_produce(node.bootstrap, TOPIC, make_records("a", 20, 2, headers=False)) == []
+        c = _consumer(node, **{"isolation.level": "read_committed"})
+        p = Producer(
+            {
+                "bootstrap.servers": node.bootstrap,
+                "transactional.id": "tx848",
+                "metadata.recovery.strategy": "none",
+            }
+        )
+        p.init_transactions(15)
+        got = 0
+        deadline = time.monotonic() + 30
+        while got < 20 and time.monotonic() < deadline:
+            msgs = c.consume(10, 0.5)
+            if not msgs:
+                continue
+            p.begin_transaction()
+            for m in msgs:
+                p.produce("out848", m.value())
+            got += len(msgs)
+            # the group metadata carries the member id and epoch the coordinator checks
+            p.send_offsets_to_transaction(
+                c.position(c.assignment()), c.consumer_group_metadata(), 10
+            )
+            p.commit_transaction(10)
+        assert got == 20
+        committed = c.committed([TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)], timeout=10)
+        assert [(tp.partition, tp.offset) for tp in committed] == [(0, 10), (1, 10)]
+    finally:
+        if c is not None:
+            c.close()
+        node.kill()
