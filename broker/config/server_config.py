@@ -67,6 +67,11 @@ class ConfigSource(IntEnum):
 
 
 # Keys the broker acts on.  Everything else in the catalog is accepted with a warning.
+_ASSIGNOR_CLASSES = {
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
+}
+
 IMPLEMENTED_KEYS: frozenset[str] = frozenset(
     {
         "node.id", "process.roles", "listeners", "advertised.listeners",
@@ -580,6 +585,16 @@ def parse_server_config(props: Properties) -> tuple[ServerConfig, list[str]]:
         k, f = keys_factors[-1]
         return int(get(k)) * f
 
+    # KIP-848 server assignors by name or by Kafka's class name; at least one, known ones only
+    assignors: list[str] = []
+    for a in get("group.consumer.assignors") or []:
+        name = _ASSIGNOR_CLASSES.get(a, a)
+        if name not in _ASSIGNOR_CLASSES.values():
+            raise fail("group.consumer.assignors", f"unknown assignor {a!r} (uniform, range)")
+        assignors.append(name)
+    if not assignors:
+        raise fail("group.consumer.assignors", "at least one assignor needed")
+
     fields: dict[str, Any] = {}
     for key in IMPLEMENTED_KEYS:
         name = _field(key)
@@ -587,6 +602,7 @@ def parse_server_config(props: Properties) -> tuple[ServerConfig, list[str]]:
             v = get(key)
             fields[name] = tuple(v) if isinstance(v, list) else v
     fields.update(
+        group_consumer_assignors=tuple(assignors),
         node_id=node_id,
         process_roles=tuple(roles_list),
         listeners=tuple(listeners),

@@ -306,3 +306,14 @@ def test_zero_per_ip_is_allowed_with_overrides() -> None:
 def test_reauth_ms_is_implemented() -> None:
     c, warnings = cfg("connections.max.reauth.ms=3600000\n")
     assert warnings == [] and c.static_values["connections.max.reauth.ms"] == "3600000"
+
+
+def test_consumer_group_assignors_by_name_or_kafka_class() -> None:
+    c, _ = cfg()
+    assert c.group_consumer_assignors == ("uniform", "range")
+    c, _ = cfg(
+        "group.consumer.assignors=org.apache.kafka.coordinator.group.assignor.RangeAssignor\n"
+    )
+    assert c.group_consumer_assignors == ("range",)
+    with pytest.raises(ConfigError, match="unknown assignor 'sticky'"):
+        cfg("group.consumer.assignors=range,sticky\n")
