@@ -1,8 +1,8 @@
 """KIP-848 consumer group RPCs, served by the `GroupCoordinator`.
 
 Versions served (as Kafka 4.1): ConsumerGroupHeartbeat v0-1, ConsumerGroupDescribe v0-1.
-v1 of each only changes who makes up the member id (the client, from v1) and the error for a
-described classic group; the layouts are the same.
+v1 of the heartbeat adds SubscribedTopicRegex and has the client make up the member id (v0: the
+coordinator may); ConsumerGroupDescribe v1 adds the member type.
 
 With an authorizer (as Kafka): the heartbeat needs READ on the group, describe DESCRIBE
 (GROUP_AUTHORIZATION_FAILED).
@@ -92,7 +92,7 @@ class ConsumerGroupApi:
                     rack_id=req.rack_id,
                     rebalance_timeout_ms=_ms(req.rebalance_timeout),
                     topic_names=None if names is None else tuple(names),
-                    topic_regex=req.subscribed_topic_regex,
+                    topic_regex=getattr(req, "subscribed_topic_regex", None),  # v1+
                     server_assignor=req.server_assignor,
                     owned=_owned(req.topic_partitions),
                     client_id=ctx.client_id or "",
