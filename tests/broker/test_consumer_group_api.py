@@ -13,6 +13,8 @@ from broker.api.consumer_group import ConsumerGroupApi
 from broker.coordinator.group import GroupCoordinator
 from broker.coordinator.runtime import InMemoryRecordLog
 from broker.coordinator.timer import ManualScheduler
+from broker.security.acls import Acl, AclOperation, PatternType, PermissionType, ResourceType
+from broker.security.authorizer import Authorizer
 from protocol.registry import REGISTRY
 from tests.broker.group_support import PARTITIONS, async_test, config
 from tests.broker.test_group_api import _check, _ctx
@@ -93,3 +95,25 @@ async def test_heartbeat_errors() -> None:
     assert resp.error_code == E.invalid_regular_expression and resp.error_message
     unknown = _hb(1, "m", 3)
     assert (await api.handle_heartbeat(_ctx(68, 1), unknown)).error_code == (E.group_id_not_found)
+
+
+@async_test
+async def test_acls_read_for_heartbeat_describe_for_describe() -> None:
+    me = "User:ANONYMOUS"
+    acls = {
+        1: Acl(
+            ResourceType.GROUP,
+            "g",
+            PatternType.LITERAL,
+            me,
+            "*",
+            AclOperation.DESCRIBE,
+            PermissionType.ALLOW,
+        ),
+    }
+    api = await _api()
+    api.authorizer = Authorizer(lambda: acls)
+    resp = await api.handle_heartbeat(_ctx(68, 1), _hb(1, "m", 0))
+    assert resp.error_code == E.group_authorization_failed  # DESCRIBE does not imply READ
+    d = await api.handle_describe(_ctx(69, 1), _describe(1, "g", "other"))
+    assert [g.error_code for g in d.groups] == [E.group_id_not_found, E.group_authorization_failed]
