@@ -19,7 +19,7 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import NewTopic
+from confluent_kafka.admin import NewPartitions, NewTopic
 from kafka import KafkaAdminClient  # type: ignore[import-untyped]
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
@@ -237,6 +237,11 @@ def test_stale_member_epoch_is_fenced(tmp_path: Path) -> None:
         assert m["member_metadata"]["topics"] == [TOPIC], m
         (assigned,) = m["member_assignment"]["assigned_partitions"]
         assert sorted(assigned["partitions"]) == list(range(PARTS)), m
+        # ListGroups v5 filters by type
+        a = admin(node.bootstrap)
+        listed = a.list_consumer_groups(types={ConsumerGroupType.CONSUMER}).result(15)
+        assert [(g.group_id, g.type) for g in listed.valid] == [(GROUP, ConsumerGroupType.CONSUMER)]
+        assert a.list_consumer_groups(types={ConsumerGroupType.CLASSIC}).result(15).valid == []
         # the consumer itself is untouched and keeps consuming
         _drain([c], seen, 30)
     finally:
@@ -329,5 +334,32 @@ def test_send_offsets_to_transaction(tmp_path: Path) -> None:
         assert [(tp.partition, tp.offset) for tp in committed] == [(0, 10), (1, 10)]
     finally:
         if c is not None:
+            c.close()
+        node.kill()
+
+
+def test_new_partitions_are_assigned(tmp_path: Path) -> None:
+    node = _node(tmp_path / "n1")
+    node.start()
+    cs: list[Consumer] = []
+    try:
+        create_topic(node.bootstrap, TOPIC, 2)
+        cs = [_consumer(node), _consumer(node)]
+        seen: Seen = Counter()
+
+        def shared(n: int) -> bool:
+            _poll(cs, seen)
+            a = _owned(cs)
+            return all(a) and sorted(p for ps in a for p in ps) == list(range(n))
+
+        wait_for(lambda: shared(2), 30, "two consumers to own a partition each", step=0)
+        a = admin(node.bootstrap)
+        fs = a.create_partitions([NewPartitions(TOPIC, PARTS)], operation_timeout=10)
+        fs[TOPIC].result(15)
+        # the subscribed topic's metadata changed: a new assignment spreads all partitions
+        wait_for(lambda: shared(PARTS), 30, f"the consumers to own all {PARTS}", step=0)
+        assert sorted(map(len, _owned(cs))) == [3, 3]
+    finally:
+        for c in cs:
             c.close()
         node.kill()
