@@ -696,7 +696,12 @@ class Node:
             *TopicPartitionsApi(s).apis(),
             *ConfigResourcesApi(s).apis(),
             *groups.apis(),
-            *ConsumerGroupApi(self.groups, self.authorizer).apis(),
+            # KIP-848 groups unless group.coordinator.rebalance.protocols leaves them out
+            *(
+                ConsumerGroupApi(self.groups, self.authorizer).apis()
+                if "consumer" in self.config.group_coordinator_rebalance_protocols
+                else []
+            ),
             *MirrorStateApi(self.mirror_coordinator, lambda: self.image, self.authorizer).apis(),
             *self.mirror_api.apis(),
             *AclsApi(s, self.acl_controller).apis(),

@@ -110,6 +110,7 @@ IMPLEMENTED_KEYS: frozenset[str] = frozenset(
         "group.max.session.timeout.ms", "group.max.size",
         "group.consumer.session.timeout.ms", "group.consumer.heartbeat.interval.ms",
         "group.consumer.assignors", "group.consumer.max.size",
+        "group.coordinator.rebalance.protocols",
         "transaction.state.log.num.partitions", "transaction.state.log.replication.factor",
         "transaction.state.log.min.isr", "transaction.state.log.segment.bytes",
         "transaction.max.timeout.ms", "transactional.id.expiration.ms",
@@ -266,6 +267,7 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     group_consumer_heartbeat_interval_ms: int
     group_consumer_assignors: tuple[str, ...]
     group_consumer_max_size: int
+    group_coordinator_rebalance_protocols: tuple[str, ...]
     transaction_state_log_num_partitions: int
     transaction_state_log_replication_factor: int
     transaction_state_log_min_isr: int
@@ -594,6 +596,13 @@ def parse_server_config(props: Properties) -> tuple[ServerConfig, list[str]]:
         assignors.append(name)
     if not assignors:
         raise fail("group.consumer.assignors", "at least one assignor needed")
+
+    protocols = tuple(get("group.coordinator.rebalance.protocols") or [])
+    if "classic" not in protocols or not set(protocols) <= {"classic", "consumer", "streams"}:
+        raise fail(
+            "group.coordinator.rebalance.protocols",
+            "must hold classic, and only classic, consumer and streams",
+        )
 
     fields: dict[str, Any] = {}
     for key in IMPLEMENTED_KEYS:

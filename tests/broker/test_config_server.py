@@ -317,3 +317,10 @@ def test_consumer_group_assignors_by_name_or_kafka_class() -> None:
     assert c.group_consumer_assignors == ("range",)
     with pytest.raises(ConfigError, match="unknown assignor 'sticky'"):
         cfg("group.consumer.assignors=range,sticky\n")
+
+
+def test_rebalance_protocols_must_keep_classic() -> None:
+    c, warnings = cfg("group.coordinator.rebalance.protocols=classic\n")
+    assert c.group_coordinator_rebalance_protocols == ("classic",) and warnings == []
+    with pytest.raises(ConfigError, match="must hold classic"):
+        cfg("group.coordinator.rebalance.protocols=consumer\n")
