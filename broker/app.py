@@ -369,7 +369,7 @@ class Node:
 
     def _topics_view(self) -> "_TopicsView":
         """Topics as consumer groups see them: name -> (id, partition count)."""
-        return _TopicsView(self.image.topics)
+        return _TopicsView(self.image.topics, self.image.offset)
 
     def _build_coordinators(self) -> None:
         """Groups, mirror states and transactions, each with the shards this node holds."""
@@ -999,8 +999,9 @@ class _TopicsView(Mapping[str, tuple[uuid.UUID, int]]):
     """A live read-only view of the image's topics for the group coordinator (no copy: a
     consumer group heartbeat looks at only its subscribed topics, or scans for a regex)."""
 
-    def __init__(self, topics: Mapping[str, Any]) -> None:
+    def __init__(self, topics: Mapping[str, Any], version: int) -> None:
         self._topics = topics
+        self.version = version  # the image's offset: the same topics while it stays
 
     def __getitem__(self, name: str) -> tuple[uuid.UUID, int]:
         t = self._topics[name]

@@ -5,7 +5,7 @@ import uuid
 import pytest
 
 from broker.coordinator.group.assignors import MemberSpec, RangeAssignor, UniformAssignor
-from broker.coordinator.group.consumer_group import InvalidRegex, compile_regex
+from broker.coordinator.group.consumer_group import InvalidRegex, compile_regex, resolve_regex
 from broker.coordinator.group.reconcile import MemberAssignment, MemberState, reconcile
 
 T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
@@ -103,3 +103,19 @@ def test_reconcile_waits_for_partitions_another_member_still_holds() -> None:
     held.clear()  # the other member revoked it
     got = reconcile(got, 2, {T1: frozenset({0, 1, 2})}, None, by_other)
     assert got.state is MemberState.STABLE and got.assigned == {T1: frozenset({0, 1, 2})}
+
+
+class _Versioned(dict[str, tuple[uuid.UUID, int]]):
+    version = 0
+
+
+def test_regex_resolution_is_cached_per_metadata_version() -> None:
+    topics = _Versioned({"orders-1": (T1, 1), "__internal-x": (T2, 1), "other": (T2, 1)})
+    topics.version = 7
+    assert resolve_regex(".*", topics) == {"orders-1", "other"}  # internal topics never
+    assert resolve_regex("orders-.*", topics) == {"orders-1"}
+    topics["orders-2"] = (T2, 1)
+    assert resolve_regex("orders-.*", topics) == {"orders-1"}  # same version: cached
+    topics.version = 8
+    assert resolve_regex("orders-.*", topics) == {"orders-1", "orders-2"}
+    assert resolve_regex("(?=bad)", topics) == frozenset()

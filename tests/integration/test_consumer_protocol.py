@@ -47,7 +47,7 @@ def _consumer(node: Node, **conf: Any) -> Consumer:
     return _consumer_on(node.bootstrap, **conf)
 
 
-def _consumer_on(bootstrap: str, **conf: Any) -> Consumer:
+def _consumer_on(bootstrap: str, topics: tuple[str, ...] = (TOPIC,), **conf: Any) -> Consumer:
     c = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -58,7 +58,7 @@ def _consumer_on(bootstrap: str, **conf: Any) -> Consumer:
             **conf,
         }
     )
-    c.subscribe([TOPIC])
+    c.subscribe(list(topics))
     return c
 
 
@@ -359,6 +359,39 @@ def test_new_partitions_are_assigned(tmp_path: Path) -> None:
         # the subscribed topic's metadata changed: a new assignment spreads all partitions
         wait_for(lambda: shared(PARTS), 30, f"the consumers to own all {PARTS}", step=0)
         assert sorted(map(len, _owned(cs))) == [3, 3]
+    finally:
+        for c in cs:
+            c.close()
+        node.kill()
+
+
+def test_regex_subscription_and_range_assignor(tmp_path: Path) -> None:
+    node = _node(tmp_path / "n1")
+    node.start()
+    cs: list[Consumer] = []
+    try:
+        create_topic(node.bootstrap, "rx-a", 2)
+        create_topic(node.bootstrap, "other", 2)
+        # a regex subscription (resolved by the coordinator) and a requested assignor
+        rx = ("^rx-.*",)
+        cs = [_consumer_on(node.bootstrap, rx, **{"group.remote.assignor": "range"}) for _ in "ab"]
+        seen: Seen = Counter()
+
+        def owned() -> list[list[tuple[str, int]]]:
+            _poll(cs, seen)
+            return [sorted((tp.topic, tp.partition) for tp in c.assignment()) for c in cs]
+
+        def spread(topics: list[str]) -> bool:
+            a = owned()
+            return all(a) and sorted(x for ps in a for x in ps) == [
+                (t, p) for t in topics for p in range(2)
+            ]
+
+        wait_for(lambda: spread(["rx-a"]), 30, "rx-a spread over both", step=0)
+        create_topic(node.bootstrap, "rx-b", 2)  # matches: joins the subscription
+        wait_for(lambda: spread(["rx-a", "rx-b"]), 30, "rx-b assigned too", step=0)
+        # range: each member has the same partition index of both topics
+        assert sorted(sorted({p for _, p in ps}) for ps in owned()) == [[0], [1]]
     finally:
         for c in cs:
             c.close()

@@ -39,6 +39,30 @@ def compile_regex(pattern: str) -> "re.Pattern[str]":
         raise InvalidRegex(f"{pattern!r}: {exc}") from None
 
 
+_RESOLVED: dict[tuple[str, int], frozenset[str]] = {}
+_RESOLVED_MAX = 256
+
+
+def resolve_regex(pattern: str, topics: TopicsView) -> frozenset[str]:
+    """The topics a subscription regex matches (full match; internal topics never). Cached per
+    metadata image when the view says which one it is (`version`): every member of a regex group
+    heartbeats, and matching every topic name each time would cost O(members x topics)."""
+    version = getattr(topics, "version", None)
+    key = (pattern, version) if isinstance(version, int) else None
+    if key is not None and key in _RESOLVED:
+        return _RESOLVED[key]
+    try:
+        rx = compile_regex(pattern)
+    except InvalidRegex:
+        return frozenset()
+    found = frozenset(t for t in topics if not t.startswith("__") and rx.fullmatch(t))
+    if key is not None:
+        if len(_RESOLVED) >= _RESOLVED_MAX:
+            _RESOLVED.clear()  # images move on; old entries are dead weight
+        _RESOLVED[key] = found
+    return found
+
+
 @dataclass(slots=True)
 class ConsumerMember:
     member_id: str
@@ -57,11 +81,7 @@ class ConsumerMember:
     def subscribed_names(self, topics: TopicsView) -> set[str]:
         names = {t for t in self.topic_names if t in topics}
         if self.topic_regex is not None:
-            try:
-                rx = compile_regex(self.topic_regex)
-            except InvalidRegex:
-                return names
-            names |= {t for t in topics if not t.startswith("__") and rx.fullmatch(t)}
+            names |= resolve_regex(self.topic_regex, topics)
         return names
 
 
