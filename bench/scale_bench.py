@@ -140,7 +140,7 @@ def run(partitions: int, per_topic: int, idle_s: float) -> dict[str, float]:
         pid = node.proc.pid
         fds0, rss0 = _fds(pid), _rss_kib(pid)
         create_s = _create(node.bootstrap, topics, per_topic)
-        time.sleep(2)  # the tick after creation (background fsyncs of the new dirs)
+        time.sleep(10)  # the flush thread fsyncs the new partitions' files meanwhile
         fds1, rss1 = _fds(pid), _rss_kib(pid)
         cpu0, t0 = _cpu_s(pid), time.monotonic()
         time.sleep(idle_s)
