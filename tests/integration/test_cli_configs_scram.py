@@ -3,7 +3,6 @@ described and deleted as with Apache Kafka's tool (docs/configuration.md), then 
 client (confluent-kafka over SASL_PLAINTEXT/SCRAM) against a real node; bad input is exit 1 with
 no traceback and changes nothing."""
 
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,12 +12,11 @@ from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, ScramMechanism  # type: ignore[attr-defined]
 
 from .clients import create_topic, wait_for
-from .node import ROOT, Node, free_port
+from .configs_tool import ConfigsTool
+from .node import Node, free_port
 
-CONFIGS = str(ROOT / "bin" / "kafka-configs.sh")
 
-
-class ScramNode:
+class ScramNode(ConfigsTool):
     """A node with a PLAINTEXT listener (the tool, the admin checks) and a SASL_PLAINTEXT one
     offering both SCRAM mechanisms."""
 
@@ -36,27 +34,6 @@ class ScramNode:
                 "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
             }
         )
-
-    def tool(self, *args: str) -> subprocess.CompletedProcess[str]:
-        p = subprocess.run(
-            [CONFIGS, "--bootstrap-server", self.node.bootstrap, *args],
-            input="",
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert "Traceback" not in p.stderr, p.stderr
-        return p
-
-    def ok(self, *args: str) -> str:
-        p = self.tool(*args)
-        assert p.returncode == 0, f"{args}: rc={p.returncode}\n{p.stdout}\n{p.stderr}"
-        return p.stdout
-
-    def fails(self, *args: str, message: str) -> None:
-        p = self.tool(*args)
-        assert p.returncode == 1, f"{args}: expected exit 1, got {p.returncode}\n{p.stdout}"
-        assert message in p.stderr, f"{args}: {message!r} not in stderr:\n{p.stderr}"
 
     def credentials(self) -> dict[str, list[tuple[ScramMechanism, int]]]:
         """Every user's (mechanism, iterations), seen by confluent-kafka's AdminClient."""

@@ -5,7 +5,6 @@ output and error messages; quotas kept across a restart (metadata log)."""
 import asyncio
 import socket
 import struct
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,40 +14,19 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from .clients import create_topic, wait_for
+from .configs_tool import ConfigsTool
 from .mirror_helpers import scrape
 from .mirror_helpers import total as metric
-from .node import ROOT, Node
+from .node import Node
 
-CONFIGS = str(ROOT / "bin" / "kafka-configs.sh")
 WINDOWS = 3  # quota.window.num: a rate is taken over at least 2 s, so tests stay short
 RATE = 200_000  # bytes/s
 VALUE = b"x" * 10_000
 
 
-class QuotaNode:
+class QuotaNode(ConfigsTool):
     def __init__(self, workdir: Path) -> None:
         self.node = Node(workdir, quota__window__num=str(WINDOWS))
-
-    def tool(self, *args: str) -> subprocess.CompletedProcess[str]:
-        p = subprocess.run(
-            [CONFIGS, "--bootstrap-server", self.node.bootstrap, *args],
-            input="",
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert "Traceback" not in p.stderr, p.stderr
-        return p
-
-    def ok(self, *args: str) -> str:
-        p = self.tool(*args)
-        assert p.returncode == 0, f"{args}: rc={p.returncode}\n{p.stdout}\n{p.stderr}"
-        return p.stdout
-
-    def fails(self, *args: str, message: str) -> None:
-        p = self.tool(*args)
-        assert p.returncode == 1, f"{args}: expected exit 1, got {p.returncode}\n{p.stdout}"
-        assert message in p.stderr, f"{args}: {message!r} not in stderr:\n{p.stderr}"
 
 
 @pytest.fixture(scope="module")
