@@ -8,6 +8,9 @@ request is retried, as Kafka's NodeToControllerRequestThread does, when
 - the connection to the leader fails or drops before the answer: ask the quorum again;
 - the answer's top-level error code is NOT_CONTROLLER (the node lost the leadership since):
   ask the quorum again;
+- the quorum names another leader while the request waits for its answer (the old one may be
+  frozen or cut off, and would hold it until the timeout): send it to the new one, as Kafka's
+  channel does when it disconnects from a controller that lost the leadership;
 
 until the channel's timeout from the first attempt, then `TimeoutError`. Any other answer,
 errors included, is the caller's. A request the controller cannot serve at any common version
@@ -42,6 +45,11 @@ LeaderEndpoint = Callable[[], tuple[int, str, int] | None]
 
 NOT_CONTROLLER: Final = int(ErrorCode.not_controller)
 DEFAULT_RETRY_BACKOFF_MS: Final = 100  # Kafka's wait when no controller is known
+LEADER_CHECK_S: Final = 0.1  # how often a waiting request looks for a new leader
+
+
+class _LeaderMoved(Exception):
+    pass
 
 
 class ControllerChannel:
@@ -91,12 +99,15 @@ class ControllerChannel:
             else:
                 node, host, port = endpoint
                 client = self._client(node, host, port)
+                send = asyncio.ensure_future(self._send(client, api_key, body, version))
                 try:
-                    response = await asyncio.wait_for(
-                        self._send(client, api_key, body, version), remaining
-                    )
+                    response = await self._answer(send, endpoint, remaining)
                 except UnsupportedVersionError:
                     raise
+                except _LeaderMoved:
+                    last = f"controller {node} lost the leadership while the request waited"
+                    log.info("%s: %s; sending it to the new controller", name, last)
+                    continue
                 except (NetworkError, TimeoutError) as e:
                     last = f"controller {node} at {host}:{port}: {e or type(e).__name__}"
                     log.debug("%s to the controller: %s; retrying", name, last)
@@ -108,6 +119,25 @@ class ControllerChannel:
             pause = min(self._retry_backoff_ms / 1000, deadline - self._monotonic())
             if pause > 0:
                 await asyncio.sleep(pause)
+
+    async def _answer(
+        self, send: asyncio.Future[Any], endpoint: tuple[int, str, int], timeout: float
+    ) -> Any:
+        """``send``'s answer within ``timeout``; `_LeaderMoved` as soon as the quorum names
+        another leader than ``endpoint`` (the request is then abandoned)."""
+        deadline = self._monotonic() + timeout
+        try:
+            while True:
+                left = deadline - self._monotonic()
+                if left <= 0:
+                    raise TimeoutError("no answer")
+                done, _ = await asyncio.wait({send}, timeout=min(left, LEADER_CHECK_S))
+                if done:
+                    return send.result()
+                if self._leader() != endpoint:
+                    raise _LeaderMoved
+        finally:
+            send.cancel()  # no-op once done
 
     async def _send(
         self, client: ReconnectingClient, api_key: int, body: Any, version: int | None

@@ -564,3 +564,44 @@ def test_forwarded_set_is_what_kafka_and_the_kip_route_to_the_controller() -> No
     assert kafka | kip_1279 == FORWARDED_APIS
     # never the data path or the broker-served mirror reads
     assert not FORWARDED_APIS & {0, 1, 3, 18, 58, 98, 99, 100, 101}
+
+
+def test_a_request_waiting_on_a_frozen_controller_goes_to_the_new_one() -> None:
+    """The controller the request went to stops answering (SIGSTOP: its connection stays open)
+    and the quorum elects another: the request is sent there at once, not after the timeout."""
+    real, _q, _c = controller_node()
+
+    async def main() -> None:
+        await real.start()
+        frozen_conns: list[asyncio.StreamWriter] = []
+
+        async def swallow(_r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            frozen_conns.append(w)  # reads nothing, answers nothing
+
+        frozen = await asyncio.start_server(swallow, "127.0.0.1", 0)
+        frozen_port = frozen.sockets[0].getsockname()[1]
+        moved = asyncio.get_running_loop().time() + 0.3
+        endpoints = {
+            "frozen": (3, "127.0.0.1", frozen_port),
+            "real": (1, "127.0.0.1", real.port("CONTROLLER")),
+        }
+
+        def leader() -> tuple[int, str, int]:
+            late = asyncio.get_running_loop().time() >= moved
+            return endpoints["real" if late else "frozen"]
+
+        channel = ControllerChannel(leader, client_factory, 10_000, retry_backoff_ms=20)
+        try:
+            started = asyncio.get_running_loop().time()
+            resp = await channel.request(18, {})
+            took = asyncio.get_running_loop().time() - started
+            assert {k.api_key for k in resp.api_keys} >= {18, CREATE_TOPICS}
+            assert took < 1.5, f"answered after {took:.2f} s: waited on the frozen controller"
+        finally:
+            await channel.close()
+            for w in frozen_conns:
+                w.close()
+            frozen.close()
+            await real.stop()
+
+    run(main())
