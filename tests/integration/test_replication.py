@@ -207,14 +207,19 @@ def test_isr_shrinks_refuses_acks_all_under_min_isr_and_heals(cluster: Cluster) 
     finally:
         _resume(cluster, stopped)
     _until(cluster, "isr", lambda s: s[2] == [1, 2, 3], 60, "the ISR whole again")
+
     # the stopped node was fenced out of the ISR by the controller (its session ran out first);
     # its return is a leader's own change, through AlterPartition (on a loaded machine the
-    # leadership may have moved meanwhile, so every node's count is summed)
-    expands = sum(
-        _metric(_scrape(cluster, n.node_id), "kafka_server_replicamanager_isrexpands_total")
-        for n in cluster.nodes
-    )
-    assert expands >= 1
+    # leadership may have moved meanwhile, so every node's count is summed). The metadata shows
+    # the whole ISR once the controller committed it, a moment before the leader reads the
+    # AlterPartition answer that counts it: the count is awaited.
+    def expands() -> float:
+        return sum(
+            _metric(_scrape(cluster, n.node_id), "kafka_server_replicamanager_isrexpands_total")
+            for n in cluster.nodes
+        )
+
+    wait_for(lambda: expands() >= 1, 15, "an ISR expansion counted", detail=expands)
     again = _produce(cluster, "isr", [b"all-again"])
     assert isinstance(again[0], int), again
     got = ck_values(cluster.bootstrap, "isr", 3)
