@@ -23,6 +23,7 @@ from .security.listeners import ListenerSecurity, build_listener_security
 from .startup_errors import describe as describe_startup_error
 from .startup_progress import StartupProgress
 from .stop_signals import StartupInterrupted, StopSignals
+from .stop_watchdog import StopWatchdog
 
 log = logging.getLogger("kmirror")
 
@@ -131,7 +132,12 @@ async def run(
     await stop.wait()
     log.info("shutting down")
     maintenance.cancel()
-    await node.stop()
+    watchdog = StopWatchdog()
+    watchdog.arm()
+    try:
+        await node.stop()
+    finally:
+        watchdog.disarm()
 
 
 def _version() -> str:
