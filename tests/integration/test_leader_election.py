@@ -211,7 +211,12 @@ def test_preferred_election_moves_leadership_back(cluster: Cluster) -> None:
     assert res.returncode == 0, res
     assert "Successfully completed leader election (PREFERRED) for partitions" in res.stdout, res
     assert f"el-{partition}" in res.stdout, res
-    assert _partitions(survivor.bootstrap, "el")[partition][0] == victim
+    # the survivor's metadata shows the new leader one metadata update after the election
+    wait_value(
+        lambda: _partitions(survivor.bootstrap, "el")[partition][0] == victim,
+        15,
+        what=f"el-{partition} led by {victim} in the survivor's metadata",
+    )
 
     # nothing left to elect: every partition already has its preferred leader
     res = _tool(
