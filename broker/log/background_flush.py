@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .checkpoint import PARTITION_METADATA
+from .checkpoint import PARTITION_METADATA, fsync_dir
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ class FlushPlan:
         """The worker thread's part: fsync, write the snapshot's temporary file."""
         try:
             for path in self.paths:
-                _fsync_path(path)
+                fsync_dir(path)
             if self.snapshot is not None and self.snapshot_tmp is not None:
                 _write_synced(self.snapshot_tmp, self.snapshot)
             self.ok = True
@@ -67,7 +67,7 @@ def sync_new_dirs(dirs: list[Path]) -> None:
     for d in dirs:
         for path in (d / PARTITION_METADATA, d):
             try:
-                _fsync_path(path)
+                fsync_dir(path)
             except FileNotFoundError:
                 continue
             except OSError:
@@ -75,17 +75,9 @@ def sync_new_dirs(dirs: list[Path]) -> None:
         parents.add(d.parent)
     for parent in parents:
         try:
-            _fsync_path(parent)
+            fsync_dir(parent)
         except OSError:
             log.exception("could not fsync %s", parent)
-
-
-def _fsync_path(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _write_synced(path: Path, data: bytes) -> None:

@@ -26,6 +26,7 @@ class CheckpointError(ValueError):
 
 
 def fsync_dir(path: Path) -> None:
+    """fsync a directory (its entries), or a file through a read-only descriptor."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)

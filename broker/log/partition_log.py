@@ -770,28 +770,13 @@ class PartitionLog:
             else:
                 psm.install_snapshot(plan.snapshot_tmp, plan.up_to)
 
-    def checkpoint_recovery(self, _now_ms: int = 0) -> None:
-        """The periodic recovery checkpoint: fsync what was written since the last flush (the
-        recovery point moves to the log end), then write a producer snapshot there (fsynced
-        too), so a restart after a crash validates and replays only what came after. The
-        snapshot is written after the flush: it never covers offsets that are not durable."""
-        if self._closed:
-            return
-        self.flush()
-        psm = self.producer_state
-        if psm is not None and self._recovery_point == self._leo > self._log_start:
-            latest = psm.latest_snapshot_offset()
-            if latest is None or latest < self._leo:
-                psm.take_snapshot(self._leo)
-
-    def flush_if_due(self, now_ms: int) -> bool:
-        """The periodic flush: a segment rolled since the last flush, or flush.ms elapsed."""
-        if self._roll_flush_offset is not None:
-            self.flush(self._roll_flush_offset)
-        if self._unflushed and now_ms - self._last_flush_ms >= self._config.flush_ms:
-            self.flush()
-            return True
-        return False
+    def checkpoint_recovery(self) -> None:
+        """The recovery checkpoint done in place (tools, tests): the background flush's three
+        steps in a row: fsync to the log end, then the producer snapshot there."""
+        plan = self.plan_flush(snapshot=True)
+        if plan is not None:
+            plan.run()
+            self.complete_flush(plan)
 
     # -- read ----------------------------------------------------------------------------
     def read(
