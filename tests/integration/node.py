@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 _PORTS = random.Random()
+_GIVEN: set[int] = set()  # never hand a port out twice: the first taker may not have bound it yet
 
 
 def free_port() -> int:
@@ -24,11 +25,14 @@ def free_port() -> int:
     few seconds later would find it taken."""
     for _ in range(200):
         port = _PORTS.randrange(15_000, 32_000)
+        if port in _GIVEN:
+            continue
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
+            _GIVEN.add(port)
             return port
     with socket.socket() as s:  # a crowded range: let the kernel choose
         s.bind(("127.0.0.1", 0))

@@ -11,6 +11,8 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.waits import wait_for
+
 from .cluster import Cluster
 from .node import ROOT, Node
 
@@ -55,6 +57,8 @@ def test_quotas_set_anywhere_apply_everywhere(cluster: Cluster) -> None:
 
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.create_topics([NewTopic("cq", 3, 1)], operation_timeout=10)["cq"].result(15)
+    # the controller answered; each broker applies the new topic at its own pace
+    wait_for(lambda: all(cluster.known_everywhere("cq", i) for i in range(3)), 30, what="cq")
     leaders = {
         p: pm.leader
         for p, pm in admin.list_topics("cq", timeout=10).topics["cq"].partitions.items()
