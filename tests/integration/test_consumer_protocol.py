@@ -85,7 +85,15 @@ def _share(cs: list[Consumer], seen: Seen, timeout: float = 30) -> None:
     def ok() -> bool:
         _poll(cs, seen)
         a = _owned(cs)
-        return all(a) and sum(map(len, a)) == PARTS and set().union(*a) == set(range(PARTS))
+        sizes = [len(x) for x in a]
+        # balanced too: while a member still revokes, the target's other owners already hold
+        # their new share (e.g. {0, 1}, {3, 4, 5}, {2} on the way to two each)
+        return (
+            all(a)
+            and sum(sizes) == PARTS
+            and set().union(*a) == set(range(PARTS))
+            and max(sizes) - min(sizes) <= 1
+        )
 
     wait_for(ok, timeout, f"{len(cs)} consumers to share {PARTS} partitions", step=0)
 
