@@ -1,0 +1,475 @@
+"""What ``kafka-consumer-groups.sh`` asks of the cluster, as Kafka's Admin client asks it: the
+brokers and partition leaders (Metadata), each group's coordinator (FindCoordinator), the groups
+(ListGroups on every broker), a group's description (ConsumerGroupDescribe, falling back to
+DescribeGroups for classic groups, as Kafka's admin does), its committed offsets (OffsetFetch),
+log offsets (ListOffsets on each partition's leader), and the writes: OffsetCommit as an
+admin (generation -1, no member), DeleteGroups and OffsetDelete on the coordinator.
+
+Every call is bounded by the tool's ``--timeout``; a timeout or a refusal is a `CommandError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, TypeVar
+
+from broker.cli.admin import CommandError, Session, code
+
+METADATA, FIND_COORDINATOR, LIST_OFFSETS = 3, 10, 2
+OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS = 8, 9, 15, 16
+DELETE_GROUPS, OFFSET_DELETE, CONSUMER_GROUP_DESCRIBE = 42, 47, 69
+
+NONE, UNKNOWN_TOPIC_OR_PARTITION, COORDINATOR_LOAD_IN_PROGRESS = 0, 3, 14
+COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, UNSUPPORTED_VERSION, GROUP_ID_NOT_FOUND = 15, 16, 35, 69
+RETRIABLE: Final = frozenset(
+    {COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR}
+)
+
+# ListOffsets special timestamps
+LATEST, EARLIEST = -1, -2
+
+# Kafka's Errors: the exception class and default message of the codes this tool reports
+ERRORS: Final[dict[int, tuple[str, str]]] = {
+    -1: (
+        "UnknownServerException",
+        "The server experienced an unexpected error when processing the request.",
+    ),
+    3: ("UnknownTopicOrPartitionException", "This server does not host this topic-partition."),
+    5: (
+        "LeaderNotAvailableException",
+        "There is no leader for this topic-partition as we are in the middle of a leadership "
+        "election.",
+    ),
+    7: ("TimeoutException", "The request timed out."),
+    12: ("OffsetMetadataTooLarge", "The metadata field of the offset request was too large."),
+    14: (
+        "CoordinatorLoadInProgressException",
+        "The coordinator is loading and hence can't process requests.",
+    ),
+    15: ("CoordinatorNotAvailableException", "The coordinator is not available."),
+    16: ("NotCoordinatorException", "This is not the correct coordinator."),
+    22: ("IllegalGenerationException", "Specified group generation id is not valid."),
+    24: ("InvalidGroupIdException", "The configured groupId is invalid."),
+    25: ("UnknownMemberIdException", "The coordinator is not aware of this member."),
+    27: ("RebalanceInProgressException", "The group is rebalancing, so a rejoin is needed."),
+    29: ("TopicAuthorizationException", "Topic authorization failed."),
+    30: ("GroupAuthorizationException", "Group authorization failed."),
+    35: ("UnsupportedVersionException", "The version of API is not supported."),
+    68: ("GroupNotEmptyException", "The group is not empty."),
+    69: ("GroupIdNotFoundException", "The group id does not exist."),
+    86: (
+        "GroupSubscribedToTopicException",
+        "Deleting offsets of a topic is forbidden while the consumer group is actively "
+        "subscribed to it.",
+    ),
+    113: (
+        "StaleMemberEpochException",
+        "The member epoch is stale. The member must retry after receiving its updated member "
+        "epoch via the ConsumerGroupHeartbeat API.",
+    ),
+}
+
+
+def error_message(error: int, message: str | None = None) -> str:
+    """Kafka's message for an error code (the broker's own text when it sent one)."""
+    if message:
+        return message
+    return ERRORS.get(error, ("", f"Unexpected error code {error}."))[1]
+
+
+def exception_text(error: int, message: str | None = None) -> str:
+    """How Java prints the exception Kafka's admin raises for ``error``: class and message."""
+    name = ERRORS.get(error, ("ApiException", ""))[0]
+    return f"org.apache.kafka.common.errors.{name}: {error_message(error, message)}"
+
+
+class GroupError(CommandError):
+    """The broker answered a group request with an error code."""
+
+    def __init__(self, error: int, message: str | None = None) -> None:
+        super().__init__(exception_text(error, message))
+        self.error = error
+
+
+TP = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Coordinator:
+    node_id: int
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    group_id: str
+    protocol_type: str
+    state: str  # "" from brokers before ListGroups v4
+    type: str  # "" from brokers before ListGroups v5
+
+
+@dataclass(slots=True)
+class Member:
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    host: str
+    assignment: list[TP]
+    target: list[TP] | None = None  # KIP-848 groups only
+    member_epoch: int | None = None
+    upgraded: bool | None = None  # KIP-848: a consumer-protocol member (False: classic member)
+
+
+@dataclass(slots=True)
+class Description:
+    group_id: str
+    type: str  # "Consumer" (KIP-848) or "Classic"
+    state: str  # Kafka's GroupState names: Stable, Empty, Dead, PreparingRebalance...
+    assignor: str
+    coordinator: Coordinator
+    members: list[Member] = field(default_factory=list)
+    group_epoch: int | None = None
+    target_assignment_epoch: int | None = None
+
+
+def decode_assignment(data: bytes) -> list[TP]:
+    """The partitions of a classic consumer's assignment (ConsumerProtocol's Assignment: version,
+    then [topic, [partition]]; user data after it is ignored)."""
+    if len(data) < 2:
+        return []
+    out: list[TP] = []
+    try:
+        pos = 2
+        (n_topics,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        for _ in range(max(n_topics, 0)):
+            (n,) = struct.unpack_from(">h", data, pos)
+            topic = data[pos + 2 : pos + 2 + n].decode()
+            pos += 2 + n
+            (n_parts,) = struct.unpack_from(">i", data, pos)
+            pos += 4
+            for p in struct.unpack_from(f">{max(n_parts, 0)}i", data, pos):
+                out.append((topic, p))
+            pos += 4 * max(n_parts, 0)
+    except (struct.error, UnicodeDecodeError):
+        raise CommandError("cannot decode a member's assignment") from None
+    return out
+
+
+T = TypeVar("T")
+
+
+class GroupAdmin:
+    """The connections of one tool run: the bootstrap broker's and, lazily, one per node."""
+
+    def __init__(self, session: Session, timeout_ms: int) -> None:
+        self.boot = session
+        self.timeout_ms = timeout_ms
+        self.nodes: dict[int, Session] = {}
+        self.addresses: dict[int, tuple[str, int]] = {}
+
+    def close(self) -> None:
+        self.boot.close()
+        for s in self.nodes.values():
+            s.close()
+
+    async def _bounded(self, what: str, aw: Awaitable[T]) -> T:
+        try:
+            return await asyncio.wait_for(aw, self.timeout_ms / 1000)
+        except TimeoutError:
+            raise CommandError(
+                f"org.apache.kafka.common.errors.TimeoutException: Timed out waiting for {what}"
+            ) from None
+
+    async def call(self, session: Session, api_key: int, fields: dict[str, Any]) -> Any:
+        return await self._bounded("a node assignment", session.call(api_key, fields))
+
+    async def node(self, node_id: int) -> Session:
+        if node_id not in self.nodes:
+            if node_id not in self.addresses:
+                await self.metadata([])
+            if node_id not in self.addresses:
+                raise CommandError(f"broker {node_id} is not in the cluster's metadata")
+            self.nodes[node_id] = await self._bounded(
+                "a connection",
+                Session.open(
+                    [self.addresses[node_id]], self.boot.props, "kafka-consumer-groups", "a broker"
+                ),
+            )
+        return self.nodes[node_id]
+
+    # --- metadata -------------------------------------------------------------------------
+
+    async def metadata(self, topics: Sequence[str] | None) -> dict[str, dict[int, int] | None]:
+        """Each topic asked for (None: all) -> partition -> leader id (-1: none); None for a
+        topic the cluster does not know. Also learns the brokers' addresses."""
+        resp = await self.call(
+            self.boot,
+            METADATA,
+            {
+                "topics": None if topics is None else [{"name": t} for t in topics],
+                "allow_auto_topic_creation": False,
+                "include_topic_authorized_operations": False,
+            },
+        )
+        for b in resp.brokers:
+            self.addresses[int(b.node_id)] = (str(b.host), int(b.port))
+        out: dict[str, dict[int, int] | None] = {}
+        for t in resp.topics:
+            if code(t.error_code) == UNKNOWN_TOPIC_OR_PARTITION:
+                out[str(t.name)] = None
+            elif code(t.error_code):
+                raise GroupError(code(t.error_code))
+            else:
+                out[str(t.name)] = {int(p.partition_index): int(p.leader_id) for p in t.partitions}
+        return out
+
+    async def coordinator(self, group: str) -> Coordinator:
+        async def find() -> Coordinator:
+            while True:
+                resp = await self.boot.call(
+                    FIND_COORDINATOR, {"key_type": 0, "coordinator_keys": [group]}
+                )
+                (c,) = resp.coordinators
+                err = code(c.error_code)
+                if err == NONE:
+                    self.addresses[int(c.node_id)] = (str(c.host), int(c.port))
+                    return Coordinator(int(c.node_id), str(c.host), int(c.port))
+                if err not in RETRIABLE:
+                    raise GroupError(err, c.error_message)
+                await asyncio.sleep(0.1)
+
+        return await self._bounded("a coordinator", find())
+
+    async def on_coordinator(self, group: str, api_key: int, fields: dict[str, Any]) -> Any:
+        c = await self.coordinator(group)
+        return await self.call(await self.node(c.node_id), api_key, fields)
+
+    # --- groups ---------------------------------------------------------------------------
+
+    async def list_groups(self, states: Iterable[str], types: Iterable[str]) -> list[Listing]:
+        """Every broker's groups, filtered on the brokers by state and type (ListGroups v4/v5)."""
+        await self.metadata([])
+        found: dict[str, Listing] = {}
+        for node_id in sorted(self.addresses):
+            resp = await self.call(
+                await self.node(node_id),
+                LIST_GROUPS,
+                {"states_filter": list(states), "types_filter": list(types)},
+            )
+            if code(resp.error_code):
+                raise GroupError(code(resp.error_code))
+            for g in resp.groups:
+                found[str(g.group_id)] = Listing(
+                    str(g.group_id),
+                    str(g.protocol_type),
+                    str(getattr(g, "group_state", "") or ""),
+                    str(getattr(g, "group_type", "") or ""),
+                )
+        return list(found.values())
+
+    async def describe(self, group: str) -> Description:
+        """ConsumerGroupDescribe; a group it does not know as a KIP-848 group (or a broker
+        without it) is asked again with DescribeGroups, as Kafka's admin does."""
+        c = await self.coordinator(group)
+        session = await self.node(c.node_id)
+        if session.conn.server_versions.get(CONSUMER_GROUP_DESCRIBE) is not None:
+            resp = await self.call(
+                session,
+                CONSUMER_GROUP_DESCRIBE,
+                {"group_ids": [group], "include_authorized_operations": False},
+            )
+            (g,) = resp.groups
+            err = code(g.error_code)
+            if err == NONE:
+                return _consumer_description(g, c)
+            if err not in (GROUP_ID_NOT_FOUND, UNSUPPORTED_VERSION):
+                raise GroupError(err, g.error_message)
+        resp = await self.call(
+            session, DESCRIBE_GROUPS, {"groups": [group], "include_authorized_operations": False}
+        )
+        (g,) = resp.groups
+        err = code(g.error_code)
+        if err:
+            raise GroupError(err, None)
+        protocol_type = str(g.protocol_type)
+        if protocol_type not in ("", "consumer"):
+            raise CommandError(
+                f"java.lang.IllegalArgumentException: GroupId {group} is not a consumer group "
+                f"({protocol_type})."
+            )
+        return Description(
+            group,
+            "Classic",
+            str(g.group_state),
+            str(g.protocol_data),
+            c,
+            [
+                Member(
+                    str(m.member_id),
+                    None if m.group_instance_id is None else str(m.group_instance_id),
+                    str(m.client_id),
+                    str(m.client_host),
+                    decode_assignment(bytes(m.member_assignment)),
+                )
+                for m in g.members
+            ],
+        )
+
+    async def committed(self, group: str) -> dict[TP, tuple[int, int | None]]:
+        """The group's committed offsets: (topic, partition) -> (offset, leader epoch)."""
+        resp = await self.on_coordinator(
+            group,
+            OFFSET_FETCH,
+            {
+                "groups": [{"group_id": group, "member_epoch": -1, "topics": None}],
+                "require_stable": False,
+            },
+        )
+        (g,) = resp.groups
+        if code(g.error_code):
+            raise GroupError(code(g.error_code))
+        out: dict[TP, tuple[int, int | None]] = {}
+        for t in g.topics:
+            for p in t.partitions:
+                if code(p.error_code):
+                    raise GroupError(code(p.error_code))
+                if int(p.committed_offset) >= 0:
+                    epoch = int(p.committed_leader_epoch)
+                    out[(str(t.name), int(p.partition_index))] = (
+                        int(p.committed_offset),
+                        epoch if epoch >= 0 else None,
+                    )
+        return out
+
+    async def log_offsets(self, tps: Iterable[TP], timestamp: int) -> dict[TP, int | None]:
+        """ListOffsets at ``timestamp`` (LATEST, EARLIEST or a time) on each partition's leader:
+        (topic, partition) -> offset (-1: no record at or after that time); partitions with no
+        leader or an error are left out."""
+        tps = list(tps)
+        leaders = await self.metadata(sorted({t for t, _ in tps}))
+        by_leader: dict[int, list[TP]] = {}
+        for t, p in tps:
+            leader = (leaders.get(t) or {}).get(p, -1)
+            if leader >= 0:
+                by_leader.setdefault(leader, []).append((t, p))
+        out: dict[TP, int | None] = {}
+        for leader, parts in by_leader.items():
+            topics: dict[str, list[dict[str, Any]]] = {}
+            for t, p in parts:
+                topics.setdefault(t, []).append(
+                    {"partition_index": p, "current_leader_epoch": -1, "timestamp": timestamp}
+                )
+            resp = await self.call(
+                await self.node(leader),
+                LIST_OFFSETS,
+                {
+                    "replica_id": -1,
+                    "isolation_level": 0,
+                    "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+                    "timeout": self.timeout_ms,
+                },
+            )
+            for rt in resp.topics:
+                for rp in rt.partitions:
+                    if code(rp.error_code) == NONE:
+                        out[(str(rt.name), int(rp.partition_index))] = int(rp.offset)
+        return out
+
+    async def commit(self, group: str, offsets: Mapping[TP, int]) -> None:
+        """OffsetCommit as an admin (generation -1, no member id); any partition's error fails."""
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for (t, p), off in sorted(offsets.items()):
+            topics.setdefault(t, []).append(
+                {
+                    "partition_index": p,
+                    "committed_offset": off,
+                    "committed_leader_epoch": -1,
+                    "committed_metadata": "",
+                }
+            )
+        resp = await self.on_coordinator(
+            group,
+            OFFSET_COMMIT,
+            {
+                "group_id": group,
+                "generation_id_or_member_epoch": -1,
+                "member_id": "",
+                "group_instance_id": None,
+                "retention_time_ms": -1,
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+            },
+        )
+        for rt in resp.topics:
+            for rp in rt.partitions:
+                if code(rp.error_code):
+                    raise GroupError(code(rp.error_code))
+
+    async def delete_groups(self, groups: Sequence[str]) -> dict[str, int]:
+        """DeleteGroups on each group's coordinator: group -> error code (0: deleted)."""
+        out: dict[str, int] = {}
+        for g in groups:
+            try:
+                resp = await self.on_coordinator(g, DELETE_GROUPS, {"groups_names": [g]})
+            except GroupError as e:
+                out[g] = e.error
+                continue
+            for r in resp.results:
+                out[str(r.group_id)] = code(r.error_code)
+        return out
+
+    async def delete_offsets(self, group: str, tps: Iterable[TP]) -> tuple[int, dict[TP, int]]:
+        """OffsetDelete: the top-level error and each partition's."""
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for t, p in sorted(set(tps)):
+            topics.setdefault(t, []).append({"partition_index": p})
+        resp = await self.on_coordinator(
+            group,
+            OFFSET_DELETE,
+            {
+                "group_id": group,
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+            },
+        )
+        parts = {
+            (str(rt.name), int(rp.partition_index)): code(rp.error_code)
+            for rt in resp.topics
+            for rp in rt.partitions
+        }
+        return code(resp.error_code), parts
+
+
+def _tps(topics: Iterable[Any]) -> list[TP]:
+    return [(str(t.topic_name), int(p)) for t in topics for p in t.partitions]
+
+
+def _consumer_description(g: Any, c: Coordinator) -> Description:
+    members = []
+    for m in g.members:
+        member_type = int(getattr(m, "member_type", -1))
+        members.append(
+            Member(
+                str(m.member_id),
+                None if m.instance_id is None else str(m.instance_id),
+                str(m.client_id),
+                str(m.client_host),
+                _tps(m.assignment.topic_partitions),
+                _tps(m.target_assignment.topic_partitions),
+                int(m.member_epoch),
+                None if member_type == -1 else member_type == 1,
+            )
+        )
+    return Description(
+        str(g.group_id),
+        "Consumer",
+        str(g.group_state),
+        str(g.assignor_name),
+        c,
+        members,
+        int(g.group_epoch),
+        int(g.assignment_epoch),
+    )
