@@ -17,6 +17,7 @@ WRAPPERS = {
     "kafka-storage.sh": ("broker.cli.storage", "random-uuid"),
     "kafka-configs.sh": ("broker.cli.configs", "--bootstrap-server"),
     "kafka-acls.sh": ("broker.cli.acls", "--bootstrap-server"),
+    "kafka-consumer-groups.sh": ("broker.cli.consumer_groups", "--reset-offsets"),
     "kafka-mirrors.sh": ("broker.cli.mirrors", "--bootstrap-server"),
     "kafka-leader-election.sh": ("broker.cli.leader_election", "--election-type"),
     "kafka-reassign-partitions.sh": ("broker.cli.reassign_partitions", "--reassignment-json-file"),
