@@ -27,6 +27,9 @@ CONSUMER_STATES: Final = (
     "Reconciling",
 )
 GROUP_TYPES: Final = ("Consumer", "Classic")
+# every GroupState name, to print a listed group's state as Kafka's GroupState.parse does
+ALL_STATES: Final = {s.upper(): s for s in (*CONSUMER_STATES, "NotReady")}
+ALL_TYPES: Final = {t.lower(): t for t in (*GROUP_TYPES, "Share", "Streams")}
 REBALANCING: Final = ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling")
 CONSUMER_PROTOCOLS: Final = ("", "consumer")
 
@@ -67,7 +70,7 @@ def parse_types(text: str) -> list[str]:
 async def consumer_group_ids(admin: GroupAdmin) -> list[str]:
     """The consumer groups (classic with the consumer protocol, or KIP-848), as Kafka's
     ``ListGroupsOptions.forConsumerGroups()`` selects them."""
-    listings = await admin.list_groups([], [t.lower() for t in GROUP_TYPES])
+    listings = await admin.list_groups([], GROUP_TYPES)
     return [g.group_id for g in listings if g.protocol_type in CONSUMER_PROTOCOLS]
 
 
@@ -81,9 +84,7 @@ async def list_groups(admin: GroupAdmin, args: argparse.Namespace, out: TextIO) 
     # --type given: its types replace the consumer-group default (none: every type)
     types = parse_types(args.type) if args.type else ([] if with_type else list(GROUP_TYPES))
     listings = [
-        g
-        for g in await admin.list_groups(states, [t.lower() for t in types])
-        if g.protocol_type in CONSUMER_PROTOCOLS
+        g for g in await admin.list_groups(states, types) if g.protocol_type in CONSUMER_PROTOCOLS
     ]
     print_listings(listings, with_type, with_state, out)
 
@@ -104,9 +105,9 @@ def print_listings(
     for g in listings:
         row = [g.group_id]
         if with_type:
-            row.append(g.type.capitalize() if g.type else "Unknown")
+            row.append(ALL_TYPES.get(g.type.lower(), "Unknown"))
         if with_state:
-            row.append(g.state or "Unknown")
+            row.append(ALL_STATES.get(g.state.upper(), "Unknown"))
         print(_pad(row, widths), file=out)
 
 
