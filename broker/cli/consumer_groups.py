@@ -150,10 +150,7 @@ def main(
     argv: Sequence[str] | None = None, out: TextIO = sys.stdout, err: TextIO = sys.stderr
 ) -> int:
     def start(args: argparse.Namespace) -> int:
-        options.check(args)
-        warning = options.reset_warning(args)
-        if warning:
-            print(warning, file=err)
+        options.check(args, err)
         if args.validate_regex is not None:
             validate_regex(args.validate_regex, out)
             return 0

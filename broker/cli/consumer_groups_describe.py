@@ -13,7 +13,15 @@ from dataclasses import dataclass
 from typing import Final, TextIO
 
 from broker.cli.admin import UsageError
-from broker.cli.groups_admin import LATEST, TP, Description, GroupAdmin, Listing, Member
+from broker.cli.groups_admin import (
+    LATEST,
+    TP,
+    Description,
+    GroupAdmin,
+    Listing,
+    Member,
+    group_state,
+)
 
 MISSING: Final = "-"
 # Kafka's GroupState names; a consumer group can be in these (GroupState.groupStatesForType)
@@ -27,8 +35,6 @@ CONSUMER_STATES: Final = (
     "Reconciling",
 )
 GROUP_TYPES: Final = ("Consumer", "Classic")
-# every GroupState name, to print a listed group's state as Kafka's GroupState.parse does
-ALL_STATES: Final = {s.upper(): s for s in (*CONSUMER_STATES, "NotReady")}
 ALL_TYPES: Final = {t.lower(): t for t in (*GROUP_TYPES, "Share", "Streams")}
 REBALANCING: Final = ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling")
 CONSUMER_PROTOCOLS: Final = ("", "consumer")
@@ -107,7 +113,7 @@ def print_listings(
         if with_type:
             row.append(ALL_TYPES.get(g.type.lower(), "Unknown"))
         if with_state:
-            row.append(ALL_STATES.get(g.state.upper(), "Unknown"))
+            row.append(group_state(g.state))
         print(_pad(row, widths), file=out)
 
 

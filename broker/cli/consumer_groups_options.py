@@ -9,8 +9,7 @@ from __future__ import annotations
 import argparse
 import re
 import textwrap
-from collections.abc import Sequence
-from typing import Final, NoReturn
+from typing import Final, NoReturn, TextIO
 
 from broker.cli.admin import UsageError
 
@@ -216,8 +215,9 @@ def _long(args: argparse.Namespace, name: str) -> None:
     setattr(args, name, out if isinstance(value, list) else out[0])
 
 
-def check(args: argparse.Namespace) -> None:
-    """Kafka's checkArgs and the one-action check of its main, in their order."""
+def check(args: argparse.Namespace, err: TextIO) -> None:
+    """Kafka's checkArgs and the one-action check of its main, in their order (the warning for a
+    reset without --execute comes before the checks after it, as in Kafka)."""
     for name in LONG_OPTIONS:
         _long(args, name.replace("-", "_"))
     if args.timeout is None:
@@ -266,6 +266,9 @@ def check(args: argparse.Namespace) -> None:
                 f"Option {opt('reset-offsets')} only accepts one of {opt('execute')} and "
                 f"{opt('dry-run')}"
             )
+        warning = reset_warning(args)
+        if warning:
+            print(warning, file=err)
         if not args.group and not args.all_groups:
             raise UsageError(f"Option {opt('reset-offsets')} takes one of these options: {scope}")
         used = [s for s in SCENARIOS if _has(args, s)]
@@ -295,7 +298,3 @@ def reset_warning(args: argparse.Namespace) -> str | None:
             "the current default behavior without prompting."
         )
     return None
-
-
-def group_ids(args: argparse.Namespace) -> Sequence[str]:
-    return list(args.group)

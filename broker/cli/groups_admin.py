@@ -31,6 +31,25 @@ RETRIABLE: Final = frozenset(
 # ListOffsets special timestamps
 LATEST, EARLIEST = -1, -2
 
+# Kafka's GroupState names (the admin client parses the brokers' state strings into them)
+GROUP_STATES: Final = (
+    "PreparingRebalance",
+    "CompletingRebalance",
+    "Stable",
+    "Dead",
+    "Empty",
+    "Assigning",
+    "Reconciling",
+    "NotReady",
+)
+_STATE_BY_UPPER: Final = {s.upper(): s for s in GROUP_STATES}
+
+
+def group_state(text: str) -> str:
+    """Kafka's GroupState.parse then toString: any case in, Kafka's name out (else Unknown)."""
+    return _STATE_BY_UPPER.get(text.upper(), "Unknown")
+
+
 # Kafka's Errors: the exception class and default message of the codes this tool reports
 ERRORS: Final[dict[int, tuple[str, str]]] = {
     -1: (
@@ -305,7 +324,7 @@ class GroupAdmin:
         return Description(
             group,
             "Classic",
-            str(g.group_state),
+            group_state(str(g.group_state)),
             str(g.protocol_data),
             c,
             [
@@ -466,7 +485,7 @@ def _consumer_description(g: Any, c: Coordinator) -> Description:
     return Description(
         str(g.group_id),
         "Consumer",
-        str(g.group_state),
+        group_state(str(g.group_state)),
         str(g.assignor_name),
         c,
         members,
