@@ -37,14 +37,8 @@ from broker.cli.consumer_groups_reset import (
     parse_topic_partitions,
     print_plan,
 )
-from broker.cli.groups_admin import (
-    ERRORS,
-    NONE,
-    TP,
-    GroupAdmin,
-    error_message,
-    exception_text,
-)
+from broker.cli.groups_admin import NONE, GroupAdmin
+from broker.cli.groups_model import ERRORS, TP, error_message, exception_text
 
 TOOL = "kafka-consumer-groups.sh"
 UNKNOWN_TOPIC = -2  # a --delete-offsets topic the cluster does not know (no partitions to name)

@@ -13,15 +13,8 @@ from dataclasses import dataclass
 from typing import Final, TextIO
 
 from broker.cli.admin import UsageError
-from broker.cli.groups_admin import (
-    LATEST,
-    TP,
-    Description,
-    GroupAdmin,
-    Listing,
-    Member,
-    group_state,
-)
+from broker.cli.groups_admin import LATEST, GroupAdmin
+from broker.cli.groups_model import TP, Description, Listing, Member, group_state
 
 MISSING: Final = "-"
 # Kafka's GroupState names; a consumer group can be in these (GroupState.groupStatesForType)

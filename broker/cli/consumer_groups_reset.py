@@ -17,14 +17,8 @@ from typing import Final, TextIO
 
 from broker.cli.admin import CommandError, UsageError
 from broker.cli.consumer_groups_describe import consumer_group_ids, print_error
-from broker.cli.groups_admin import (
-    EARLIEST,
-    GROUP_ID_NOT_FOUND,
-    LATEST,
-    TP,
-    GroupAdmin,
-    GroupError,
-)
+from broker.cli.groups_admin import EARLIEST, GROUP_ID_NOT_FOUND, LATEST, GroupAdmin
+from broker.cli.groups_model import TP, GroupError
 
 Plan = dict[str, dict[TP, int]]
 RESETTER: Final = "org.apache.kafka.tools.GroupOffsetsResetter"
