@@ -11,7 +11,8 @@ Every call is bounded by the tool's ``--timeout``; a timeout or a refusal is a `
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from functools import partial
 from typing import Any, Final, TypeVar
 
 from broker.cli.admin import CommandError, Session, code
@@ -64,6 +65,21 @@ class GroupAdmin:
             raise CommandError(
                 f"org.apache.kafka.common.errors.TimeoutException: Timed out waiting for {what}"
             ) from None
+
+    async def _retrying(self, what: str, attempt: Callable[[], Awaitable[T]]) -> T:
+        """Kafka's admin retries a coordinator's transient errors (loading, moved, not
+        available) until the timeout; other errors end the call."""
+
+        async def loop() -> T:
+            while True:
+                try:
+                    return await attempt()
+                except GroupError as e:
+                    if e.error not in RETRIABLE:
+                        raise
+                await asyncio.sleep(0.1)
+
+        return await self._bounded(what, loop())
 
     async def call(self, session: Session, api_key: int, fields: dict[str, Any]) -> Any:
         return await self._bounded("a node assignment", session.call(api_key, fields))
@@ -134,25 +150,31 @@ class GroupAdmin:
     async def list_groups(self, states: Iterable[str], types: Iterable[str]) -> list[Listing]:
         """Every broker's groups, filtered on the brokers by state and type (ListGroups v4/v5)."""
         await self.metadata([])
+        fields = {"states_filter": list(states), "types_filter": list(types)}
         found: dict[str, Listing] = {}
         for node_id in sorted(self.addresses):
-            resp = await self.call(
-                await self.node(node_id),
-                LIST_GROUPS,
-                {"states_filter": list(states), "types_filter": list(types)},
-            )
-            if code(resp.error_code):
-                raise GroupError(code(resp.error_code))
-            for g in resp.groups:
-                found[str(g.group_id)] = Listing(
-                    str(g.group_id),
-                    str(g.protocol_type),
-                    str(getattr(g, "group_state", "") or ""),
-                    str(getattr(g, "group_type", "") or ""),
-                )
+            for g in await self._retrying("listGroups", partial(self._list_on, node_id, fields)):
+                found[g.group_id] = g
         return list(found.values())
 
+    async def _list_on(self, node_id: int, fields: dict[str, Any]) -> list[Listing]:
+        resp = await self.call(await self.node(node_id), LIST_GROUPS, fields)
+        if code(resp.error_code):
+            raise GroupError(code(resp.error_code))
+        return [
+            Listing(
+                str(g.group_id),
+                str(g.protocol_type),
+                str(getattr(g, "group_state", "") or ""),
+                str(getattr(g, "group_type", "") or ""),
+            )
+            for g in resp.groups
+        ]
+
     async def describe(self, group: str) -> Description:
+        return await self._retrying("describeConsumerGroups", lambda: self._describe(group))
+
+    async def _describe(self, group: str) -> Description:
         """ConsumerGroupDescribe; a group it does not know as a KIP-848 group (or a broker
         without it) is asked again with DescribeGroups, as Kafka's admin does."""
         c = await self.coordinator(group)
@@ -201,6 +223,9 @@ class GroupAdmin:
         )
 
     async def committed(self, group: str) -> dict[TP, tuple[int, int | None]]:
+        return await self._retrying("listConsumerGroupOffsets", lambda: self._committed(group))
+
+    async def _committed(self, group: str) -> dict[TP, tuple[int, int | None]]:
         """The group's committed offsets: (topic, partition) -> (offset, leader epoch)."""
         resp = await self.on_coordinator(
             group,
@@ -261,6 +286,9 @@ class GroupAdmin:
         return out
 
     async def commit(self, group: str, offsets: Mapping[TP, int]) -> None:
+        await self._retrying("alterConsumerGroupOffsets", lambda: self._commit(group, offsets))
+
+    async def _commit(self, group: str, offsets: Mapping[TP, int]) -> None:
         """OffsetCommit as an admin (generation -1, no member id); any partition's error fails."""
         topics: dict[str, list[dict[str, Any]]] = {}
         for (t, p), off in sorted(offsets.items()):
@@ -294,18 +322,28 @@ class GroupAdmin:
         out: dict[str, int] = {}
         for g in groups:
             try:
-                resp = await self.on_coordinator(g, DELETE_GROUPS, {"groups_names": [g]})
+                out[g] = await self._retrying("deleteConsumerGroups", partial(self._delete, g))
             except GroupError as e:
                 out[g] = e.error
-                continue
-            for r in resp.results:
-                out[str(r.group_id)] = code(r.error_code)
         return out
 
+    async def _delete(self, group: str) -> int:
+        resp = await self.on_coordinator(group, DELETE_GROUPS, {"groups_names": [group]})
+        (r,) = resp.results
+        if code(r.error_code) in RETRIABLE:
+            raise GroupError(code(r.error_code))
+        return code(r.error_code)
+
     async def delete_offsets(self, group: str, tps: Iterable[TP]) -> tuple[int, dict[TP, int]]:
+        parts = sorted(set(tps))
+        return await self._retrying(
+            "deleteConsumerGroupOffsets", lambda: self._delete_offsets(group, parts)
+        )
+
+    async def _delete_offsets(self, group: str, tps: Sequence[TP]) -> tuple[int, dict[TP, int]]:
         """OffsetDelete: the top-level error and each partition's."""
         topics: dict[str, list[dict[str, Any]]] = {}
-        for t, p in sorted(set(tps)):
+        for t, p in tps:
             topics.setdefault(t, []).append({"partition_index": p})
         resp = await self.on_coordinator(
             group,
@@ -315,6 +353,8 @@ class GroupAdmin:
                 "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
             },
         )
+        if code(resp.error_code) in RETRIABLE:
+            raise GroupError(code(resp.error_code))
         parts = {
             (str(rt.name), int(rp.partition_index)): code(rp.error_code)
             for rt in resp.topics

@@ -4,13 +4,15 @@ easily show (static members, a group migrating between protocols, rebalancing, D
 
 from __future__ import annotations
 
+import asyncio
 import io
 import struct
 from datetime import UTC, datetime
+from typing import cast
 
 import pytest
 
-from broker.cli.admin import CommandError, UsageError
+from broker.cli.admin import CommandError, Session, UsageError
 from broker.cli.consumer_groups_describe import (
     assignment_text,
     print_members,
@@ -25,7 +27,14 @@ from broker.cli.consumer_groups_reset import (
     parse_topic_partitions,
     print_plan,
 )
-from broker.cli.groups_model import Coordinator, Description, Member, decode_assignment
+from broker.cli.groups_admin import GroupAdmin
+from broker.cli.groups_model import (
+    Coordinator,
+    Description,
+    GroupError,
+    Member,
+    decode_assignment,
+)
 
 COORD = Coordinator(1, "broker-1", 9092)
 
@@ -139,3 +148,28 @@ def test_reset_plan_table_widths_follow_the_longest_names() -> None:
     out = io.StringIO()
     print_plan({}, out)
     assert out.getvalue() == "\n"
+
+
+def test_coordinator_errors_are_retried_until_the_timeout() -> None:
+    admin = GroupAdmin(cast(Session, None), timeout_ms=1000)
+    calls: list[int] = []
+
+    async def loading_twice() -> str:
+        calls.append(1)
+        if len(calls) < 3:
+            raise GroupError(14)  # COORDINATOR_LOAD_IN_PROGRESS
+        return "done"
+
+    async def not_found() -> str:
+        raise GroupError(69)
+
+    async def never_loaded() -> str:
+        raise GroupError(16)  # NOT_COORDINATOR, forever
+
+    assert asyncio.run(admin._retrying("describe", loading_twice)) == "done"
+    assert len(calls) == 3
+    with pytest.raises(GroupError, match="GroupIdNotFoundException"):
+        asyncio.run(admin._retrying("describe", not_found))
+    admin.timeout_ms = 300
+    with pytest.raises(CommandError, match="TimeoutException: Timed out waiting for describe"):
+        asyncio.run(admin._retrying("describe", never_loaded))
