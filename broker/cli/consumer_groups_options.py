@@ -260,6 +260,8 @@ def check(args: argparse.Namespace, err: TextIO) -> None:
             f"Option {opt('delete-offsets')} takes the following options: "
             f"{opt('group')}, {opt('topic')}"
         )
+    if args.delete_offsets and len(args.group) > 1:  # joptsimple's valueOf of a repeated option
+        raise UsageError("Found multiple arguments for option group, but you asked for only one")
     if args.reset_offsets:
         if args.dry_run and args.execute:
             raise UsageError(

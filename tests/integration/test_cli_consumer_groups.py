@@ -503,6 +503,10 @@ def test_delete_groups(groups: Groups) -> None:
             ("--reset-offsets", "--group", "g", "--all-topics", "--shift-by", "two"),
             "Cannot parse argument 'two' of option shift-by",
         ),
+        (
+            ("--delete-offsets", "--group", "a", "--group", "b", "--topic", "t"),
+            "Found multiple arguments for option group, but you asked for only one",
+        ),
         (("--describe", "--group"), "Option [group] requires an argument"),
         (("--list", "--frobnicate"), "frobnicate is not a recognized option"),
     ],
