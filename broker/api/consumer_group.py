@@ -96,7 +96,7 @@ class ConsumerGroupApi:
                     server_assignor=req.server_assignor,
                     owned=_owned(req.topic_partitions),
                     client_id=ctx.client_id or "",
-                    client_host=ctx.peer_host,
+                    client_host=f"/{ctx.peer_host}",  # Kafka's InetAddress.toString()
                     api_version=version,
                 )
             )

@@ -151,7 +151,7 @@ class GroupApi:
             member_id=req.member_id,
             group_instance_id=getattr(req, "group_instance_id", None),
             client_id=ctx.client_id,
-            client_host=ctx.peer_host,
+            client_host=f"/{ctx.peer_host}",  # Kafka's InetAddress.toString()
             session_timeout_ms=session,
             rebalance_timeout_ms=rebalance,
             protocol_type=req.protocol_type,

@@ -203,7 +203,7 @@ def test_describe_offsets_of_a_stable_classic_group(groups: Groups) -> None:
         [
             "",
             cols(w, *OFFSETS_HEADER, "CONSUMER-ID", "HOST", "CLIENT-ID"),
-            *(cols(w, CLASSIC, TOPIC, *r, member, "127.0.0.1", "classic-1") for r in rows),
+            *(cols(w, CLASSIC, TOPIC, *r, member, "/127.0.0.1", "classic-1") for r in rows),
             "",
         ]
     )
@@ -221,7 +221,7 @@ def test_describe_offsets_of_a_kip848_group_verbose(groups: Groups) -> None:
         [
             "",
             cols(w, *header, "CONSUMER-ID", "HOST", "CLIENT-ID"),
-            *(cols(w, NEW, TOPIC, *r, member, "127.0.0.1", "new-1") for r in rows),
+            *(cols(w, NEW, TOPIC, *r, member, "/127.0.0.1", "new-1") for r in rows),
             "",
         ]
     )
@@ -261,7 +261,7 @@ def test_describe_members(groups: Groups) -> None:
         [
             "",
             cols(w, *header),
-            cols(w, CLASSIC, classic, "127.0.0.1", "classic-1", 3, ""),
+            cols(w, CLASSIC, classic, "/127.0.0.1", "classic-1", 3, ""),
             "",
         ]
     )
@@ -273,7 +273,7 @@ def test_describe_members(groups: Groups) -> None:
         [
             "",
             cols(w, *header[:5], *verbose),
-            cols(w, NEW, new, "127.0.0.1", "new-1", 3, 1, assignment, 1, assignment),
+            cols(w, NEW, new, "/127.0.0.1", "new-1", 3, 1, assignment, 1, assignment),
             "",
         ]
     )
