@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from broker.cli import consumer_groups_options as options
-from broker.cli.admin import Session, optional_config, run_main, servers
+from broker.cli.admin import Session, code_name, optional_config, run_main, servers
 from broker.cli.consumer_groups_describe import (
     consumer_group_ids,
     describe_groups,
@@ -38,10 +38,9 @@ from broker.cli.consumer_groups_reset import (
     print_plan,
 )
 from broker.cli.groups_admin import NONE, GroupAdmin
-from broker.cli.groups_model import ERRORS, TP, error_message, exception_text
+from broker.cli.groups_model import TP, error_message, exception_text
 
 TOOL = "kafka-consumer-groups.sh"
-UNKNOWN_TOPIC = -2  # a --delete-offsets topic the cluster does not know (no partitions to name)
 GROUP_LEVEL = {24, 69, 30, 68}  # INVALID_GROUP_ID, GROUP_ID_NOT_FOUND, GROUP_AUTH, NON_EMPTY
 PARTITION_LEVEL = {86, 29, 3}  # GROUP_SUBSCRIBED_TO_TOPIC, TOPIC_AUTH, UNKNOWN_TOPIC_OR_PARTITION
 
@@ -91,8 +90,7 @@ async def delete_offsets(admin: GroupAdmin, args: argparse.Namespace, out: TextI
     elif top in PARTITION_LEVEL:
         print_error(out, "Encountered some partition-level error, see the follow-up details.")
     else:
-        name = ERRORS.get(top, ("", ""))[0] or str(top)
-        print_error(out, f"Encountered some unknown error: {name}")
+        print_error(out, f"Encountered some unknown error: {code_name(top)}")
     width = max([15, *(len(t) for t, _ in results)])
     text = f"\n{'TOPIC':<{width}} {'PARTITION':<10} {'STATUS':<15}"
     for (t, p), failure in sorted(results.items(), key=lambda kv: kv[0][0] + str(kv[0][1])):
