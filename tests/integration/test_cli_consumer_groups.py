@@ -153,8 +153,14 @@ def groups(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Groups]:
         node.kill()
 
 
-def test_list_with_state_and_type_filters(groups: Groups) -> None:
+def test_list_with_state_and_type_filters(groups: Groups, tmp_path: Path) -> None:
     assert sorted(groups.ok("--list").stdout.splitlines()) == sorted([CLASSIC, NEW, DOOMED, EMPTY])
+    config = tmp_path / "admin.properties"
+    config.write_text("client.id=cg-tool\nrequest.timeout.ms=10000\n")
+    p = groups.ok("--list", "--command-config", str(config))
+    assert sorted(p.stdout.splitlines()) == sorted([CLASSIC, NEW, DOOMED, EMPTY])
+    p = groups.ok("--describe", "--all-groups", "--state")
+    assert p.stdout.count("\nGROUP ") == 4
     out = groups.ok("--list", "--state", "stable").stdout
     assert out.splitlines()[0] == f"{'GROUP':<25} {'STATE':<20}"
     assert sorted(out.splitlines()[1:]) == [
@@ -509,6 +515,10 @@ def test_delete_groups(groups: Groups) -> None:
         ),
         (("--describe", "--group"), "Option [group] requires an argument"),
         (("--list", "--frobnicate"), "frobnicate is not a recognized option"),
+        (
+            ("--list", "--command-config", "/nonexistent/admin.properties"),
+            "--command-config: the file /nonexistent/admin.properties does not exist",
+        ),
     ],
 )
 def test_bad_invocations(groups: Groups, args: tuple[str, ...], message: str) -> None:
