@@ -783,6 +783,13 @@ class Node:
             shards.sync(self.image)
         self.mirror_reactions.on_metadata(self.image, delta, serving=self.server is not None)
 
+    def _on_hosted(self, keys: list[tuple[str, int]]) -> None:
+        """Partitions whose logs were opened in the background after the metadata change that
+        made them: the coordinators and mirroring look at them as they would have then."""
+        for shards in self._coordinator_shards:
+            shards.sync(self.image)
+        self.mirror_reactions.on_hosted(self.image, keys)
+
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_event_loop().create_task(coro)
         self._tasks.add(task)
@@ -847,6 +854,9 @@ class Node:
         await self.quorum.wait_caught_up()
         if not self._loaded:
             self.load_metadata([])
+        # the logs of the image were opened above; big later batches open in the background
+        self.replicas.on_hosted = self._on_hosted
+        self.replicas.defer_creation = True
         self.mirror_throttle.apply()
         await self.server.start()
         endpoints = advertised_endpoints(cfg, self.server.bound_ports)

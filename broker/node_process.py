@@ -18,6 +18,7 @@ from importlib import metadata
 from .app import Node, StartupError
 from .config.meta_properties import MetaPropertiesError, read_meta_properties
 from .config.server_config import ConfigError, ServerConfig, load_server_config
+from .loop_watchdog import LoopWatchdog
 from .security.errors import SecurityConfigError
 from .security.listeners import ListenerSecurity, build_listener_security
 from .startup_errors import describe as describe_startup_error
@@ -101,6 +102,21 @@ async def run(
         signals = StopSignals()
         signals.install()
     progress = StartupProgress()
+    stalls = LoopWatchdog()
+    stalls.start()
+    try:
+        await _run(config, cluster_id, listener_security, signals, progress)
+    finally:
+        stalls.stop()
+
+
+async def _run(
+    config: ServerConfig,
+    cluster_id: str,
+    listener_security: Mapping[str, ListenerSecurity] | None,
+    signals: StopSignals,
+    progress: StartupProgress,
+) -> None:
     node: Node | None = None
     try:
         dirs = ", ".join(dict.fromkeys([*config.log_dirs, config.metadata_log_dir]))

@@ -234,3 +234,11 @@ class MirrorReactions:
             self._throttle.apply()
         if serving and MIRROR_RESOURCE in changed:
             self._sync.on_metadata(image)
+
+    def on_hosted(self, image: MetadataImage, keys: list[tuple[str, int]]) -> None:
+        """Partitions whose logs were opened after the metadata change that made them."""
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in keys:
+            by_topic.setdefault(topic, []).append(partition)
+        for topic, partitions in by_topic.items():
+            self._mirrors.reconcile_topic(image, topic, partitions=partitions)
