@@ -14,8 +14,6 @@ the principal may not READ get TOPIC_AUTHORIZATION_FAILED (a topic id this node 
 stays UNKNOWN_TOPIC_ID). Sessions: see `fetch_sessions`.
 """
 
-import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -32,6 +30,7 @@ from protocol.registry import REGISTRY, body_bytes, decode_body
 
 from ..log.file_cache import is_fd_exhaustion, note_fd_exhaustion
 from ..metadata.image import METADATA_TOPIC, METADATA_TOPIC_ID
+from ..replication.change_watch import ChangeWatch
 from ..replication.leader_epochs import diverging_epoch
 from ..replication.replica_manager import leader_epoch_error
 from ..security.acls import AclOperation, ResourceType
@@ -140,18 +139,14 @@ class FetchApi:
         if follower is not None or (quotas is not None and not quotas.active()):
             quotas = None
         max_bytes = req.max_bytes if quotas is None else quotas.fetch_max_bytes(ctx, req.max_bytes)
-        while True:
-            rows, total = self._read(
-                wanted, max_bytes, committed, by_id, full, denied, follower, version >= 19
-            )
-            remaining = deadline - time.monotonic()
-            if (
-                total >= req.min_bytes
-                or remaining <= 0
-                or any(r["error_code"] or "diverging_epoch" in r for _, r in rows)
-            ):
-                break  # a DivergingEpoch answer is not held back for min_bytes either
-            await self._wait_for_data(wanted, by_id, remaining)
+        rows, total = self._read(
+            wanted, max_bytes, committed, by_id, full, denied, follower, version >= 19
+        )
+        if total < req.min_bytes and deadline > time.monotonic() and not _answers_now(rows):
+            rows, total = await self._long_poll(
+                wanted, rows, total, req.min_bytes, deadline,
+                (max_bytes, committed, by_id, full, denied, follower, version >= 19),
+            )  # fmt: skip
         if quotas is not None and quotas.fetch.enabled:
             await wait_while_muted(ctx)
             throttle_ms = quotas.fetch_throttle_ms(ctx, total)
@@ -195,25 +190,49 @@ class FetchApi:
             },
         )
 
-    async def _wait_for_data(
-        self, wanted: dict[tuple[Any, int], SessionPartition], by_id: bool, timeout_s: float
-    ) -> None:
-        """Long-poll: until any wanted partition's log end, high watermark or role moves."""
+    async def _long_poll(
+        self,
+        wanted: dict[tuple[Any, int], SessionPartition],
+        rows: list[tuple[tuple[Any, int], dict[str, Any]]],
+        total: int,
+        min_bytes: int,
+        deadline: float,
+        read_args: tuple[Any, ...],
+    ) -> tuple[list[tuple[tuple[Any, int], dict[str, Any]]], int]:
+        """Until ``min_bytes`` are there, an error or DivergingEpoch is to be answered, or the
+        deadline: each time partitions move (log end, high watermark, role) only those are
+        read again, their rows replacing what the last read had for them."""
+        max_bytes, committed, by_id, full, denied, follower, mirror_epochs = read_args
         img = self.s.image()
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        watch = ChangeWatch()
         hosted = []
-        for tkey, partition in wanted:
+        for key in wanted:
+            tkey, partition = key
             topic = img.topic_by_id(tkey) if by_id else img.topics.get(tkey)
             p = self.s.replicas.get(topic.name, partition) if topic is not None else None
             if p is not None:
-                p.add_waiter(fut)
+                p.add_watch(watch, key)
                 hosted.append(p)
         try:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(fut, timeout_s)
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return rows, total
+                moved = {k: wanted[k] for k in await watch.wait(remaining) if k in wanted}
+                if not moved:
+                    continue
+                kept = [(k, r) for k, r in rows if k not in moved]
+                kept_total = total - sum(_size(r) for k, r in rows if k in moved)
+                fresh, total = self._read(
+                    moved, max_bytes, committed, by_id, full, denied, follower,
+                    mirror_epochs, kept_total,
+                )  # fmt: skip
+                rows = kept + fresh
+                if total >= min_bytes or _answers_now(fresh):
+                    return rows, total
         finally:
             for p in hosted:
-                p.remove_waiter(fut)
+                p.remove_watch(watch)
 
     def _denied_follower(
         self, ctx: RequestContext, wanted: dict[tuple[Any, int], SessionPartition]
@@ -251,11 +270,13 @@ class FetchApi:
         denied: set[Any] | None = None,
         follower: tuple[int, int] | None = None,
         mirror_epochs: bool = False,
+        total: int = 0,
     ) -> tuple[list[tuple[tuple[Any, int], dict[str, Any]]], int]:
+        """Rows for ``wanted`` (those an incremental session answers: changed ones) and the
+        bytes in all, counting from ``total`` (rows already read, within ``max_bytes``)."""
         img = self.s.image()
         rows: list[tuple[tuple[Any, int], dict[str, Any]]] = []
-        budget = max_bytes
-        total = 0
+        budget = max_bytes - total
         for key, sp in wanted.items():
             tkey, partition = key
             topic = img.topic_by_id(tkey) if by_id else img.topics.get(tkey)
@@ -389,6 +410,16 @@ class FetchApi:
     def _lso(plog: Any) -> int:
         lso = getattr(plog, "last_stable_offset", None)
         return int(lso) if lso is not None else int(plog.high_watermark)
+
+
+def _answers_now(rows: list[tuple[tuple[Any, int], dict[str, Any]]]) -> bool:
+    """An error or a DivergingEpoch is answered at once, not held back for min_bytes."""
+    return any(r["error_code"] or "diverging_epoch" in r for _, r in rows)
+
+
+def _size(row: dict[str, Any]) -> int:
+    records = row["records"]
+    return sum(len(b) for b in records) if isinstance(records, list) else len(records)
 
 
 def _diverging(row: dict[str, Any], diverging: Any, high_watermark: int, log_start: int) -> None:

@@ -26,6 +26,7 @@ from kio.schema.errors import ErrorCode
 from ..log.errors import LogAppendError
 from ..log.partition_log import AppendResult, PartitionLog
 from ..log.validation import AppendOrigin
+from .change_watch import ChangeWatch
 from .follower_state import (
     FetchPartition,
     FetchResponsePartition,
@@ -77,6 +78,7 @@ class Partition:
         self.follower: FollowerPartitionState[Any] = FollowerPartitionState(local_id, rlog)
         self.follower.mirrored = config.mirrored
         self._waiters: set[asyncio.Future[None]] = set()
+        self._watches: dict[ChangeWatch, Any] = {}  # long-polling Fetches, by their key for us
 
     def __repr__(self) -> str:
         role = "leader" if self.is_leader else f"follower of {self.leader_id}"
@@ -253,7 +255,16 @@ class Partition:
     def remove_waiter(self, fut: asyncio.Future[None]) -> None:
         self._waiters.discard(fut)
 
+    def add_watch(self, watch: ChangeWatch, key: Any) -> None:
+        self._watches[watch] = key
+
+    def remove_watch(self, watch: ChangeWatch) -> None:
+        self._watches.pop(watch, None)
+
     def wake(self) -> None:
+        if self._watches:
+            for watch, key in self._watches.items():
+                watch.notify(key)
         if not self._waiters:
             return
         waiters, self._waiters = self._waiters, set()
