@@ -60,6 +60,7 @@ from .api.routed_controller import RoutedController, RoutedMirrorController
 from .api.sasl import SaslApi
 from .api.scram_credentials import ScramCredentialsApi
 from .api.services import Services
+from .api.share_group import ShareGroupApi
 from .api.topic_partitions import TopicPartitionsApi
 from .api.topics import TopicsApi
 from .api.txn import TxnApi
@@ -387,6 +388,9 @@ class Node:
                 consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
                 consumer_assignors=config.group_consumer_assignors,
                 consumer_max_size=config.group_consumer_max_size,
+                share_session_timeout_ms=config.group_share_session_timeout_ms,
+                share_heartbeat_interval_ms=config.group_share_heartbeat_interval_ms,
+                share_max_size=config.group_share_max_size,
             ),
             LoopScheduler(),
             self._topics_view,
@@ -700,6 +704,12 @@ class Node:
             *(
                 ConsumerGroupApi(self.groups, self.authorizer).apis()
                 if "consumer" in self.config.group_coordinator_rebalance_protocols
+                else []
+            ),
+            # KIP-932 share groups when group.share.enable (Kafka 4.1's preview switch)
+            *(
+                ShareGroupApi(self.groups, self.authorizer).apis()
+                if self.config.group_share_enable
                 else []
             ),
             *MirrorStateApi(self.mirror_coordinator, lambda: self.image, self.authorizer).apis(),

@@ -154,6 +154,15 @@ _BROKER_VALIDATORS: dict[str, Validator] = {
     "num.replica.fetchers": Range(1),
     "security.inter.broker.protocol": AnyOf(("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
     "metrics.port": Range(0, 65535),
+    "share.auto.offset.reset": AnyOf(("latest", "earliest")),
+    # Kafka's ranges; Kafka also bounds the lock duration and session timeout by the
+    # group.share.min/max.* keys, which are not checked here (tests use short values)
+    "group.share.record.lock.duration.ms": Range(1000, 3_600_000),
+    "group.share.delivery.count.limit": Range(2, 10),
+    "group.share.session.timeout.ms": Range(1),
+    "group.share.heartbeat.interval.ms": Range(1),
+    "group.share.max.size": Range(1, 1000),
+    "group.share.partition.max.record.locks": Range(100, 10_000),
     "mirror.topic.num.partitions": Range(1),
     "mirror.topic.replication.factor": Range(1),
     "mirror.num.replica.fetchers": Range(1),
@@ -223,6 +232,9 @@ BROKER_KEYS: dict[str, BrokerKey] = _kafka_keys() | {
         _extra("mirror.truncation.timeout.ms", ConfigType.LONG, "60000", _K.READ_ONLY, _O.KMIRROR),
         # Ours: how many sealed segments' log files stay open at once (broker/log/file_cache).
         _extra("log.max.open.files", ConfigType.INT, "1000", _K.READ_ONLY, _O.KMIRROR),
+        # Ours: Kafka's share group config `share.auto.offset.reset` as one broker-wide default
+        # (no per-group configs here): where a share partition starts without state.
+        _extra("share.auto.offset.reset", ConfigType.STRING, "latest", _K.READ_ONLY, _O.KMIRROR),
         # Ours: the Prometheus exporter's port (0 disables it) and the address it binds.
         _extra("metrics.port", ConfigType.INT, "0", _K.READ_ONLY, _O.KMIRROR),
         _extra("metrics.host", ConfigType.STRING, "0.0.0.0", _K.READ_ONLY, _O.KMIRROR),

@@ -110,6 +110,10 @@ IMPLEMENTED_KEYS: frozenset[str] = frozenset(
         "group.max.session.timeout.ms", "group.max.size",
         "group.consumer.session.timeout.ms", "group.consumer.heartbeat.interval.ms",
         "group.consumer.assignors", "group.consumer.max.size",
+        "group.share.enable", "group.share.session.timeout.ms",
+        "group.share.heartbeat.interval.ms", "group.share.max.size",
+        "group.share.record.lock.duration.ms", "group.share.delivery.count.limit",
+        "group.share.partition.max.record.locks", "share.auto.offset.reset",
         "group.coordinator.rebalance.protocols",
         "transaction.state.log.num.partitions", "transaction.state.log.replication.factor",
         "transaction.state.log.min.isr", "transaction.state.log.segment.bytes",
@@ -267,6 +271,15 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     group_consumer_heartbeat_interval_ms: int
     group_consumer_assignors: tuple[str, ...]
     group_consumer_max_size: int
+    # KIP-932 share groups (served when group.share.enable, Kafka 4.1's preview switch)
+    group_share_enable: bool
+    group_share_session_timeout_ms: int
+    group_share_heartbeat_interval_ms: int
+    group_share_max_size: int
+    group_share_record_lock_duration_ms: int
+    group_share_delivery_count_limit: int
+    group_share_partition_max_record_locks: int
+    share_auto_offset_reset: str  # ours: Kafka's group config, one broker-wide value here
     group_coordinator_rebalance_protocols: tuple[str, ...]
     transaction_state_log_num_partitions: int
     transaction_state_log_replication_factor: int

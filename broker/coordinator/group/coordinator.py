@@ -22,6 +22,11 @@ from broker.coordinator.group.shard import (
     TopicPartition,
     TxnCommitParams,
 )
+from broker.coordinator.group.share_groups import (
+    DescribedShareGroup,
+    ShareHeartbeatParams,
+    ShareHeartbeatResult,
+)
 from broker.coordinator.runtime import (
     CoordinatorError,
     CoordinatorRuntime,
@@ -147,6 +152,22 @@ class GroupCoordinator:
             )
         except CoordinatorError as exc:
             return DescribedConsumerGroup(group_id, exc.code)
+
+    # -- KIP-932 share groups -------------------------------------------------------------------
+
+    async def share_group_heartbeat(self, p: ShareHeartbeatParams) -> ShareHeartbeatResult:
+        partition = self.partition_for(p.group_id)
+        return await self._call(
+            lambda: self.runtime.write(partition, lambda s: s.share.heartbeat(p)),
+            lambda code: ShareHeartbeatResult(code),
+        )
+
+    async def share_group_describe(self, group_id: str) -> DescribedShareGroup:
+        partition = self.partition_for(group_id)
+        try:
+            return await self.runtime.read(partition, lambda s: s.share.describe(group_id))
+        except CoordinatorError as exc:
+            return DescribedShareGroup(group_id, exc.code)
 
     # -- offsets ----------------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from broker.coordinator.group.config import GroupConfig
 from broker.coordinator.group.consumer_describe import classic_bytes
 from broker.coordinator.group.consumer_group import TopicsView
 from broker.coordinator.group.consumer_shard import ConsumerGroups
+from broker.coordinator.group.share_groups import SHARE_PROTOCOL_TYPE, ShareGroups
 from broker.coordinator.group.txn_offsets import PendingTxnOffsets
 from broker.coordinator.runtime import (
     AppendError,
@@ -172,10 +173,13 @@ class GroupShard:
         self.offsets: dict[str, dict[TopicPartition, rec.OffsetValue]] = {}
         self.pending_txn = PendingTxnOffsets()
         self.consumer = ConsumerGroups(ctx, config, topics, self._take_classic)
+        self.share = ShareGroups(ctx, config, topics, self._has_group)
 
     def _take_classic(self, group_id: str, may_convert: bool) -> ErrorCode | list[Record]:
         """Make way for a consumer group: an empty classic group (maybe just offsets) is
-        converted, as Kafka does; a live one keeps the id."""
+        converted, as Kafka does; a live one keeps the id, and so does a share group."""
+        if group_id in self.share.groups:
+            return ErrorCode.group_id_not_found
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.group_id_not_found if not may_convert else []
@@ -281,6 +285,7 @@ class GroupShard:
                 member.complete_sync(SyncResult(ErrorCode.not_coordinator))
         self.groups.clear()
         self.consumer.on_unloaded()
+        self.share.on_unloaded()
         self.offsets.clear()
         self.pending_txn.clear()
 
@@ -512,6 +517,8 @@ class GroupShard:
         ):
             return self._join_done(ErrorCode.invalid_session_timeout, p.member_id)
         if not p.protocol_type or not p.protocols:
+            return self._join_done(ErrorCode.inconsistent_group_protocol, p.member_id)
+        if p.group_id in self.share.groups:  # a share group keeps its id
             return self._join_done(ErrorCode.inconsistent_group_protocol, p.member_id)
         if p.group_id in self.consumer.groups:
             # a KIP-848 group: a classic member only takes over an empty one (Kafka converts
@@ -1072,6 +1079,9 @@ class GroupShard:
         records: list[Record] = []
         doomed: list[str] = []
         for gid in group_ids:
+            if gid in self.share.groups:  # in memory only: nothing to write
+                results[gid] = self.share.delete(gid)
+                continue
             group = self.groups.get(gid)
             consumer = self.consumer.groups.get(gid)
             if consumer is None and (group is None or group.is_in(GroupState.DEAD)):
@@ -1157,14 +1167,21 @@ class GroupShard:
         )
 
     def list_groups(self) -> list[ListedGroup]:
-        return [
-            ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
-            for g in self.groups.values()
-            if not g.is_in(GroupState.DEAD)
-        ] + [
-            ListedGroup(gid, CONSUMER_PROTOCOL_TYPE, cg.state(), "consumer")
-            for gid, cg in self.consumer.groups.items()
-        ]
+        return (
+            [
+                ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
+                for g in self.groups.values()
+                if not g.is_in(GroupState.DEAD)
+            ]
+            + [
+                ListedGroup(gid, CONSUMER_PROTOCOL_TYPE, cg.state(), "consumer")
+                for gid, cg in self.consumer.groups.items()
+            ]
+            + [
+                ListedGroup(gid, SHARE_PROTOCOL_TYPE, sg.state(), "share")
+                for gid, sg in self.share.groups.items()
+            ]
+        )
 
     # -- offset retention -------------------------------------------------------------------------
 

@@ -1,0 +1,305 @@
+"""KIP-932 share groups of one `__consumer_offsets` shard: ShareGroupHeartbeat membership,
+session timeouts, the `simple` server assignment and what ShareGroupDescribe reports.
+
+Owned by `GroupShard`, beside the classic and consumer groups (one group id, one type). Share
+groups live in memory only: nothing is written to `__consumer_offsets`, so when the shard moves
+(coordinator change or restart) the members' next heartbeat gets UNKNOWN_MEMBER_ID and they
+join again. Members share partitions, so there is no revocation: a member moves to the group's
+target assignment at once and its epoch follows the group epoch.
+"""
+
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
+
+from broker.coordinator.group.config import GroupConfig
+from broker.coordinator.group.consumer_describe import NamedPartitions
+from broker.coordinator.group.consumer_group import TopicsView
+from broker.coordinator.runtime import ShardContext, WriteResult
+
+if TYPE_CHECKING:
+    from broker.coordinator.group.shard import GroupShard
+
+LEAVE_EPOCH = -1
+ASSIGNOR = "simple"
+SHARE_PROTOCOL_TYPE = "share"
+
+Assignment = dict[uuid.UUID, frozenset[int]]
+
+
+@dataclass(slots=True)
+class ShareHeartbeatParams:
+    group_id: str
+    member_id: str
+    member_epoch: int
+    rack_id: str | None = None
+    topic_names: tuple[str, ...] | None = None
+    client_id: str = ""
+    client_host: str = ""
+
+
+@dataclass(slots=True)
+class ShareHeartbeatResult:
+    error: ErrorCode
+    message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: Assignment | None = None
+
+
+@dataclass(slots=True)
+class ShareMember:
+    member_id: str
+    epoch: int = 0
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    topic_names: tuple[str, ...] = ()
+    assignment: Assignment = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class ShareGroup:
+    group_id: str
+    epoch: int = 0
+    assignment_epoch: int = 0
+    # the subscribed topics as last assigned: (name, id, partition count), sorted
+    topology: tuple[tuple[str, uuid.UUID, int], ...] = ()
+    members: dict[str, ShareMember] = field(default_factory=dict)
+
+    def state(self) -> str:
+        return "Stable" if self.members else "Empty"
+
+    def subscribed(self, topics: TopicsView) -> tuple[tuple[str, uuid.UUID, int], ...]:
+        names = {n for m in self.members.values() for n in m.topic_names}
+        return tuple(sorted((n, *topics[n]) for n in names if n in topics))
+
+
+@dataclass(slots=True)
+class DescribedShareMember:
+    member_id: str
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    topic_names: list[str]
+    assignment: NamedPartitions
+
+
+@dataclass(slots=True)
+class DescribedShareGroup:
+    group_id: str
+    error: ErrorCode
+    message: str | None = None
+    state: str = ""
+    epoch: int = 0
+    assignment_epoch: int = 0
+    assignor: str = ASSIGNOR
+    members: list[DescribedShareMember] = field(default_factory=list)
+
+
+def simple_assign(
+    members: Mapping[str, tuple[str, ...]], topology: tuple[tuple[str, uuid.UUID, int], ...]
+) -> dict[str, Assignment]:
+    """Kafka's `SimpleAssignor` idea, deterministically: per topic, its subscribers sorted by
+    member id; with at least as many partitions as subscribers each partition goes to one
+    member round-robin, with fewer each member gets one partition round-robin (a partition is
+    then shared). Every subscriber gets something and every partition is consumed."""
+    out: dict[str, dict[uuid.UUID, set[int]]] = {m: {} for m in members}
+    for name, topic_id, count in topology:
+        subs = sorted(m for m, names in members.items() if name in names)
+        if not subs or count <= 0:
+            continue
+        if count >= len(subs):
+            pairs = [(subs[p % len(subs)], p) for p in range(count)]
+        else:
+            pairs = [(m, i % count) for i, m in enumerate(subs)]
+        for m, p in pairs:
+            out[m].setdefault(topic_id, set()).add(p)
+    return {m: {t: frozenset(ps) for t, ps in a.items()} for m, a in out.items()}
+
+
+def _session_key(group_id: str, member_id: str) -> str:
+    return f"sg-session-{group_id}-{member_id}"
+
+
+class ShareGroups:
+    def __init__(
+        self,
+        ctx: "ShardContext[GroupShard]",
+        config: GroupConfig,
+        topics: Callable[[], TopicsView],
+        other_type: Callable[[str], bool],
+    ) -> None:
+        self.ctx = ctx
+        self.config = config
+        self.topics = topics
+        # whether a classic or consumer group holds the id (a share group cannot take it)
+        self.other_type = other_type
+        self.groups: dict[str, ShareGroup] = {}
+
+    # -- ShareGroupHeartbeat ---------------------------------------------------------------------
+
+    @staticmethod
+    def _invalid(p: ShareHeartbeatParams) -> ShareHeartbeatResult | None:
+        def bad(message: str) -> ShareHeartbeatResult:
+            return ShareHeartbeatResult(ErrorCode.invalid_request, message)
+
+        if not p.group_id:
+            return bad("GroupId can't be empty.")
+        if not p.member_id:
+            return bad("MemberId can't be empty.")
+        if p.rack_id == "":
+            return bad("RackId can't be empty.")
+        if p.member_epoch < LEAVE_EPOCH:
+            return bad(f"MemberEpoch {p.member_epoch} is invalid.")
+        if p.member_epoch == 0 and not p.topic_names:
+            return bad("SubscribedTopicNames must be set in first request.")
+        return None
+
+    def heartbeat(self, p: ShareHeartbeatParams) -> WriteResult[ShareHeartbeatResult]:
+        invalid = self._invalid(p)
+        if invalid is not None:
+            return WriteResult(invalid)
+        group = self.groups.get(p.group_id)
+        if group is None and self.other_type(p.group_id):
+            msg = f"Group {p.group_id} is not a share group."
+            return WriteResult(ShareHeartbeatResult(ErrorCode.group_id_not_found, msg))
+        if p.member_epoch == LEAVE_EPOCH:
+            return WriteResult(self._leave(group, p))
+        if group is None:
+            if p.member_epoch != 0:
+                msg = f"Group {p.group_id} not found."
+                return WriteResult(ShareHeartbeatResult(ErrorCode.group_id_not_found, msg))
+            group = self.groups[p.group_id] = ShareGroup(p.group_id)
+        member = group.members.get(p.member_id)
+        bump = False
+        if member is None:
+            if p.member_epoch != 0:
+                msg = f"Member {p.member_id} is not a member of group {p.group_id}."
+                return WriteResult(ShareHeartbeatResult(ErrorCode.unknown_member_id, msg))
+            if len(group.members) >= self.config.share_max_size:
+                msg = f"The share group has reached its maximum of {self.config.share_max_size}."
+                return WriteResult(ShareHeartbeatResult(ErrorCode.group_max_size_reached, msg))
+            member = group.members[p.member_id] = ShareMember(p.member_id)
+            bump = True
+        elif p.member_epoch not in (0, member.epoch):
+            msg = f"The member epoch {p.member_epoch} is fenced (current {member.epoch})."
+            return WriteResult(ShareHeartbeatResult(ErrorCode.fenced_member_epoch, msg))
+        if p.topic_names is not None and tuple(p.topic_names) != member.topic_names:
+            member.topic_names = tuple(p.topic_names)
+            bump = True
+        if p.rack_id is not None:
+            member.rack_id = p.rack_id
+        member.client_id, member.client_host = p.client_id, p.client_host
+        self._maybe_assign(group, bump)
+        before = member.assignment
+        member.assignment = self._target(group, member.member_id)
+        member.epoch = group.assignment_epoch
+        self._schedule_session(group.group_id, member.member_id)
+        send = p.member_epoch == 0 or member.assignment != before
+        return WriteResult(
+            ShareHeartbeatResult(
+                ErrorCode.none,
+                member_id=member.member_id,
+                member_epoch=member.epoch,
+                heartbeat_interval_ms=self.config.share_heartbeat_interval_ms,
+                assignment=dict(member.assignment) if send else None,
+            )
+        )
+
+    def _target(self, group: ShareGroup, member_id: str) -> Assignment:
+        members = {m.member_id: m.topic_names for m in group.members.values()}
+        return simple_assign(members, group.topology).get(member_id, {})
+
+    def _maybe_assign(self, group: ShareGroup, bump: bool) -> None:
+        """A new group epoch (and target) when members or their topics' metadata changed."""
+        topology = group.subscribed(self.topics())
+        if not bump and topology == group.topology:
+            return
+        group.epoch += 1
+        group.topology = topology
+        group.assignment_epoch = group.epoch
+
+    def _leave(self, group: ShareGroup | None, p: ShareHeartbeatParams) -> ShareHeartbeatResult:
+        if group is None:
+            msg = f"Group {p.group_id} not found."
+            return ShareHeartbeatResult(ErrorCode.group_id_not_found, msg)
+        if p.member_id not in group.members:
+            msg = f"Member {p.member_id} is not a member of group {p.group_id}."
+            return ShareHeartbeatResult(ErrorCode.unknown_member_id, msg)
+        self._remove(group, p.member_id)
+        return ShareHeartbeatResult(ErrorCode.none, member_id=p.member_id, member_epoch=LEAVE_EPOCH)
+
+    def _remove(self, group: ShareGroup, member_id: str) -> None:
+        self.ctx.cancel(_session_key(group.group_id, member_id))
+        del group.members[member_id]
+        self._maybe_assign(group, True)
+
+    def _schedule_session(self, group_id: str, member_id: str) -> None:
+        self.ctx.schedule(
+            _session_key(group_id, member_id),
+            self.config.share_session_timeout_ms,
+            lambda s: s.share.expire_member(group_id, member_id),
+        )
+
+    def expire_member(self, group_id: str, member_id: str) -> WriteResult[None]:
+        """No heartbeat within the session timeout: the member is removed."""
+        group = self.groups.get(group_id)
+        if group is not None and member_id in group.members:
+            self._remove(group, member_id)
+        return WriteResult(None)
+
+    # -- describe, list, delete ----------------------------------------------------------------
+
+    def describe(self, group_id: str) -> DescribedShareGroup:
+        group = self.groups.get(group_id)
+        if group is None:
+            message = (
+                f"Group {group_id} is not a share group."
+                if self.other_type(group_id)
+                else f"Group {group_id} not found."
+            )
+            return DescribedShareGroup(group_id, ErrorCode.group_id_not_found, message)
+        names = {topic_id: name for name, (topic_id, _) in self.topics().items()}
+        members = [
+            DescribedShareMember(
+                member_id=m.member_id,
+                rack_id=m.rack_id,
+                member_epoch=m.epoch,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                topic_names=list(m.topic_names),
+                assignment=[
+                    (t, names[t], sorted(ps))
+                    for t, ps in sorted(m.assignment.items())
+                    if t in names and ps
+                ],
+            )
+            for m in group.members.values()
+        ]
+        return DescribedShareGroup(
+            group_id,
+            ErrorCode.none,
+            state=group.state(),
+            epoch=group.epoch,
+            assignment_epoch=group.assignment_epoch,
+            members=members,
+        )
+
+    def delete(self, group_id: str) -> ErrorCode:
+        """DeleteGroups: only an empty share group goes (NON_EMPTY_GROUP otherwise)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.group_id_not_found
+        if group.members:
+            return ErrorCode.non_empty_group
+        del self.groups[group_id]
+        return ErrorCode.none
+
+    def on_unloaded(self) -> None:
+        self.groups.clear()
