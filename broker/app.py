@@ -60,6 +60,7 @@ from .api.routed_controller import RoutedController, RoutedMirrorController
 from .api.sasl import SaslApi
 from .api.scram_credentials import ScramCredentialsApi
 from .api.services import Services
+from .api.share_fetch import ShareFetchApi
 from .api.share_group import ShareGroupApi
 from .api.topic_partitions import TopicPartitionsApi
 from .api.topics import TopicsApi
@@ -84,6 +85,8 @@ from .coordinator.group.config import GroupConfig
 from .coordinator.group.coordinator import GroupCoordinator
 from .coordinator.mirror import MirrorCoordinator
 from .coordinator.shard_loading import CoordinatorShards
+from .coordinator.share.partition import ShareConfig
+from .coordinator.share.sessions import ShareSessions
 from .coordinator.timer import LoopScheduler
 from .coordinator.txn import (
     TRANSACTION_STATE_TOPIC,
@@ -672,6 +675,20 @@ class Node:
         holder["d"] = d
         return d
 
+    def _share_apis(self) -> list[Api]:
+        """KIP-932: membership on the group coordinator, fetch/acknowledge on the leaders."""
+        c = self.config
+        share = ShareConfig(
+            lock_duration_ms=c.group_share_record_lock_duration_ms,
+            delivery_count_limit=c.group_share_delivery_count_limit,
+            max_record_locks=c.group_share_partition_max_record_locks,
+        )
+        sessions = ShareSessions(evict_idle_ms=c.group_share_session_timeout_ms)
+        return [
+            *ShareGroupApi(self.groups, self.authorizer).apis(),
+            *ShareFetchApi(self.services, share, c.share_auto_offset_reset, sessions).apis(),
+        ]
+
     def _apis(self) -> list[Api]:
         s, m = self.services, self.metrics
         quorum = self._quorum_api()
@@ -707,11 +724,7 @@ class Node:
                 else []
             ),
             # KIP-932 share groups when group.share.enable (Kafka 4.1's preview switch)
-            *(
-                ShareGroupApi(self.groups, self.authorizer).apis()
-                if self.config.group_share_enable
-                else []
-            ),
+            *(self._share_apis() if self.config.group_share_enable else []),
             *MirrorStateApi(self.mirror_coordinator, lambda: self.image, self.authorizer).apis(),
             *self.mirror_api.apis(),
             *AclsApi(s, self.acl_controller).apis(),

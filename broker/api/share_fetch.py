@@ -1,0 +1,462 @@
+"""KIP-932 ShareFetch v1 and ShareAcknowledge v1 on the partition leader (the versions Kafka 4.1
+serves and librdkafka 2.16's ShareConsumer sends).
+
+A share fetch acquires records for the member: first records waiting for redelivery, then new
+ones from the share-partition's next offset up to the high watermark, by whole record batches
+(only batch headers are read) up to MaxRecords (exceeded to end on a batch boundary) and
+MaxBytes. The response carries the batches and the AcquiredRecords ranges with their delivery
+counts; the client delivers only those offsets. Acknowledgements ride on ShareFetch or come in
+ShareAcknowledge: ACCEPT, RELEASE, REJECT (and GAP) per offset run; acknowledging what the member
+does not hold gives INVALID_RECORD_STATE in the partition's (acknowledge) error code.
+MaxWaitMs/MinBytes long-poll until records can be acquired: new data, a release, or a lock
+expiring. Share sessions: see `broker.coordinator.share.sessions`; ending one (epoch -1)
+releases what the member still holds.
+
+The state of a share-partition lives in memory on the leader (`SharePartition`), created at
+`share.auto.offset.reset` (a broker-wide stand-in for Kafka's group config) and dropped when
+the leader epoch changes: nothing is persisted to `__share_group_state`, so a leader change or
+restart starts the group over from the reset point on that partition.
+
+With an authorizer (as Kafka): READ on the group (GROUP_AUTHORIZATION_FAILED) and READ on each
+topic (TOPIC_AUTHORIZATION_FAILED for its partitions).
+"""
+
+import asyncio
+import contextlib
+import datetime
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import i16, i32, i32Timedelta, i64
+
+from protocol.records.scan import scan_batches
+from protocol.registry import REGISTRY
+
+from ..coordinator.share.partition import Acquired, ShareConfig, SharePartition
+from ..coordinator.share.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession, ShareSessions
+from ..log.errors import OffsetOutOfRange
+from ..security.acls import AclOperation, ResourceType
+from .authz import allowed
+from .context import RequestContext
+from .dispatcher import Api
+from .services import Services
+
+log = logging.getLogger(__name__)
+
+SHARE_FETCH, SHARE_ACKNOWLEDGE = 78, 79
+VERSION = 1
+
+_NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
+
+TopicPartitionId = tuple[uuid.UUID, int]
+StateKey = tuple[str, uuid.UUID, int]
+
+
+@dataclass(slots=True)
+class _Row:
+    """One partition of a response being built."""
+
+    partition: int
+    error: ErrorCode = ErrorCode.none
+    ack_error: ErrorCode | None = None
+    leader: tuple[int, int] = (-1, -1)
+    chunks: list[Any] = field(default_factory=list)
+    acquired: list[Acquired] = field(default_factory=list)
+
+
+def _monotonic_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+def _ms(value: Any) -> int:
+    if isinstance(value, datetime.timedelta):
+        return int(value.total_seconds() * 1000)
+    return int(value)
+
+
+class ShareFetchApi:
+    def __init__(
+        self,
+        services: Services,
+        config: ShareConfig | None = None,
+        auto_offset_reset: str = "latest",
+        sessions: ShareSessions | None = None,
+        clock: Callable[[], int] = _monotonic_ms,
+    ) -> None:
+        self.s = services
+        self.config = config or ShareConfig()
+        self.reset = auto_offset_reset
+        self.sessions = sessions or ShareSessions()
+        self.clock = clock
+        # (group, topic id, partition) -> (leader epoch it was made in, state)
+        self.states: dict[StateKey, tuple[int, SharePartition]] = {}
+        # long-polling fetches, woken when records may be acquirable again
+        self._waiters: set[asyncio.Future[None]] = set()
+
+    def apis(self) -> list[Api]:
+        """The API keys and versions this module serves (the node's handler table)."""
+        return [
+            Api(SHARE_FETCH, self.handle_fetch, min_version=VERSION, max_version=VERSION),
+            Api(
+                SHARE_ACKNOWLEDGE, self.handle_acknowledge, min_version=VERSION, max_version=VERSION
+            ),
+        ]
+
+    # -- ShareFetch ----------------------------------------------------------------------------
+
+    async def handle_fetch(self, ctx: RequestContext, req: Any) -> Any:
+        now = self.clock()
+        group, member, epoch = req.group_id, req.member_id, int(req.share_session_epoch)
+        acks = {
+            (t.topic_id, int(p.partition_index)): p.acknowledgement_batches
+            for t in req.topics
+            for p in t.partitions
+            if p.acknowledgement_batches
+        }
+        error = self._check_request(ctx, group, member)
+        if error is None and epoch == INITIAL_EPOCH and acks:
+            error = ErrorCode.invalid_request  # a new session has nothing to acknowledge yet
+        session: ShareSession | ErrorCode | None = None
+        if error is None:
+            session = self._session(group, member, epoch, now)
+            if isinstance(session, ErrorCode):
+                error = session
+        if error is not None or not isinstance(session, ShareSession):
+            return self._fetch_response(error or ErrorCode.unknown_server_error, [])
+        requested = [(t.topic_id, int(p.partition_index)) for t in req.topics for p in t.partitions]
+        session.partitions.update(requested)
+        for ft in req.forgotten_topics_data:
+            session.partitions.difference_update((ft.topic_id, int(p)) for p in ft.partitions)
+        denied = self._denied(ctx, set(session.partitions) | set(acks))
+        ack_results = self._acknowledge(group, member, acks, denied)
+        if epoch == FINAL_EPOCH:
+            self._close(group, member)
+            rows = {k: _Row(k[1], ack_error=code) for k, code in ack_results.items()}
+            return self._fetch_response(ErrorCode.none, list(rows.items()))
+        full = epoch == INITIAL_EPOCH
+        deadline = time.monotonic() + max(0, _ms(req.max_wait)) / 1000
+        max_records = int(getattr(req, "max_records", 0)) or 500
+        while True:
+            rows = self._acquire(
+                group, member, sorted(session.partitions), denied, int(req.max_bytes), max_records
+            )
+            got = any(r.acquired for r in rows.values())
+            remaining = deadline - time.monotonic()
+            if got or remaining <= 0 or any(r.error for r in rows.values()):
+                break
+            await self._wait(group, sorted(session.partitions), remaining)
+        for key, code in ack_results.items():
+            rows.setdefault(key, _Row(key[1])).ack_error = code
+        shown = [
+            (k, r)
+            for k, r in rows.items()
+            if full or r.acquired or r.error or r.ack_error is not None
+        ]
+        return self._fetch_response(ErrorCode.none, shown)
+
+    def _fetch_response(self, error: ErrorCode, rows: list[tuple[TopicPartitionId, _Row]]) -> Any:
+        cls = REGISTRY.spec(SHARE_FETCH).response_type(VERSION)
+        mod = __import__(
+            cls.__module__,
+            fromlist=["PartitionData", "ShareFetchableTopicResponse", "LeaderIdAndEpoch"],
+        )
+        topics: dict[uuid.UUID, list[Any]] = {}
+        for (topic_id, _p), r in rows:
+            topics.setdefault(topic_id, []).append(
+                mod.PartitionData(
+                    partition_index=i32(r.partition),
+                    error_code=r.error,
+                    acknowledge_error_code=i16(int(r.ack_error or ErrorCode.none)),
+                    current_leader=mod.LeaderIdAndEpoch(
+                        leader_id=i32(r.leader[0]), leader_epoch=i32(r.leader[1])
+                    ),
+                    records=b"".join(bytes(c) for c in r.chunks),
+                    acquired_records=tuple(
+                        mod.AcquiredRecords(
+                            first_offset=i64(a.first),
+                            last_offset=i64(a.last),
+                            delivery_count=i16(a.delivery_count),
+                        )
+                        for a in r.acquired
+                    ),
+                )
+            )
+        return cls(
+            throttle_time=_NO_THROTTLE,
+            error_code=error,
+            acquisition_lock_timeout=i32Timedelta.parse(
+                datetime.timedelta(milliseconds=self.config.lock_duration_ms)
+            ),
+            responses=tuple(
+                mod.ShareFetchableTopicResponse(topic_id=t, partitions=tuple(ps))
+                for t, ps in topics.items()
+            ),
+            node_endpoints=(),
+        )
+
+    def _acquire(
+        self,
+        group: str,
+        member: str,
+        wanted: list[TopicPartitionId],
+        denied: set[uuid.UUID],
+        max_bytes: int,
+        max_records: int,
+    ) -> dict[TopicPartitionId, _Row]:
+        rows: dict[TopicPartitionId, _Row] = {}
+        budget, left = max(max_bytes, 1), max_records
+        for key in wanted:
+            row = rows[key] = _Row(key[1])
+            hosted = self._leader(key, row, denied)
+            if hosted is None or left <= 0 or budget <= 0:
+                continue
+            sp = self._state(group, key, hosted)
+            if sp.expire_locks(self.clock()):
+                self._wake()
+            try:
+                size, count = self._take(sp, member, hosted.log, row, budget, left)
+            except Exception:
+                log.exception("share fetch of %s-%d failed", hosted.topic, key[1])
+                row.error = ErrorCode.unknown_server_error
+                continue
+            budget -= size
+            left -= count
+        return rows
+
+    def _take(
+        self, sp: SharePartition, member: str, plog: Any, row: _Row, budget: int, left: int
+    ) -> tuple[int, int]:
+        """Acquire whole batches for `member` into `row`: redeliveries first, then new records.
+        Returns (bytes, records) taken."""
+        hw = plog.high_watermark
+        targets = sp.available()
+        if sp.can_acquire_new() and sp.next_offset < hw:
+            targets.append((sp.next_offset, hw - 1))
+        size = count = 0
+        for lo, hi in targets:
+            if count >= left or size >= budget:
+                break
+            try:
+                result = plog.read(lo, max(budget - size, 1), upper_bound=hw, min_one_batch=True)
+            except OffsetOutOfRange:
+                continue
+            for data in result.records:
+                end, last = 0, -1
+                for b in scan_batches(data, verify_crc=False, allow_partial_tail=True):
+                    if b.base_offset > hi:
+                        break
+                    end += b.size
+                    last = b.last_offset
+                    count += last - max(b.base_offset, lo) + 1
+                    if count >= left:
+                        break
+                if last < 0:
+                    break
+                row.chunks.append(data[:end])
+                size += end
+                row.acquired += sp.acquire(member, lo, min(hi, last), self.clock())
+                if count >= left or last >= hi:
+                    break
+                lo = last + 1
+        return size, count
+
+    # -- ShareAcknowledge ----------------------------------------------------------------------
+
+    async def handle_acknowledge(self, ctx: RequestContext, req: Any) -> Any:
+        group, member, epoch = req.group_id, req.member_id, int(req.share_session_epoch)
+        acks = {
+            (t.topic_id, int(p.partition_index)): p.acknowledgement_batches
+            for t in req.topics
+            for p in t.partitions
+        }
+        error = self._check_request(ctx, group, member)
+        if error is None and epoch == INITIAL_EPOCH:
+            error = ErrorCode.invalid_share_session_epoch  # acknowledging needs a session
+        if error is None:
+            session = self._session(group, member, epoch, self.clock())
+            if isinstance(session, ErrorCode):
+                error = session
+        results: dict[TopicPartitionId, ErrorCode] = {}
+        if error is None:
+            results = self._acknowledge(group, member, acks, self._denied(ctx, set(acks)))
+            if epoch == FINAL_EPOCH:
+                self._close(group, member)
+        cls = REGISTRY.spec(SHARE_ACKNOWLEDGE).response_type(VERSION)
+        mod = __import__(
+            cls.__module__,
+            fromlist=["PartitionData", "ShareAcknowledgeTopicResponse", "LeaderIdAndEpoch"],
+        )
+        topics: dict[uuid.UUID, list[Any]] = {}
+        for (topic_id, p), code in results.items():
+            leader = self._leader_of(topic_id, p)
+            topics.setdefault(topic_id, []).append(
+                mod.PartitionData(
+                    partition_index=i32(p),
+                    error_code=code,
+                    current_leader=mod.LeaderIdAndEpoch(
+                        leader_id=i32(leader[0]), leader_epoch=i32(leader[1])
+                    ),
+                )
+            )
+        return cls(
+            throttle_time=_NO_THROTTLE,
+            error_code=error or ErrorCode.none,
+            responses=tuple(
+                mod.ShareAcknowledgeTopicResponse(topic_id=t, partitions=tuple(ps))
+                for t, ps in topics.items()
+            ),
+            node_endpoints=(),
+        )
+
+    # -- shared --------------------------------------------------------------------------------
+
+    def _check_request(
+        self, ctx: RequestContext, group: str | None, member: str | None
+    ) -> ErrorCode | None:
+        if not group or not member:
+            return ErrorCode.invalid_request
+        if not allowed(self.s.authorizer, ctx, AclOperation.READ, ResourceType.GROUP, group):
+            return ErrorCode.group_authorization_failed
+        return None
+
+    def _session(self, group: str, member: str, epoch: int, now: int) -> ShareSession | ErrorCode:
+        if epoch == INITIAL_EPOCH:
+            # a member opening a new session gives back what its old one held
+            if self.sessions.close(group, member) is not None:
+                self._release(group, member)
+            return self.sessions.open(group, member, now)
+        return self.sessions.use(group, member, epoch, now)
+
+    def _close(self, group: str, member: str) -> None:
+        self.sessions.close(group, member)
+        self._release(group, member)
+
+    def _release(self, group: str, member: str) -> None:
+        if any(
+            sp.release_member(member) for (g, _t, _p), (_e, sp) in self.states.items() if g == group
+        ):
+            self._wake()
+
+    def _denied(self, ctx: RequestContext, keys: Iterable[TopicPartitionId]) -> set[uuid.UUID]:
+        """Topic ids of known topics the principal may not READ."""
+        if self.s.authorizer is None:
+            return set()
+        img = self.s.image()
+        out: set[uuid.UUID] = set()
+        for topic_id in {t for t, _p in keys}:
+            topic = img.topic_by_id(topic_id)
+            if topic is not None and not allowed(
+                self.s.authorizer, ctx, AclOperation.READ, ResourceType.TOPIC, topic.name
+            ):
+                out.add(topic_id)
+        return out
+
+    def _acknowledge(
+        self,
+        group: str,
+        member: str,
+        acks: dict[TopicPartitionId, Any],
+        denied: set[uuid.UUID],
+    ) -> dict[TopicPartitionId, ErrorCode]:
+        results: dict[TopicPartitionId, ErrorCode] = {}
+        for key, batches in acks.items():
+            row = _Row(key[1])
+            hosted = self._leader(key, row, denied)
+            if hosted is None:
+                results[key] = row.error
+                continue
+            entry = self.states.get((group, *key))
+            if entry is None or entry[0] != hosted.leader_epoch:
+                results[key] = ErrorCode.invalid_record_state  # nothing acquired here
+                continue
+            sp = entry[1]
+            sp.expire_locks(self.clock())
+            code = ErrorCode.none
+            for b in batches:
+                c = sp.acknowledge(
+                    member,
+                    int(b.first_offset),
+                    int(b.last_offset),
+                    [int(t) for t in b.acknowledge_types],
+                )
+                if code == ErrorCode.none:
+                    code = c
+            results[key] = code
+            self._wake()  # a release or a moved start may let a waiting fetch acquire
+        return results
+
+    def _leader(self, key: TopicPartitionId, row: _Row, denied: set[uuid.UUID]) -> Any:
+        """The partition if this node leads it, else None with the row's error set."""
+        topic_id, partition = key
+        if topic_id in denied:
+            row.error = ErrorCode.topic_authorization_failed
+            return None
+        topic = self.s.image().topic_by_id(topic_id)
+        if topic is None:
+            row.error = ErrorCode.unknown_topic_id
+            return None
+        hosted = self.s.replicas.get(topic.name, partition)
+        if hosted is None:
+            row.error = self.s.not_hosted_error(topic.name, partition)
+            return None
+        row.leader = (hosted.leader_id, hosted.leader_epoch)
+        if not hosted.is_leader:
+            row.error = ErrorCode.not_leader_or_follower
+            return None
+        return hosted
+
+    def _leader_of(self, topic_id: uuid.UUID, partition: int) -> tuple[int, int]:
+        topic = self.s.image().topic_by_id(topic_id)
+        hosted = self.s.replicas.get(topic.name, partition) if topic is not None else None
+        return (hosted.leader_id, hosted.leader_epoch) if hosted is not None else (-1, -1)
+
+    def _state(self, group: str, key: TopicPartitionId, hosted: Any) -> SharePartition:
+        """The share-partition, made at the reset point if new here or from an older leader
+        epoch (state is not carried over a leader change)."""
+        skey = (group, *key)
+        entry = self.states.get(skey)
+        plog = hosted.log
+        if entry is None or entry[0] != hosted.leader_epoch:
+            start = plog.log_start_offset if self.reset == "earliest" else plog.high_watermark
+            entry = self.states[skey] = (hosted.leader_epoch, SharePartition(start, self.config))
+        entry[1].move_start(plog.log_start_offset)
+        return entry[1]
+
+    # -- long poll -----------------------------------------------------------------------------
+
+    async def _wait(self, group: str, wanted: list[TopicPartitionId], timeout_s: float) -> None:
+        """Until a wanted partition's log moves, records are released somewhere, or the next
+        lock of these partitions expires."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        img = self.s.image()
+        hosted = []
+        now = self.clock()
+        for topic_id, partition in wanted:
+            topic = img.topic_by_id(topic_id)
+            p = self.s.replicas.get(topic.name, partition) if topic is not None else None
+            if p is not None:
+                p.add_waiter(fut)
+                hosted.append(p)
+            entry = self.states.get((group, topic_id, partition))
+            deadline = entry[1].next_deadline() if entry is not None else None
+            if deadline is not None:
+                timeout_s = min(timeout_s, max(deadline - now, 0) / 1000 + 0.001)
+        self._waiters.add(fut)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(fut, timeout_s)
+        finally:
+            self._waiters.discard(fut)
+            for p in hosted:
+                p.remove_waiter(fut)
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, set()
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)

@@ -1,0 +1,1 @@
+"""KIP-932 share groups on the partition leader: share-partition state and share sessions."""
