@@ -1,0 +1,102 @@
+"""KIP-932 share group membership through the group coordinator: joining, epochs, the simple
+assignment sharing partitions, leaving, session expiry and the group-type rules."""
+
+import uuid
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.coordinator.group import GroupCoordinator
+from broker.coordinator.group.consumer_shard import HeartbeatParams
+from broker.coordinator.group.share_groups import ShareHeartbeatParams, simple_assign
+from broker.coordinator.runtime import InMemoryRecordLog
+from broker.coordinator.timer import ManualScheduler
+from tests.broker.group_support import PARTITIONS, Env, async_test, config, join_params
+
+E = ErrorCode
+T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
+
+
+async def _env(topics: dict[str, tuple[uuid.UUID, int]]) -> Env:
+    sched = ManualScheduler()
+    coord = GroupCoordinator(config(share_session_timeout_ms=10_000), sched, lambda: topics)
+    env = Env(coord, sched)
+    for p in range(PARTITIONS):
+        env.logs[p] = InMemoryRecordLog()
+        await coord.load(p, env.logs[p])
+    return env
+
+
+def _hb(
+    member: str, epoch: int, topics: tuple[str, ...] | None = None, **kw: Any
+) -> ShareHeartbeatParams:
+    if epoch == 0 and topics is None:
+        topics = ("a",)
+    return ShareHeartbeatParams(kw.pop("group", "g"), member, epoch, topic_names=topics, **kw)
+
+
+def test_simple_assign_shares_partitions_when_members_outnumber_them() -> None:
+    out = simple_assign({"m1": ("a",), "m2": ("a",), "m3": ("a",)}, (("a", T1, 2),))
+    assert out == {
+        "m1": {T1: frozenset({0})},
+        "m2": {T1: frozenset({1})},
+        "m3": {T1: frozenset({0})},
+    }
+
+
+def test_simple_assign_spreads_partitions_and_respects_subscriptions() -> None:
+    out = simple_assign({"m1": ("a",), "m2": ("a", "b")}, (("a", T1, 4), ("b", T2, 1)))
+    assert out["m1"] == {T1: frozenset({0, 2})}
+    assert out["m2"] == {T1: frozenset({1, 3}), T2: frozenset({0})}
+
+
+@async_test
+async def test_join_epochs_leave_and_session_expiry() -> None:
+    env = await _env({"a": (T1, 1)})
+    c = env.coord
+    r1 = await c.share_group_heartbeat(_hb("m1", 0))
+    assert r1.error == E.none and r1.member_epoch == 1 and r1.assignment == {T1: frozenset({0})}
+    r2 = await c.share_group_heartbeat(_hb("m2", 0))
+    assert r2.member_epoch == 2 and r2.assignment == {T1: frozenset({0})}  # partition 0 shared
+    # m1, one epoch behind, catches up; a wrong epoch is fenced; an unknown member refused
+    assert (await c.share_group_heartbeat(_hb("m1", 1))).member_epoch == 2
+    assert (await c.share_group_heartbeat(_hb("m1", 7))).error == E.fenced_member_epoch
+    assert (await c.share_group_heartbeat(_hb("zz", 3))).error == E.unknown_member_id
+    assert (await c.share_group_heartbeat(_hb("", 0))).error == E.invalid_request
+    assert (await c.share_group_heartbeat(_hb("m3", 0, ()))).error == E.invalid_request
+    d = await c.share_group_describe("g")
+    assert d.state == "Stable" and d.assignor == "simple"
+    assert {m.member_id: m.assignment for m in d.members} == {
+        "m1": [(T1, "a", [0])],
+        "m2": [(T1, "a", [0])],
+    }
+    left = await c.share_group_heartbeat(_hb("m2", -1))
+    assert left.error == E.none and left.member_epoch == -1
+    await env.advance(10_001)  # m1 stops heartbeating: its session ends
+    d = await c.share_group_describe("g")
+    assert d.state == "Empty" and d.members == []
+    _err, listed = await c.list_groups()
+    assert [(g.group_id, g.group_type, g.protocol_type) for g in listed] == [
+        ("g", "share", "share")
+    ]
+
+
+@async_test
+async def test_group_types_do_not_mix() -> None:
+    env = await _env({"a": (T1, 1)})
+    c = env.coord
+    await c.share_group_heartbeat(_hb("m1", 0))
+    assert (await c.describe_group("g")).error == E.group_id_not_found  # not a classic group
+    consumer = await c.consumer_group_heartbeat(
+        HeartbeatParams("g", "x", 0, rebalance_timeout_ms=5000, topic_names=("a",), owned={})
+    )
+    assert consumer.error == E.group_id_not_found
+    joined = await c.join_group(join_params("g"))
+    assert joined.error == E.inconsistent_group_protocol
+    # and the other way round: a consumer group's id cannot become a share group
+    await c.consumer_group_heartbeat(
+        HeartbeatParams("cg", "x", 0, rebalance_timeout_ms=5000, topic_names=("a",), owned={})
+    )
+    r = await c.share_group_heartbeat(_hb("m1", 0, group="cg"))
+    assert r.error == E.group_id_not_found and "not a share group" in (r.message or "")
+    assert (await c.share_group_describe("cg")).error == E.group_id_not_found
