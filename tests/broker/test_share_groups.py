@@ -100,3 +100,24 @@ async def test_group_types_do_not_mix() -> None:
     r = await c.share_group_heartbeat(_hb("m1", 0, group="cg"))
     assert r.error == E.group_id_not_found and "not a share group" in (r.message or "")
     assert (await c.share_group_describe("cg")).error == E.group_id_not_found
+
+
+@async_test
+async def test_new_partitions_and_topics_start_a_new_epoch() -> None:
+    topics = {"a": (T1, 1)}
+    sched = ManualScheduler()
+    coord = GroupCoordinator(config(), sched, lambda: topics)
+    for p in range(PARTITIONS):
+        await coord.load(p, InMemoryRecordLog())
+    r = await coord.share_group_heartbeat(_hb("m1", 0, ("a", "b")))
+    assert r.member_epoch == 1 and r.assignment == {T1: frozenset({0})}
+    assert (await coord.share_group_heartbeat(_hb("m1", 1))).assignment is None  # unchanged
+    topics["a"] = (T1, 3)  # partitions added
+    r = await coord.share_group_heartbeat(_hb("m1", 1))
+    assert r.member_epoch == 2 and r.assignment == {T1: frozenset({0, 1, 2})}
+    topics["b"] = (T2, 1)  # a subscribed topic created
+    r = await coord.share_group_heartbeat(_hb("m1", 2))
+    assert r.member_epoch == 3 and r.assignment == {T1: frozenset({0, 1, 2}), T2: frozenset({0})}
+    del topics["a"]  # and deleted
+    r = await coord.share_group_heartbeat(_hb("m1", 3))
+    assert r.member_epoch == 4 and r.assignment == {T2: frozenset({0})}
