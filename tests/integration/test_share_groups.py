@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import AcknowledgeType, Consumer, KafkaException, Producer, ShareConsumer
+from confluent_kafka.admin import NewTopic
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 
@@ -28,7 +29,8 @@ from protocol import lenient
 from protocol.registry import REGISTRY
 from tests.waits import wait_for
 
-from .clients import create_topic
+from .clients import admin, create_topic
+from .cluster import Cluster
 from .node import Node
 
 TOPIC, GROUP = "queue", "sg"
@@ -236,6 +238,47 @@ def test_unacknowledged_records_come_back(tmp_path: Path) -> None:
         for c in cs:
             c.close()
         node.kill()
+
+
+def test_three_nodes_members_fetch_from_each_leader(tmp_path: Path) -> None:
+    """The group's coordinator is one node, the partitions' leaders all three: each leader keeps
+    its partition's share state, and a share fetch sent to a follower is refused."""
+    c = Cluster(tmp_path / "c", **SHARE_NODE, offsets__topic__num__partitions="3").start()
+    cs: list[ShareConsumer] = []
+    try:
+        a = admin(c.bootstrap)
+        a.create_topics([NewTopic(TOPIC, 3, 3)], operation_timeout=10)[TOPIC].result(15)
+        wait_for(lambda: all(c.known_everywhere(TOPIC, p) for p in range(3)), 20, "the topic")
+        leaders = {p: c.partition_state(TOPIC, p)[0] for p in range(3)}  # type: ignore[index]
+        p = Producer({"bootstrap.servers": c.bootstrap, "linger.ms": 5})
+        for i in range(90):
+            p.produce(TOPIC, value=f"v{i}".encode(), partition=i % 3)
+        assert p.flush(15) == 0
+        cs = [
+            ShareConsumer({"bootstrap.servers": c.bootstrap, "group.id": GROUP}) for _ in range(2)
+        ]
+        for consumer in cs:
+            consumer.subscribe([TOPIC])
+        seen: Counter[tuple[int, int]] = Counter()
+        deadline = time.monotonic() + 60
+        while sum(seen.values()) < 90 and time.monotonic() < deadline:
+            for consumer in cs:
+                for m in _poll(consumer, 0.1):
+                    seen[(m.partition(), m.offset())] += 1
+        assert sum(seen.values()) == 90 and max(seen.values()) == 1, seen
+        for consumer in cs:
+            _poll(consumer, 0.3)  # accept the last ones
+        # a follower of partition 0 refuses to serve it, naming the leader
+        follower = next(n for n in c.nodes if n.node_id != leaders[0])
+        tid = _topic_id(follower)
+        r = _call(follower, 78, _fetch("m-x", 0, tid))
+        (part,) = r.responses[0].partitions
+        assert part.error_code == ErrorCode.not_leader_or_follower
+        assert part.current_leader.leader_id == leaders[0]
+    finally:
+        for consumer in cs:
+            consumer.close()
+        c.stop()
 
 
 def _fetch(
