@@ -8,6 +8,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.coordinator.group import GroupCoordinator
 from broker.coordinator.group.consumer_shard import HeartbeatParams
+from broker.coordinator.group.shard import CommitItem, CommitParams
 from broker.coordinator.group.share_groups import ShareHeartbeatParams, simple_assign
 from broker.coordinator.runtime import InMemoryRecordLog
 from broker.coordinator.timer import ManualScheduler
@@ -121,3 +122,19 @@ async def test_new_partitions_and_topics_start_a_new_epoch() -> None:
     del topics["a"]  # and deleted
     r = await coord.share_group_heartbeat(_hb("m1", 3))
     assert r.member_epoch == 4 and r.assignment == {T2: frozenset({0})}
+
+
+@async_test
+async def test_share_groups_keep_no_offsets() -> None:
+    env = await _env({"a": (T1, 1)})
+    c = env.coord
+    await c.share_group_heartbeat(_hb("m1", 0))
+    commit = CommitParams("g", -1, "", None, -1, [CommitItem("a", 0, 5, -1, None)], 9)
+    assert await c.commit_offsets(commit) == [E.group_id_not_found]
+    assert (await c.fetch_offsets("g", None))[0] == E.group_id_not_found
+    assert (await c.delete_offsets("g", [("a", 0)]))[0] == E.group_id_not_found
+    # and DeleteGroups removes an empty one only
+    assert (await c.delete_groups(["g"]))["g"] == E.non_empty_group
+    await c.share_group_heartbeat(_hb("m1", -1))
+    assert (await c.delete_groups(["g"]))["g"] == E.none
+    assert (await c.share_group_describe("g")).error == E.group_id_not_found

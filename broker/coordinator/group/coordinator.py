@@ -190,6 +190,8 @@ class GroupCoordinator:
         partition = self.partition_for(group_id)
 
         def op(s: GroupShard) -> tuple[ErrorCode, list[tuple[str, list[FetchedOffset]]]]:
+            if group_id in s.share.groups:  # share groups keep no offsets (as Kafka)
+                return ErrorCode.group_id_not_found, []
             error = s.consumer.validate_fetch(group_id, *member) if member else None
             if error is not None:
                 return error, []

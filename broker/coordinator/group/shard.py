@@ -844,6 +844,8 @@ class GroupShard:
 
         if not p.group_id:
             return all_error(ErrorCode.invalid_group_id)
+        if p.group_id in self.share.groups:  # share groups keep no offsets (as Kafka)
+            return all_error(ErrorCode.group_id_not_found)
         consumer = p.group_id in self.consumer.groups
         group = self.groups.get(p.group_id)
         created = False
@@ -945,6 +947,8 @@ class GroupShard:
     def delete_offsets(
         self, group_id: str, partitions: list[TopicPartition]
     ) -> WriteResult[tuple[ErrorCode, list[ErrorCode]]]:
+        if group_id in self.share.groups:
+            return WriteResult((ErrorCode.group_id_not_found, []))
         if group_id in self.consumer.groups:
             return self.consumer.delete_offsets(group_id, partitions, self._drop_offsets)
         group = self.groups.get(group_id)
@@ -1010,6 +1014,8 @@ class GroupShard:
 
         if not p.group_id:
             return all_error(ErrorCode.invalid_group_id)
+        if p.group_id in self.share.groups:
+            return all_error(ErrorCode.group_id_not_found)
         group = self.groups.get(p.group_id)
         created = False
         consumer = p.group_id in self.consumer.groups
