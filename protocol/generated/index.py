@@ -150,6 +150,12 @@ TYPES: dict[str, dict[int, dict[str, str]]] = {
     'RemoveUserScramCredentialRecord': {
         0: {'data': 'protocol.generated.remove_user_scram_credential_record.v0.data:RemoveUserScramCredentialRecord'},
     },
+    'ShareSnapshotKey': {
+        0: {'data': 'protocol.generated.share_snapshot_key.v0.data:ShareSnapshotKey'},
+    },
+    'ShareSnapshotValue': {
+        0: {'data': 'protocol.generated.share_snapshot_value.v0.data:ShareSnapshotValue'},
+    },
     'TopicRecord': {
         0: {'data': 'protocol.generated.topic_record.v0.data:TopicRecord'},
     },

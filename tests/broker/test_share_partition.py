@@ -130,3 +130,20 @@ def test_sessions_epochs() -> None:
     sessions.open("g", "b", 50)
     assert sessions.open("g", "c", 60) == ErrorCode.share_session_limit_reached
     assert isinstance(sessions.open("g", "c", 120), ShareSession)  # "a" idle too long: evicted
+
+
+def test_persisted_state_restores_without_locks() -> None:
+    sp = _sp(0)
+    sp.acquire("m1", 0, 9, 0)
+    sp.acknowledge("m1", 0, 2, [ACCEPT])  # start moves to 3
+    sp.acknowledge("m1", 5, 5, [REJECT])
+    sp.acknowledge("m1", 6, 6, [RELEASE])
+    saved = sp.persisted()
+    assert sp.start_offset == 3
+    assert saved == [(3, 4, 0, 1), (5, 5, 4, 1), (6, 9, 0, 1)]  # acquired ones as available
+    back = SharePartition.restore(3, saved, CFG)
+    assert (back.start_offset, back.next_offset) == (3, 10)
+    assert back.available() == [(3, 4), (6, 9)]
+    assert back.acquire("m2", 3, 9, 0) == [Acquired(3, 4, 2), Acquired(6, 9, 2)]
+    # an empty state restores at its start; runs below the start are dropped
+    assert SharePartition.restore(7, [(0, 6, 2, 1)], CFG).next_offset == 7

@@ -13,6 +13,7 @@ moves up past done ranges.
 
 import bisect
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from kio.schema.errors import ErrorCode
@@ -71,6 +72,39 @@ class SharePartition:
         self.start_offset = start_offset
         self.next_offset = start_offset
         self.ranges: list[InFlight] = []  # sorted, disjoint, all within [start, next)
+
+    @classmethod
+    def restore(
+        cls,
+        start_offset: int,
+        batches: Iterable[tuple[int, int, int, int]],
+        config: ShareConfig | None = None,
+    ) -> "SharePartition":
+        """The state persisted by `persisted()`: (first, last, state, delivery count) runs."""
+        sp = cls(start_offset, config)
+        for first, last, state, count in sorted(batches):
+            first = max(first, sp.next_offset)
+            if first > last:
+                continue  # below the start, or overlapping a run already taken
+            known = state in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
+            sp.ranges.append(
+                InFlight(first, last, RecordState(state) if known else RecordState.AVAILABLE, count)
+            )
+            sp.next_offset = last + 1
+        sp._advance()
+        return sp
+
+    def persisted(self) -> list[tuple[int, int, int, int]]:
+        """What survives a leader change: (first, last, state, delivery count) of each range,
+        acquired ones as AVAILABLE (their locks end with the leader)."""
+        out: list[tuple[int, int, int, int]] = []
+        for r in self.ranges:
+            state = RecordState.AVAILABLE if r.state is RecordState.ACQUIRED else r.state
+            if out and out[-1][1] + 1 == r.first and out[-1][2:] == (int(state), r.delivery_count):
+                out[-1] = (out[-1][0], r.last, int(state), r.delivery_count)
+            else:
+                out.append((r.first, r.last, int(state), r.delivery_count))
+        return out
 
     # -- queries -----------------------------------------------------------------------------
 
