@@ -62,6 +62,7 @@ from .api.scram_credentials import ScramCredentialsApi
 from .api.services import Services
 from .api.share_fetch import ShareFetchApi
 from .api.share_group import ShareGroupApi
+from .api.share_state import ShareStateApi
 from .api.topic_partitions import TopicPartitionsApi
 from .api.topics import TopicsApi
 from .api.txn import TxnApi
@@ -86,7 +87,9 @@ from .coordinator.group.coordinator import GroupCoordinator
 from .coordinator.mirror import MirrorCoordinator
 from .coordinator.shard_loading import CoordinatorShards
 from .coordinator.share.partition import ShareConfig
+from .coordinator.share.persister import SharePersister
 from .coordinator.share.sessions import ShareSessions
+from .coordinator.share.state_coordinator import SHARE_STATE_TOPIC, ShareStateCoordinator
 from .coordinator.timer import LoopScheduler
 from .coordinator.txn import (
     TRANSACTION_STATE_TOPIC,
@@ -401,6 +404,10 @@ class Node:
         self.mirror_coordinator = MirrorCoordinator(
             config.mirror_topic_num_partitions, LoopScheduler()
         )
+        # KIP-932 share-partition states (loaded only where __share_group_state exists)
+        self.share_states = ShareStateCoordinator(
+            config.share_coordinator_state_topic_num_partitions, LoopScheduler()
+        )
         # from the active controller wherever it is (services.controller routes the request)
         self.producer_ids = ProducerIdManager(
             lambda: self.services.controller.allocate_producer_ids(0)
@@ -412,6 +419,9 @@ class Node:
         self.broker_clients = BrokerClients(self.cluster_view.broker_endpoint, self.peers.broker)
         self.marker_clients = BrokerClients(self.cluster_view.broker_endpoint, self.peers.broker)
         self.mirror_state_clients = BrokerClients(
+            self.cluster_view.broker_endpoint, self.peers.broker
+        )
+        self.share_state_clients = BrokerClients(
             self.cluster_view.broker_endpoint, self.peers.broker
         )
         self.replica_fetchers = ReplicaFetchers(
@@ -450,6 +460,7 @@ class Node:
         self._coordinator_shards = [
             self._shards(OFFSETS_TOPIC, self.groups),
             self._shards(MIRROR_STATE_TOPIC, self.mirror_coordinator),
+            self._shards(SHARE_STATE_TOPIC, self.share_states),
             self._shards(TRANSACTION_STATE_TOPIC, self.txn_coordinator),
         ]
 
@@ -684,9 +695,18 @@ class Node:
             max_record_locks=c.group_share_partition_max_record_locks,
         )
         sessions = ShareSessions(evict_idle_ms=c.group_share_session_timeout_ms)
+        persister = SharePersister(
+            self.share_states,
+            lambda p: self.cluster_view.partition_leader(SHARE_STATE_TOPIC, p),
+            c.node_id,
+            self.share_state_clients,
+            self.cluster_api.ensure_share_state_topic,
+        )
+        fetch = ShareFetchApi(self.services, share, c.share_auto_offset_reset, sessions, persister)
         return [
             *ShareGroupApi(self.groups, self.authorizer).apis(),
-            *ShareFetchApi(self.services, share, c.share_auto_offset_reset, sessions).apis(),
+            *fetch.apis(),
+            *ShareStateApi(self.share_states, self.authorizer).apis(),
         ]
 
     def _apis(self) -> list[Api]:
@@ -1001,10 +1021,16 @@ class Node:
         await self.txn_coordinator.close()  # before the groups: completions write to them
         await self.groups.close()
         await self.mirror_coordinator.close()
+        await self.share_states.close()
         self.replicas.snapshot_all()
         await self.cleaner.close()
         await self.controller_channel.close()
-        for clients in (self.broker_clients, self.marker_clients, self.mirror_state_clients):
+        for clients in (
+            self.broker_clients,
+            self.marker_clients,
+            self.mirror_state_clients,
+            self.share_state_clients,
+        ):
             await clients.close()
         await self.lifecycle_channel.close()
         await self.quorum.close()

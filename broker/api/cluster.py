@@ -9,7 +9,10 @@ COORDINATOR_NOT_AVAILABLE, as in Kafka. InitProducerId is served with the transa
 (`txn.py`). Mirror coordinators (key type 3, KIP-1279) live on this node's ``__mirror_state``
 partitions, created on first lookup from ``mirror.topic.num.partitions`` /
 ``mirror.topic.replication.factor``; when it cannot be created (e.g. a replication factor above
-the live brokers) the lookup gets COORDINATOR_NOT_AVAILABLE, as in Kafka.
+the live brokers) the lookup gets COORDINATOR_NOT_AVAILABLE, as in Kafka. Share coordinators
+(key type 2, KIP-932, key ``<group>:<topic id>:<partition>``) live on its ``__share_group_state``
+partitions, created on first use from ``share.coordinator.state.topic.num.partitions`` /
+``share.coordinator.state.topic.replication.factor``.
 """
 
 from typing import Any
@@ -21,6 +24,7 @@ from protocol.registry import REGISTRY
 
 from ..controller.controller import TopicSpec
 from ..coordinator.runtime import partition_for
+from ..coordinator.share.state_coordinator import SHARE_STATE_TOPIC
 from ..coordinator.txn.config import TRANSACTION_STATE_TOPIC
 from ..metadata.mirror_states import MIRROR_STATE_TOPIC
 from ..security.acls import AclOperation, ResourceType
@@ -31,7 +35,7 @@ from .metadata import broker_rows
 from .services import Services
 
 DESCRIBE_CLUSTER, FIND_COORDINATOR = 60, 10
-GROUP_KEY, TXN_KEY, MIRROR_KEY = 0, 1, 3
+GROUP_KEY, TXN_KEY, SHARE_KEY, MIRROR_KEY = 0, 1, 2, 3
 BROKER_ENDPOINTS, CONTROLLER_ENDPOINTS = 1, 2  # DescribeCluster v1+ EndpointType (KIP-919)
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -142,6 +146,31 @@ class ClusterApi:
         # A concurrent lookup may have created it first.
         return MIRROR_STATE_TOPIC in self.s.image().topics or result.error == ErrorCode.none
 
+    async def ensure_share_state_topic(self) -> bool:
+        """Create the compacted ``__share_group_state`` topic unless it exists; whether it does."""
+        if SHARE_STATE_TOPIC in self.s.image().topics:
+            return True
+        cfg = self.s.config
+        (result,) = await self.s.controller.create_topics(
+            [
+                TopicSpec(
+                    SHARE_STATE_TOPIC,
+                    getattr(cfg, "share_coordinator_state_topic_num_partitions", 50),
+                    getattr(cfg, "share_coordinator_state_topic_replication_factor", 3),
+                    configs={
+                        "cleanup.policy": "compact",
+                        "compression.type": "producer",
+                        "segment.bytes": "104857600",
+                        "min.insync.replicas": str(
+                            getattr(cfg, "share_coordinator_state_topic_min_isr", 2)
+                        ),
+                    },
+                )
+            ],
+            False,
+        )
+        return SHARE_STATE_TOPIC in self.s.image().topics or result.error == ErrorCode.none
+
     async def ensure_transaction_state_topic(self) -> bool:
         """Create the compacted ``__transaction_state`` topic unless it exists; whether it does."""
         if TRANSACTION_STATE_TOPIC in self.s.image().topics:
@@ -172,7 +201,8 @@ class ClusterApi:
 
     def _coordinator_denied(self, ctx: RequestContext, key_type: int, key: str) -> Any:
         """With an authorizer: a group needs DESCRIBE on it, a transactional id DESCRIBE on it, a
-        mirror coordinator (KIP-1279) CLUSTER_ACTION on the cluster. The error, or None."""
+        mirror (KIP-1279) or share (KIP-932) coordinator CLUSTER_ACTION on the cluster. The
+        error, or None."""
         authz = self.s.authorizer
         if authz is None:
             return None
@@ -184,7 +214,7 @@ class ClusterApi:
             authz, ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
         ):
             return ErrorCode.transactional_id_authorization_failed
-        if key_type == MIRROR_KEY and not allowed_on_cluster(
+        if key_type in (MIRROR_KEY, SHARE_KEY) and not allowed_on_cluster(
             authz, ctx, AclOperation.CLUSTER_ACTION
         ):
             return ErrorCode.cluster_authorization_failed
@@ -196,6 +226,8 @@ class ClusterApi:
             return TRANSACTION_STATE_TOPIC if await self.ensure_transaction_state_topic() else None
         if key_type == MIRROR_KEY:
             return MIRROR_STATE_TOPIC if await self.ensure_mirror_state_topic() else None
+        if key_type == SHARE_KEY:
+            return SHARE_STATE_TOPIC if await self.ensure_share_state_topic() else None
         await self.ensure_offsets_topic()
         return OFFSETS_TOPIC
 
@@ -235,7 +267,9 @@ class ClusterApi:
             denial = self._coordinator_denied(ctx, key_type, key)
             if denial is not None:
                 row["error_code"] = denial
-            elif key_type not in (GROUP_KEY, TXN_KEY, MIRROR_KEY):
+            elif key_type not in (GROUP_KEY, TXN_KEY, MIRROR_KEY) and not (
+                key_type == SHARE_KEY and getattr(self.s.config, "group_share_enable", False)
+            ):
                 row["error_code"] = ErrorCode.invalid_request
                 row["error_message"] = f"Unsupported coordinator key type {key_type}"
             elif key_type != GROUP_KEY and not key:
@@ -243,6 +277,8 @@ class ClusterApi:
                 row["error_message"] = (
                     "Empty transactional id"
                     if key_type == TXN_KEY
+                    else "Empty share coordinator key"
+                    if key_type == SHARE_KEY
                     else "Empty mirror coordinator key"
                 )
             else:

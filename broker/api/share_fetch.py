@@ -37,8 +37,11 @@ from kio.static.primitive import i16, i32, i32Timedelta, i64
 from protocol.records.scan import scan_batches
 from protocol.registry import REGISTRY
 
+from ..coordinator.runtime import CoordinatorError
 from ..coordinator.share.partition import Acquired, ShareConfig, SharePartition
+from ..coordinator.share.persister import SharePersister
 from ..coordinator.share.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession, ShareSessions
+from ..coordinator.share.state_records import PersistedBatch, ShareKey, ShareSnapshot
 from ..log.errors import OffsetOutOfRange
 from ..security.acls import AclOperation, ResourceType
 from .authz import allowed
@@ -86,15 +89,21 @@ class ShareFetchApi:
         config: ShareConfig | None = None,
         auto_offset_reset: str = "latest",
         sessions: ShareSessions | None = None,
+        persister: SharePersister | None = None,
         clock: Callable[[], int] = _monotonic_ms,
     ) -> None:
         self.s = services
         self.config = config or ShareConfig()
         self.reset = auto_offset_reset
         self.sessions = sessions or ShareSessions()
+        self.persister = persister  # None: state in memory only
         self.clock = clock
         # (group, topic id, partition) -> (leader epoch it was made in, state)
         self.states: dict[StateKey, tuple[int, SharePartition]] = {}
+        # (state epoch at the share coordinator, written snapshot is current) per state
+        self._state_epochs: dict[StateKey, int] = {}
+        # one load or write at a time per share-partition (so writes land in order)
+        self._locks: dict[StateKey, asyncio.Lock] = {}
         # long-polling fetches, woken when records may be acquirable again
         self._waiters: set[asyncio.Future[None]] = set()
 
@@ -123,7 +132,7 @@ class ShareFetchApi:
             error = ErrorCode.invalid_request  # a new session has nothing to acknowledge yet
         session: ShareSession | ErrorCode | None = None
         if error is None:
-            session = self._session(group, member, epoch, now)
+            session = await self._session(group, member, epoch, now)
             if isinstance(session, ErrorCode):
                 error = session
         if error is not None or not isinstance(session, ShareSession):
@@ -133,17 +142,24 @@ class ShareFetchApi:
         for ft in req.forgotten_topics_data:
             session.partitions.difference_update((ft.topic_id, int(p)) for p in ft.partitions)
         denied = self._denied(ctx, set(session.partitions) | set(acks))
-        ack_results = self._acknowledge(group, member, acks, denied)
+        ack_results = await self._acknowledge(group, member, acks, denied)
         if epoch == FINAL_EPOCH:
-            self._close(group, member)
+            await self._close(group, member)
             rows = {k: _Row(k[1], ack_error=code) for k, code in ack_results.items()}
             return self._fetch_response(ErrorCode.none, list(rows.items()))
         full = epoch == INITIAL_EPOCH
         deadline = time.monotonic() + max(0, _ms(req.max_wait)) / 1000
         max_records = int(getattr(req, "max_records", 0)) or 500
+        load_errors = await self._load_states(group, sorted(session.partitions), denied)
         while True:
             rows = self._acquire(
-                group, member, sorted(session.partitions), denied, int(req.max_bytes), max_records
+                group,
+                member,
+                sorted(session.partitions),
+                denied,
+                int(req.max_bytes),
+                max_records,
+                load_errors,
             )
             got = any(r.acquired for r in rows.values())
             remaining = deadline - time.monotonic()
@@ -207,15 +223,19 @@ class ShareFetchApi:
         denied: set[uuid.UUID],
         max_bytes: int,
         max_records: int,
+        load_errors: dict[TopicPartitionId, ErrorCode],
     ) -> dict[TopicPartitionId, _Row]:
         rows: dict[TopicPartitionId, _Row] = {}
         budget, left = max(max_bytes, 1), max_records
         for key in wanted:
             row = rows[key] = _Row(key[1])
             hosted = self._leader(key, row, denied)
-            if hosted is None or left <= 0 or budget <= 0:
+            if hosted is not None and key in load_errors:
+                row.error = load_errors[key]
                 continue
-            sp = self._state(group, key, hosted)
+            sp = self._current(group, key, hosted) if hosted is not None else None
+            if sp is None or left <= 0 or budget <= 0:
+                continue
             if sp.expire_locks(self.clock()):
                 self._wake()
             try:
@@ -278,14 +298,14 @@ class ShareFetchApi:
         if error is None and epoch == INITIAL_EPOCH:
             error = ErrorCode.invalid_share_session_epoch  # acknowledging needs a session
         if error is None:
-            session = self._session(group, member, epoch, self.clock())
+            session = await self._session(group, member, epoch, self.clock())
             if isinstance(session, ErrorCode):
                 error = session
         results: dict[TopicPartitionId, ErrorCode] = {}
         if error is None:
-            results = self._acknowledge(group, member, acks, self._denied(ctx, set(acks)))
+            results = await self._acknowledge(group, member, acks, self._denied(ctx, set(acks)))
             if epoch == FINAL_EPOCH:
-                self._close(group, member)
+                await self._close(group, member)
         cls = REGISTRY.spec(SHARE_ACKNOWLEDGE).response_type(VERSION)
         mod = __import__(
             cls.__module__,
@@ -324,23 +344,32 @@ class ShareFetchApi:
             return ErrorCode.group_authorization_failed
         return None
 
-    def _session(self, group: str, member: str, epoch: int, now: int) -> ShareSession | ErrorCode:
+    async def _session(
+        self, group: str, member: str, epoch: int, now: int
+    ) -> ShareSession | ErrorCode:
         if epoch == INITIAL_EPOCH:
             # a member opening a new session gives back what its old one held
             if self.sessions.close(group, member) is not None:
-                self._release(group, member)
+                await self._release(group, member)
             return self.sessions.open(group, member, now)
         return self.sessions.use(group, member, epoch, now)
 
-    def _close(self, group: str, member: str) -> None:
+    async def _close(self, group: str, member: str) -> None:
         self.sessions.close(group, member)
-        self._release(group, member)
+        await self._release(group, member)
 
-    def _release(self, group: str, member: str) -> None:
-        if any(
-            sp.release_member(member) for (g, _t, _p), (_e, sp) in self.states.items() if g == group
-        ):
+    async def _release(self, group: str, member: str) -> None:
+        released = [
+            skey
+            for skey, (_e, sp) in list(self.states.items())
+            if skey[0] == group and sp.release_member(member)
+        ]
+        if released:
             self._wake()
+        for skey in released:
+            # released records are available here anyway; a failed write only loses counts
+            with contextlib.suppress(CoordinatorError):
+                await self._persist(skey)
 
     def _denied(self, ctx: RequestContext, keys: Iterable[TopicPartitionId]) -> set[uuid.UUID]:
         """Topic ids of known topics the principal may not READ."""
@@ -356,7 +385,7 @@ class ShareFetchApi:
                 out.add(topic_id)
         return out
 
-    def _acknowledge(
+    async def _acknowledge(
         self,
         group: str,
         member: str,
@@ -370,11 +399,10 @@ class ShareFetchApi:
             if hosted is None:
                 results[key] = row.error
                 continue
-            entry = self.states.get((group, *key))
-            if entry is None or entry[0] != hosted.leader_epoch:
+            sp = self._current(group, key, hosted)
+            if sp is None:
                 results[key] = ErrorCode.invalid_record_state  # nothing acquired here
                 continue
-            sp = entry[1]
             sp.expire_locks(self.clock())
             code = ErrorCode.none
             for b in batches:
@@ -386,8 +414,12 @@ class ShareFetchApi:
                 )
                 if code == ErrorCode.none:
                     code = c
-            results[key] = code
             self._wake()  # a release or a moved start may let a waiting fetch acquire
+            try:  # acknowledged state must survive the leader before the answer says so
+                await self._persist((group, *key))
+            except CoordinatorError as exc:
+                code = exc.code if code == ErrorCode.none else code
+            results[key] = code
         return results
 
     def _leader(self, key: TopicPartitionId, row: _Row, denied: set[uuid.UUID]) -> Any:
@@ -415,17 +447,82 @@ class ShareFetchApi:
         hosted = self.s.replicas.get(topic.name, partition) if topic is not None else None
         return (hosted.leader_id, hosted.leader_epoch) if hosted is not None else (-1, -1)
 
-    def _state(self, group: str, key: TopicPartitionId, hosted: Any) -> SharePartition:
-        """The share-partition, made at the reset point if new here or from an older leader
-        epoch (state is not carried over a leader change)."""
-        skey = (group, *key)
-        entry = self.states.get(skey)
-        plog = hosted.log
+    def _current(self, group: str, key: TopicPartitionId, hosted: Any) -> SharePartition | None:
+        """The share-partition loaded in the partition's current leader epoch, if any."""
+        entry = self.states.get((group, *key))
         if entry is None or entry[0] != hosted.leader_epoch:
-            start = plog.log_start_offset if self.reset == "earliest" else plog.high_watermark
-            entry = self.states[skey] = (hosted.leader_epoch, SharePartition(start, self.config))
-        entry[1].move_start(plog.log_start_offset)
+            return None
+        entry[1].move_start(hosted.log.log_start_offset)
         return entry[1]
+
+    async def _load_states(
+        self, group: str, wanted: list[TopicPartitionId], denied: set[uuid.UUID]
+    ) -> dict[TopicPartitionId, ErrorCode]:
+        """Make sure each led partition has its share-partition for this leader epoch: read
+        from the share coordinator, or new at the reset point (and written there, so that a
+        leader change keeps that point). Returns the partitions that could not be loaded."""
+        errors: dict[TopicPartitionId, ErrorCode] = {}
+        for key in wanted:
+            hosted = self._leader(key, _Row(key[1]), denied)
+            if hosted is None or self._current(group, key, hosted) is not None:
+                continue
+            skey = (group, *key)
+            async with self._lock(skey):
+                if self._current(group, key, hosted) is not None:
+                    continue  # loaded meanwhile
+                try:
+                    await self._load(skey, hosted)
+                except CoordinatorError as exc:
+                    errors[key] = exc.code
+        return errors
+
+    async def _load(self, skey: StateKey, hosted: Any) -> None:
+        plog, epoch = hosted.log, hosted.leader_epoch
+        found = None
+        if self.persister is not None:
+            found = await self.persister.read(ShareKey(*skey))
+        if found is not None:
+            sp = SharePartition.restore(
+                found.start_offset,
+                [
+                    (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                    for b in found.batches
+                ],
+                self.config,
+            )
+            self._state_epochs[skey] = found.state_epoch
+        else:
+            start = plog.log_start_offset if self.reset == "earliest" else plog.high_watermark
+            sp = SharePartition(start, self.config)
+            self._state_epochs[skey] = 0
+        sp.move_start(plog.log_start_offset)
+        self.states[skey] = (epoch, sp)
+        if found is None and self.persister is not None:
+            await self._write(skey)
+
+    def _lock(self, skey: StateKey) -> asyncio.Lock:
+        lock = self._locks.get(skey)
+        if lock is None:
+            lock = self._locks[skey] = asyncio.Lock()
+        return lock
+
+    async def _persist(self, skey: StateKey) -> None:
+        """Write the share-partition's current state to the share coordinator."""
+        if self.persister is None or skey not in self.states:
+            return
+        async with self._lock(skey):
+            await self._write(skey)
+
+    async def _write(self, skey: StateKey) -> None:
+        assert self.persister is not None
+        leader_epoch, sp = self.states[skey]
+        snapshot = ShareSnapshot(
+            state_epoch=self._state_epochs.get(skey, 0),
+            leader_epoch=leader_epoch,
+            start_offset=sp.start_offset,
+            batches=tuple(PersistedBatch(*run) for run in sp.persisted()),
+        )
+        await self.persister.write(ShareKey(*skey), snapshot)
 
     # -- long poll -----------------------------------------------------------------------------
 

@@ -114,6 +114,9 @@ IMPLEMENTED_KEYS: frozenset[str] = frozenset(
         "group.share.heartbeat.interval.ms", "group.share.max.size",
         "group.share.record.lock.duration.ms", "group.share.delivery.count.limit",
         "group.share.partition.max.record.locks", "share.auto.offset.reset",
+        "share.coordinator.state.topic.num.partitions",
+        "share.coordinator.state.topic.replication.factor",
+        "share.coordinator.state.topic.min.isr",
         "group.coordinator.rebalance.protocols",
         "transaction.state.log.num.partitions", "transaction.state.log.replication.factor",
         "transaction.state.log.min.isr", "transaction.state.log.segment.bytes",
@@ -280,6 +283,9 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     group_share_delivery_count_limit: int
     group_share_partition_max_record_locks: int
     share_auto_offset_reset: str  # ours: Kafka's group config, one broker-wide value here
+    share_coordinator_state_topic_num_partitions: int
+    share_coordinator_state_topic_replication_factor: int
+    share_coordinator_state_topic_min_isr: int
     group_coordinator_rebalance_protocols: tuple[str, ...]
     transaction_state_log_num_partitions: int
     transaction_state_log_replication_factor: int

@@ -38,11 +38,13 @@ SHARE_NODE = {
     "group__share__enable": "true",
     "group__share__heartbeat__interval__ms": "300",
     "share__auto__offset__reset": "earliest",
+    "share__coordinator__state__topic__num__partitions": "3",
 }
 
 
 def _node(workdir: Path, **overrides: str) -> Node:
-    return Node(workdir, **(SHARE_NODE | overrides))
+    one = {"share__coordinator__state__topic__replication__factor": "1"}
+    return Node(workdir, **(SHARE_NODE | one | overrides))
 
 
 def _produce(node: Node, n: int, start: int = 0) -> None:
@@ -173,6 +175,38 @@ def test_release_reject_and_the_delivery_limit(tmp_path: Path) -> None:
         c.acknowledge(later[0], AcknowledgeType.ACCEPT)
         c.commit_sync(15)
         assert _poll(c, 1.0) == []  # 0 and 1 archived, 2-4 accepted
+    finally:
+        if c is not None:
+            c.close()
+        node.kill()
+
+
+def test_acknowledged_state_survives_a_restart(tmp_path: Path) -> None:
+    """The share-partition state is in __share_group_state: after kill -9 and a restart the
+    group goes on where it was (accepted and rejected records are not delivered again)."""
+    node = _node(tmp_path / "n1")
+    node.start()
+    c: ShareConsumer | None = None
+    try:
+        create_topic(node.bootstrap, TOPIC, 1)
+        _produce(node, 10)
+        c = _consumer(node, **{"share.acknowledgement.mode": "explicit"})
+        got = {m.offset(): m for m in _poll_until(c, 10, 20)}
+        for o in range(6):
+            c.acknowledge(got[o], AcknowledgeType.ACCEPT)
+        c.acknowledge(got[6], AcknowledgeType.REJECT)
+        c.commit_sync(15)
+        c.close()  # 7-9 released, unacknowledged
+        c = None
+        node.kill()
+        node.start()
+        c = _consumer(node, **{"share.acknowledgement.mode": "explicit"})
+        again = _poll_until(c, 3, 30)
+        assert sorted((m.offset(), m.delivery_count()) for m in again) == [(7, 2), (8, 2), (9, 2)]
+        for m in again:
+            c.acknowledge(m, AcknowledgeType.ACCEPT)
+        c.commit_sync(15)
+        assert _poll(c, 1.0) == []
     finally:
         if c is not None:
             c.close()
