@@ -276,7 +276,8 @@ def test_unacknowledged_records_come_back(tmp_path: Path) -> None:
 
 def test_three_nodes_members_fetch_from_each_leader(tmp_path: Path) -> None:
     """The group's coordinator is one node, the partitions' leaders all three: each leader keeps
-    its partition's share state, and a share fetch sent to a follower is refused."""
+    its partition's share state, a share fetch sent to a follower is refused, and a partition
+    whose leader dies goes on from its persisted state on the new leader."""
     c = Cluster(tmp_path / "c", **SHARE_NODE, offsets__topic__num__partitions="3").start()
     cs: list[ShareConsumer] = []
     try:
@@ -301,7 +302,7 @@ def test_three_nodes_members_fetch_from_each_leader(tmp_path: Path) -> None:
                     seen[(m.partition(), m.offset())] += 1
         assert sum(seen.values()) == 90 and max(seen.values()) == 1, seen
         for consumer in cs:
-            _poll(consumer, 0.3)  # accept the last ones
+            consumer.commit_sync(15)  # accept the last ones
         # a follower of partition 0 refuses to serve it, naming the leader
         follower = next(n for n in c.nodes if n.node_id != leaders[0])
         tid = _topic_id(follower)
@@ -309,6 +310,23 @@ def test_three_nodes_members_fetch_from_each_leader(tmp_path: Path) -> None:
         (part,) = r.responses[0].partitions
         assert part.error_code == ErrorCode.not_leader_or_follower
         assert part.current_leader.leader_id == leaders[0]
+        # partition 0's leader dies: the new leader reads the share-partition's state from
+        # __share_group_state, so nothing accepted is delivered again, only new records
+        victim = c.node(leaders[0])
+        victim.kill()
+        survivors = ",".join(n.bootstrap for n in c.nodes if n is not victim)
+        p = Producer({"bootstrap.servers": survivors, "linger.ms": 5})
+        for i in range(90, 120):
+            p.produce(TOPIC, value=f"v{i}".encode(), partition=i % 3)
+        assert p.flush(30) == 0
+        deadline = time.monotonic() + 90
+        while sum(seen.values()) < 120 and time.monotonic() < deadline:
+            for consumer in cs:
+                for m in _poll(consumer, 0.1):
+                    seen[(m.partition(), m.offset())] += 1
+        assert sum(seen.values()) == 120 and max(seen.values()) == 1, sorted(
+            k for k, n in seen.items() if n > 1
+        )
     finally:
         for consumer in cs:
             consumer.close()
