@@ -12,10 +12,12 @@ MaxWaitMs/MinBytes long-poll until records can be acquired: new data, a release,
 expiring. Share sessions: see `broker.coordinator.share.sessions`; ending one (epoch -1)
 releases what the member still holds.
 
-The state of a share-partition lives in memory on the leader (`SharePartition`), created at
-`share.auto.offset.reset` (a broker-wide stand-in for Kafka's group config) and dropped when
-the leader epoch changes: nothing is persisted to `__share_group_state`, so a leader change or
-restart starts the group over from the reset point on that partition.
+The state of a share-partition (`SharePartition`) is kept on the leader and persisted at the
+share coordinator (`__share_group_state`, through `SharePersister`): read when the leader first
+serves it in its leader epoch (none stored: a new one at `share.auto.offset.reset`, a
+broker-wide stand-in for Kafka's group config, written at once), written after every
+acknowledgement before the answer, and after releases. Acquired records are persisted as
+available, so a new leader (or a restarted one) redelivers what was in flight.
 
 With an authorizer (as Kafka): READ on the group (GROUP_AUTHORIZATION_FAILED) and READ on each
 topic (TOPIC_AUTHORIZATION_FAILED for its partitions).
