@@ -60,11 +60,11 @@ def test_shipped_configs_load_without_warnings() -> None:
     assert len(ports) == 3
 
 
-def test_stock_kafka_file_loads_with_one_warning() -> None:
+def test_stock_kafka_file_loads_without_warnings() -> None:
     c, warnings = load_server_config(ROOT / "tests/broker/fixtures/kafka-4.1-server.properties")
-    assert len(warnings) == 1
-    assert "share.coordinator.state.topic.replication.factor" in warnings[0]
-    assert "node.id" not in warnings[0]
+    assert warnings == []  # its share coordinator keys are served since KIP-932
+    assert c.share_coordinator_state_topic_replication_factor == 1
+    assert c.share_coordinator_state_topic_min_isr == 1
     assert c.controller_quorum_bootstrap_servers[0].port == 9093
     assert c.log_dirs == ("/tmp/kraft-combined-logs",)
 
