@@ -91,7 +91,9 @@ def _call(node: Node, api_key: int, body: Any, version: int = 1) -> Any:
             chunk = s.recv(65536)
             assert chunk, "connection closed"
             buf += chunk
-    value, _ = lenient.decode(REGISTRY.spec(api_key).response_type(version), buf, 4 + 4 + 1)
+    # after the size and correlation id, the response header's tagged fields (but ApiVersions')
+    start = 4 + 4 + (0 if api_key == 18 else 1)
+    value, _ = lenient.decode(REGISTRY.spec(api_key).response_type(version), buf, start)
     return value
 
 
@@ -381,6 +383,15 @@ def test_bad_share_requests_get_kafka_errors(tmp_path: Path) -> None:
         create_topic(node.bootstrap, TOPIC, 1)
         _produce(node, 6)
         tid = _topic_id(node)
+        # ApiVersions: Kafka 4.1's versions of the share RPCs
+        av = REGISTRY.spec(18).request_type(3)(
+            client_software_name="t932", client_software_version="1"
+        )
+        served = {
+            int(k.api_key): (k.min_version, k.max_version) for k in _call(node, 18, av, 3).api_keys
+        }
+        assert [served.get(k) for k in (76, 77, 78, 79)] == [(1, 1)] * 4
+        assert [served.get(k) for k in (84, 85, 86)] == [(0, 0)] * 3
         hb = REGISTRY.spec(76).request_type(1)
         joined = _join(node, "m-a")
         assert joined.member_epoch == 1 and joined.assignment is not None
