@@ -421,6 +421,8 @@ class ShareFetchApi:
                 await self._persist((group, *key))
             except CoordinatorError as exc:
                 code = exc.code if code == ErrorCode.none else code
+                if exc.code == ErrorCode.fenced_state_epoch:
+                    self.states.pop((group, *key), None)  # re-initialized: read it again
             results[key] = code
         return results
 

@@ -1,5 +1,6 @@
-"""KIP-932 share coordinator RPCs between brokers: ReadShareGroupState v0,
-WriteShareGroupState v0 and DeleteShareGroupState v0 (Kafka 4.1's versions), served by the
+"""KIP-932 share coordinator RPCs between brokers: InitializeShareGroupState v0,
+ReadShareGroupState v0, WriteShareGroupState v0 and DeleteShareGroupState v0 (Kafka 4.1's
+versions), served by the
 `ShareStateCoordinator` of the node leading the share-partition's `__share_group_state`
 partition (NOT_COORDINATOR elsewhere, per partition).
 
@@ -25,6 +26,7 @@ from .authz import allowed_on_cluster
 from .context import RequestContext
 from .dispatcher import Api
 
+INITIALIZE_SHARE_GROUP_STATE = 83
 READ_SHARE_GROUP_STATE, WRITE_SHARE_GROUP_STATE, DELETE_SHARE_GROUP_STATE = 84, 85, 86
 UNINITIALIZED_START_OFFSET = -1
 
@@ -41,6 +43,7 @@ class ShareStateApi:
     def apis(self) -> list[Api]:
         """The API keys and versions this module serves (the node's handler table)."""
         return [
+            Api(INITIALIZE_SHARE_GROUP_STATE, self.handle_initialize, max_version=0),
             Api(READ_SHARE_GROUP_STATE, self.handle_read, max_version=0),
             Api(WRITE_SHARE_GROUP_STATE, self.handle_write, max_version=0),
             Api(DELETE_SHARE_GROUP_STATE, self.handle_delete, max_version=0),
@@ -119,6 +122,28 @@ class ShareStateApi:
                         error = exc.code
                 parts.append(mod.PartitionResult(partition=p.partition, error_code=error))
             results.append(mod.WriteStateResult(topic_id=t.topic_id, partitions=tuple(parts)))
+        return cls(results=tuple(results))
+
+    async def handle_initialize(self, ctx: RequestContext, req: Any) -> Any:
+        cls = REGISTRY.spec(INITIALIZE_SHARE_GROUP_STATE).response_type(0)
+        mod = __import__(cls.__module__, fromlist=["InitializeStateResult"])
+        results = []
+        for t in req.topics:
+            parts = []
+            for p in t.partitions:
+                error = ErrorCode.none
+                if self._denied(ctx):
+                    error = ErrorCode.cluster_authorization_failed
+                else:
+                    key = ShareKey(req.group_id, t.topic_id, int(p.partition))
+                    try:
+                        await self.coordinator.initialize(
+                            key, int(p.state_epoch), int(p.start_offset)
+                        )
+                    except CoordinatorError as exc:
+                        error = exc.code
+                parts.append(mod.PartitionResult(partition=p.partition, error_code=error))
+            results.append(mod.InitializeStateResult(topic_id=t.topic_id, partitions=tuple(parts)))
         return cls(results=tuple(results))
 
     async def handle_delete(self, ctx: RequestContext, req: Any) -> Any:

@@ -391,7 +391,7 @@ def test_bad_share_requests_get_kafka_errors(tmp_path: Path) -> None:
             int(k.api_key): (k.min_version, k.max_version) for k in _call(node, 18, av, 3).api_keys
         }
         assert [served.get(k) for k in (76, 77, 78, 79)] == [(1, 1)] * 4
-        assert [served.get(k) for k in (84, 85, 86)] == [(0, 0)] * 3
+        assert [served.get(k) for k in (83, 84, 85, 86)] == [(0, 0)] * 4
         hb = REGISTRY.spec(76).request_type(1)
         joined = _join(node, "m-a")
         assert joined.member_epoch == 1 and joined.assignment is not None

@@ -77,6 +77,23 @@ class ShareStateShard:
         records: list[Record] = [(rec.snapshot_key(k), rec.snapshot_value(s))]
         return self._result(records)
 
+    def initialize(self, k: ShareKey, state_epoch: int, start_offset: int) -> WriteResult[None]:
+        """A new state epoch at a start offset, nothing in flight (InitializeShareGroupState):
+        the leader's next write with the old state epoch is fenced, so it reads this."""
+        old = self.states.get(k)
+        if old is not None and state_epoch < old.state_epoch:
+            raise CoordinatorError(ErrorCode.fenced_state_epoch, "an older state epoch")
+        now = self.ctx.now_ms()
+        s = ShareSnapshot(
+            state_epoch=state_epoch,
+            leader_epoch=-1,
+            start_offset=start_offset,
+            snapshot_epoch=0 if old is None else old.snapshot_epoch + 1,
+            create_timestamp=now,
+            write_timestamp=now,
+        )
+        return self._result([(rec.snapshot_key(k), rec.snapshot_value(s))])
+
     def delete(self, k: ShareKey) -> WriteResult[None]:
         if k not in self.states:
             return WriteResult(None)
@@ -116,6 +133,11 @@ class ShareStateCoordinator:
 
     async def write(self, k: ShareKey, snapshot: ShareSnapshot) -> None:
         await self.runtime.write(self.partition_for(k), lambda s: s.write(k, snapshot))
+
+    async def initialize(self, k: ShareKey, state_epoch: int, start_offset: int) -> None:
+        await self.runtime.write(
+            self.partition_for(k), lambda s: s.initialize(k, state_epoch, start_offset)
+        )
 
     async def delete(self, k: ShareKey) -> None:
         await self.runtime.write(self.partition_for(k), lambda s: s.delete(k))
