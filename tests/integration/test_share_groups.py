@@ -97,6 +97,21 @@ def _call(node: Node, api_key: int, body: Any, version: int = 1) -> Any:
     return value
 
 
+def _raw(node: Node, api_key: int, version: int, body: bytes) -> bytes | None:
+    """One request with a raw body; the response frame (after its size), None if closed."""
+    cid = b"bad"
+    payload = struct.pack(">hhih", api_key, version, 9, len(cid)) + cid + b"\x00" + body
+    with socket.create_connection(("127.0.0.1", node.port), timeout=15) as s:
+        s.sendall(struct.pack(">i", len(payload)) + payload)
+        buf = b""
+        while len(buf) < 4 or len(buf) < 4 + struct.unpack(">i", buf[:4])[0]:
+            chunk = s.recv(65536)
+            if not chunk:
+                return None
+            buf += chunk
+    return buf[4:]
+
+
 def _describe(node: Node, group: str = GROUP) -> Any:
     req = REGISTRY.spec(77).request_type(1)(group_ids=(group,), include_authorized_operations=False)
     (g,) = _call(node, 77, req).groups
@@ -476,7 +491,17 @@ def test_bad_share_requests_get_kafka_errors(tmp_path: Path) -> None:
             assert errors and errors[0].code() == ErrorCode.inconsistent_group_protocol, errors
         finally:
             classic.close()
+        # bodies that cannot be decoded: INVALID_REQUEST where the response has a top-level
+        # error (the others: an answer without results, or the connection closed), no crash
+        for api_key in (76, 77, 78, 79, 83, 84, 85, 86):
+            resp = _raw(node, api_key, 1 if api_key < 80 else 0, b"\x7f\xff\xff\xf0garbage")
+            if api_key in (76, 78, 79):  # the ones with a top-level error code
+                assert resp is not None and struct.unpack_from(">i", resp, 0)[0] == 9
+                # correlation id, header tags, throttle time, then the error code
+                error = struct.unpack_from(">h", resp, 4 + 1 + 4)[0]
+                assert error == ErrorCode.invalid_request, (api_key, error)
         assert node.proc is not None and node.proc.poll() is None  # still serving
+        assert "Traceback" not in node.output.read_text(errors="replace"), node.log_tail()
     finally:
         node.kill()
 
