@@ -1,0 +1,87 @@
+"""The leader's share-state persister: in process when this node is the share coordinator, over
+Read/WriteShareGroupState (encoded, dispatched to the other node's handlers, decoded) when it
+is another node, retrying while the coordinator loads."""
+
+import uuid
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.api.context import RequestContext
+from broker.api.dispatcher import Dispatcher
+from broker.api.share_state import ShareStateApi
+from broker.coordinator.runtime import InMemoryRecordLog
+from broker.coordinator.share.persister import SharePersister
+from broker.coordinator.share.state_coordinator import ShareStateCoordinator
+from broker.coordinator.share.state_records import PersistedBatch, ShareKey, ShareSnapshot
+from broker.coordinator.timer import ManualScheduler
+from protocol.build import build
+from protocol.registry import REGISTRY
+from tests.broker.group_support import async_test
+
+KEY = ShareKey("g", uuid.UUID(int=7), 3)
+SNAP = ShareSnapshot(0, 4, 10, (PersistedBatch(10, 12, 2, 1), PersistedBatch(13, 19, 0, 2)))
+
+
+class _OtherNode:
+    """BrokerClients to one other node: requests go through that node's dispatcher."""
+
+    def __init__(self, coordinator: ShareStateCoordinator) -> None:
+        self.dispatcher = Dispatcher(ShareStateApi(coordinator).apis())
+        self.calls: list[int] = []
+
+    async def request(self, node: int, api_key: int, body: dict[str, Any], version: int) -> Any:
+        self.calls.append(api_key)
+        request = build(REGISTRY.spec(api_key).request_type(version), body)
+        frame = REGISTRY.encode_request(version, 1, "broker-1", request)[4:]
+
+        def ctx(header: Any) -> RequestContext:
+            return RequestContext(header, "c1", "PLAINTEXT", "127.0.0.1")
+
+        parts = await self.dispatcher.handle(ctx, memoryview(frame))
+        assert parts is not None
+        _corr, resp = REGISTRY.decode_response(api_key, version, b"".join(bytes(p) for p in parts))
+        return resp
+
+
+async def _loaded(partitions: int = 3) -> ShareStateCoordinator:
+    c = ShareStateCoordinator(partitions, ManualScheduler())
+    for p in range(partitions):
+        await c.load(p, InMemoryRecordLog())
+    return c
+
+
+async def _topic_exists() -> bool:
+    return True
+
+
+@async_test
+async def test_remote_coordinator_over_the_wire() -> None:
+    remote = await _loaded()
+    clients = _OtherNode(remote)
+    here = ShareStateCoordinator(3, ManualScheduler())  # holds no shard: never asked
+    persister = SharePersister(here, lambda p: 2, 1, clients, _topic_exists)  # type: ignore[arg-type]
+    assert await persister.read(KEY) is None  # start offset -1: nothing stored
+    await persister.write(KEY, SNAP)
+    found = await persister.read(KEY)
+    assert found is not None
+    assert (found.start_offset, found.batches) == (SNAP.start_offset, SNAP.batches)
+    stored = await remote.read(KEY)
+    assert stored is not None and stored.leader_epoch == 4
+    assert clients.calls == [84, 85, 84]
+
+
+@async_test
+async def test_local_coordinator_and_retries_while_loading() -> None:
+    here = ShareStateCoordinator(3, ManualScheduler())
+    persister = SharePersister(here, lambda p: 1, 1, None, _topic_exists, retry_ms=300)  # type: ignore[arg-type]
+    try:
+        await persister.read(KEY)  # no shard loaded here: NOT_COORDINATOR until it gives up
+        raise AssertionError("read without a loaded shard")
+    except Exception as exc:  # CoordinatorError
+        assert getattr(exc, "code", None) == ErrorCode.not_coordinator
+    for p in range(3):
+        await here.load(p, InMemoryRecordLog())
+    await persister.write(KEY, SNAP)
+    found = await persister.read(KEY)
+    assert found is not None and found.batches == SNAP.batches
