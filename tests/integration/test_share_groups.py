@@ -22,6 +22,7 @@ from typing import Any
 
 from confluent_kafka import AcknowledgeType, Consumer, KafkaException, Producer, ShareConsumer
 from confluent_kafka.admin import NewTopic
+from kafka import KafkaAdminClient  # type: ignore[import-untyped]
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 
@@ -154,6 +155,17 @@ def test_members_share_a_partition_each_record_once(tmp_path: Path) -> None:
                 (tp.topic_name, list(tp.partitions)) for tp in m.assignment.topic_partitions
             ] == [(TOPIC, [0])]
             assert list(m.subscribed_topic_names) == [TOPIC]
+        # ListGroups shows it as a share group, and filters on that type (KIP-848's v5)
+        kp = KafkaAdminClient(bootstrap_servers=node.bootstrap, request_timeout_ms=10000)
+        try:
+            listed_kp = kp.list_groups(types_filter=["share"])
+            other = kp.list_groups(types_filter=["consumer"])
+        finally:
+            kp.close()
+        assert [g["group_id"] if isinstance(g, dict) else g[0] for g in listed_kp] == [GROUP], (
+            listed_kp
+        )
+        assert other == []
         cs.pop().close()
         wait_for(lambda: len(_describe(node).members) == 1, 15, "the closed member leaves")
         # nothing is left to deliver: all were accepted
