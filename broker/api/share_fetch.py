@@ -12,12 +12,12 @@ MaxWaitMs/MinBytes long-poll until records can be acquired: new data, a release,
 expiring. Share sessions: see `broker.coordinator.share.sessions`; ending one (epoch -1)
 releases what the member still holds.
 
-The state of a share-partition (`SharePartition`) is kept on the leader and persisted at the
-share coordinator (`__share_group_state`, through `SharePersister`): read when the leader first
-serves it in its leader epoch (none stored: a new one at `share.auto.offset.reset`, a
-broker-wide stand-in for Kafka's group config, written at once), written after every
-acknowledgement before the answer, and after releases. Acquired records are persisted as
-available, so a new leader (or a restarted one) redelivers what was in flight.
+The share-partitions' state (`LeaderShareStates`) is kept on the leader and persisted at the
+share coordinator (`__share_group_state`): loaded when the leader first serves one in its leader
+epoch (none stored: a new one at `share.auto.offset.reset`, a broker-wide stand-in for Kafka's
+group config), written after every acknowledgement before the answer, and after releases.
+Acquired records are persisted as available, so a new (or restarted) leader redelivers what was
+in flight.
 
 With an authorizer (as Kafka): READ on the group (GROUP_AUTHORIZATION_FAILED) and READ on each
 topic (TOPIC_AUTHORIZATION_FAILED for its partitions).
@@ -40,10 +40,10 @@ from protocol.records.scan import scan_batches
 from protocol.registry import REGISTRY
 
 from ..coordinator.runtime import CoordinatorError
+from ..coordinator.share.leader_states import LeaderShareStates
 from ..coordinator.share.partition import Acquired, ShareConfig, SharePartition
 from ..coordinator.share.persister import SharePersister
 from ..coordinator.share.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession, ShareSessions
-from ..coordinator.share.state_records import PersistedBatch, ShareKey, ShareSnapshot
 from ..log.errors import OffsetOutOfRange
 from ..security.acls import AclOperation, ResourceType
 from .authz import allowed
@@ -59,7 +59,6 @@ VERSION = 1
 _NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
 
 TopicPartitionId = tuple[uuid.UUID, int]
-StateKey = tuple[str, uuid.UUID, int]
 
 
 @dataclass(slots=True)
@@ -96,16 +95,10 @@ class ShareFetchApi:
     ) -> None:
         self.s = services
         self.config = config or ShareConfig()
-        self.reset = auto_offset_reset
         self.sessions = sessions or ShareSessions()
-        self.persister = persister  # None: state in memory only
         self.clock = clock
-        # (group, topic id, partition) -> (leader epoch it was made in, state)
-        self.states: dict[StateKey, tuple[int, SharePartition]] = {}
-        # (state epoch at the share coordinator, written snapshot is current) per state
-        self._state_epochs: dict[StateKey, int] = {}
-        # one load or write at a time per share-partition (so writes land in order)
-        self._locks: dict[StateKey, asyncio.Lock] = {}
+        # the share-partitions this node serves as leader (persister None: in memory only)
+        self.states = LeaderShareStates(self.config, auto_offset_reset, persister)
         # long-polling fetches, woken when records may be acquirable again
         self._waiters: set[asyncio.Future[None]] = set()
 
@@ -235,7 +228,7 @@ class ShareFetchApi:
             if hosted is not None and key in load_errors:
                 row.error = load_errors[key]
                 continue
-            sp = self._current(group, key, hosted) if hosted is not None else None
+            sp = self.states.current((group, *key), hosted) if hosted is not None else None
             if sp is None or left <= 0 or budget <= 0:
                 continue
             if sp.expire_locks(self.clock()):
@@ -361,17 +354,13 @@ class ShareFetchApi:
         await self._release(group, member)
 
     async def _release(self, group: str, member: str) -> None:
-        released = [
-            skey
-            for skey, (_e, sp) in list(self.states.items())
-            if skey[0] == group and sp.release_member(member)
-        ]
+        released = [skey for skey, sp in self.states.of_group(group) if sp.release_member(member)]
         if released:
             self._wake()
         for skey in released:
             # released records are available here anyway; a failed write only loses counts
             with contextlib.suppress(CoordinatorError):
-                await self._persist(skey)
+                await self.states.persist(skey)
 
     def _denied(self, ctx: RequestContext, keys: Iterable[TopicPartitionId]) -> set[uuid.UUID]:
         """Topic ids of known topics the principal may not READ."""
@@ -401,7 +390,7 @@ class ShareFetchApi:
             if hosted is None:
                 results[key] = row.error
                 continue
-            sp = self._current(group, key, hosted)
+            sp = self.states.current((group, *key), hosted)
             if sp is None:
                 results[key] = ErrorCode.invalid_record_state  # nothing acquired here
                 continue
@@ -418,11 +407,11 @@ class ShareFetchApi:
                     code = c
             self._wake()  # a release or a moved start may let a waiting fetch acquire
             try:  # acknowledged state must survive the leader before the answer says so
-                await self._persist((group, *key))
+                await self.states.persist((group, *key))
             except CoordinatorError as exc:
                 code = exc.code if code == ErrorCode.none else code
                 if exc.code == ErrorCode.fenced_state_epoch:
-                    self.states.pop((group, *key), None)  # re-initialized: read it again
+                    self.states.forget((group, *key))  # re-initialized: read it again
             results[key] = code
         return results
 
@@ -451,82 +440,21 @@ class ShareFetchApi:
         hosted = self.s.replicas.get(topic.name, partition) if topic is not None else None
         return (hosted.leader_id, hosted.leader_epoch) if hosted is not None else (-1, -1)
 
-    def _current(self, group: str, key: TopicPartitionId, hosted: Any) -> SharePartition | None:
-        """The share-partition loaded in the partition's current leader epoch, if any."""
-        entry = self.states.get((group, *key))
-        if entry is None or entry[0] != hosted.leader_epoch:
-            return None
-        entry[1].move_start(hosted.log.log_start_offset)
-        return entry[1]
-
     async def _load_states(
         self, group: str, wanted: list[TopicPartitionId], denied: set[uuid.UUID]
     ) -> dict[TopicPartitionId, ErrorCode]:
-        """Make sure each led partition has its share-partition for this leader epoch: read
-        from the share coordinator, or new at the reset point (and written there, so that a
-        leader change keeps that point). Returns the partitions that could not be loaded."""
+        """Each led partition's share-partition for its leader epoch (see `LeaderShareStates`);
+        returns the partitions whose state could not be loaded, with the error."""
         errors: dict[TopicPartitionId, ErrorCode] = {}
         for key in wanted:
             hosted = self._leader(key, _Row(key[1]), denied)
-            if hosted is None or self._current(group, key, hosted) is not None:
+            if hosted is None:
                 continue
-            skey = (group, *key)
-            async with self._lock(skey):
-                if self._current(group, key, hosted) is not None:
-                    continue  # loaded meanwhile
-                try:
-                    await self._load(skey, hosted)
-                except CoordinatorError as exc:
-                    errors[key] = exc.code
+            try:
+                await self.states.load((group, *key), hosted)
+            except CoordinatorError as exc:
+                errors[key] = exc.code
         return errors
-
-    async def _load(self, skey: StateKey, hosted: Any) -> None:
-        plog, epoch = hosted.log, hosted.leader_epoch
-        found = None
-        if self.persister is not None:
-            found = await self.persister.read(ShareKey(*skey))
-        if found is not None:
-            sp = SharePartition.restore(
-                found.start_offset,
-                [
-                    (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
-                    for b in found.batches
-                ],
-                self.config,
-            )
-            self._state_epochs[skey] = found.state_epoch
-        else:
-            start = plog.log_start_offset if self.reset == "earliest" else plog.high_watermark
-            sp = SharePartition(start, self.config)
-            self._state_epochs[skey] = 0
-        sp.move_start(plog.log_start_offset)
-        self.states[skey] = (epoch, sp)
-        if found is None and self.persister is not None:
-            await self._write(skey)
-
-    def _lock(self, skey: StateKey) -> asyncio.Lock:
-        lock = self._locks.get(skey)
-        if lock is None:
-            lock = self._locks[skey] = asyncio.Lock()
-        return lock
-
-    async def _persist(self, skey: StateKey) -> None:
-        """Write the share-partition's current state to the share coordinator."""
-        if self.persister is None or skey not in self.states:
-            return
-        async with self._lock(skey):
-            await self._write(skey)
-
-    async def _write(self, skey: StateKey) -> None:
-        assert self.persister is not None
-        leader_epoch, sp = self.states[skey]
-        snapshot = ShareSnapshot(
-            state_epoch=self._state_epochs.get(skey, 0),
-            leader_epoch=leader_epoch,
-            start_offset=sp.start_offset,
-            batches=tuple(PersistedBatch(*run) for run in sp.persisted()),
-        )
-        await self.persister.write(ShareKey(*skey), snapshot)
 
     # -- long poll -----------------------------------------------------------------------------
 
@@ -543,8 +471,8 @@ class ShareFetchApi:
             if p is not None:
                 p.add_waiter(fut)
                 hosted.append(p)
-            entry = self.states.get((group, topic_id, partition))
-            deadline = entry[1].next_deadline() if entry is not None else None
+            sp = self.states.peek((group, topic_id, partition))
+            deadline = sp.next_deadline() if sp is not None else None
             if deadline is not None:
                 timeout_s = min(timeout_s, max(deadline - now, 0) / 1000 + 0.001)
         self._waiters.add(fut)
