@@ -21,8 +21,8 @@ API_KEYS: dict[int, str] = {
 
 # schema type (metadata, coordinator-key, ...) -> record api key -> message name
 RECORD_KEYS: dict[str, dict[int, str]] = {
-    'coordinator-key': {0: 'TransactionLogKey', 1: 'OffsetCommitKey', 2: 'MirrorPartitionStateKey', 3: 'ConsumerGroupMetadataKey', 5: 'ConsumerGroupMemberMetadataKey', 6: 'ConsumerGroupTargetAssignmentMetadataKey', 7: 'ConsumerGroupTargetAssignmentMemberKey', 8: 'ConsumerGroupCurrentMemberAssignmentKey'},
-    'coordinator-value': {0: 'TransactionLogValue', 1: 'OffsetCommitValue', 2: 'MirrorPartitionStateValue', 3: 'ConsumerGroupMetadataValue', 5: 'ConsumerGroupMemberMetadataValue', 6: 'ConsumerGroupTargetAssignmentMetadataValue', 7: 'ConsumerGroupTargetAssignmentMemberValue', 8: 'ConsumerGroupCurrentMemberAssignmentValue'},
+    'coordinator-key': {0: 'TransactionLogKey', 1: 'OffsetCommitKey', 2: 'MirrorPartitionStateKey', 3: 'ConsumerGroupMetadataKey', 5: 'ConsumerGroupMemberMetadataKey', 6: 'ConsumerGroupTargetAssignmentMetadataKey', 7: 'ConsumerGroupTargetAssignmentMemberKey', 8: 'ConsumerGroupCurrentMemberAssignmentKey', 10: 'ShareGroupMemberMetadataKey', 11: 'ShareGroupMetadataKey', 14: 'ShareGroupCurrentMemberAssignmentKey'},
+    'coordinator-value': {0: 'TransactionLogValue', 1: 'OffsetCommitValue', 2: 'MirrorPartitionStateValue', 3: 'ConsumerGroupMetadataValue', 5: 'ConsumerGroupMemberMetadataValue', 6: 'ConsumerGroupTargetAssignmentMetadataValue', 7: 'ConsumerGroupTargetAssignmentMemberValue', 8: 'ConsumerGroupCurrentMemberAssignmentValue', 10: 'ShareGroupMemberMetadataValue', 11: 'ShareGroupMetadataValue', 14: 'ShareGroupCurrentMemberAssignmentValue'},
     'metadata': {0: 'RegisterBrokerRecord', 1: 'UnregisterBrokerRecord', 2: 'TopicRecord', 3: 'PartitionRecord', 4: 'ConfigRecord', 5: 'PartitionChangeRecord', 7: 'FenceBrokerRecord', 8: 'UnfenceBrokerRecord', 9: 'RemoveTopicRecord', 11: 'UserScramCredentialRecord', 12: 'FeatureLevelRecord', 14: 'ClientQuotaRecord', 15: 'ProducerIdsRecord', 17: 'BrokerRegistrationChangeRecord', 18: 'AccessControlEntryRecord', 19: 'RemoveAccessControlEntryRecord', 20: 'NoOpRecord', 22: 'RemoveUserScramCredentialRecord', 23: 'BeginTransactionRecord', 24: 'EndTransactionRecord'},
 }
 
@@ -149,6 +149,24 @@ TYPES: dict[str, dict[int, dict[str, str]]] = {
     },
     'RemoveUserScramCredentialRecord': {
         0: {'data': 'protocol.generated.remove_user_scram_credential_record.v0.data:RemoveUserScramCredentialRecord'},
+    },
+    'ShareGroupCurrentMemberAssignmentKey': {
+        0: {'data': 'protocol.generated.share_group_current_member_assignment_key.v0.data:ShareGroupCurrentMemberAssignmentKey'},
+    },
+    'ShareGroupCurrentMemberAssignmentValue': {
+        0: {'data': 'protocol.generated.share_group_current_member_assignment_value.v0.data:ShareGroupCurrentMemberAssignmentValue'},
+    },
+    'ShareGroupMemberMetadataKey': {
+        0: {'data': 'protocol.generated.share_group_member_metadata_key.v0.data:ShareGroupMemberMetadataKey'},
+    },
+    'ShareGroupMemberMetadataValue': {
+        0: {'data': 'protocol.generated.share_group_member_metadata_value.v0.data:ShareGroupMemberMetadataValue'},
+    },
+    'ShareGroupMetadataKey': {
+        0: {'data': 'protocol.generated.share_group_metadata_key.v0.data:ShareGroupMetadataKey'},
+    },
+    'ShareGroupMetadataValue': {
+        0: {'data': 'protocol.generated.share_group_metadata_value.v0.data:ShareGroupMetadataValue'},
     },
     'ShareSnapshotKey': {
         0: {'data': 'protocol.generated.share_snapshot_key.v0.data:ShareSnapshotKey'},

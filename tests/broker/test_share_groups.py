@@ -138,3 +138,41 @@ async def test_share_groups_keep_no_offsets() -> None:
     await c.share_group_heartbeat(_hb("m1", -1))
     assert (await c.delete_groups(["g"]))["g"] == E.none
     assert (await c.share_group_describe("g")).error == E.group_id_not_found
+
+
+@async_test
+async def test_reload_restores_members_epochs_and_assignments() -> None:
+    topics = {"a": (T1, 2)}
+    sched = ManualScheduler()
+    logs = {p: InMemoryRecordLog() for p in range(PARTITIONS)}
+    coord = GroupCoordinator(config(share_session_timeout_ms=10_000), sched, lambda: topics)
+    for p in range(PARTITIONS):
+        await coord.load(p, logs[p])
+    await coord.share_group_heartbeat(_hb("m1", 0))
+    r2 = await coord.share_group_heartbeat(_hb("m2", 0))
+    r1 = await coord.share_group_heartbeat(_hb("m1", 1))
+    await coord.share_group_heartbeat(_hb("m3", 0))
+    await coord.share_group_heartbeat(_hb("m3", -1))  # left: tombstones
+    before = await coord.share_group_describe("g")
+    # another coordinator loads the same log: same group, members, epochs, assignments
+    sched2 = ManualScheduler()
+    other = GroupCoordinator(config(share_session_timeout_ms=10_000), sched2, lambda: topics)
+    for p in range(PARTITIONS):
+        await other.load(p, logs[p])
+    after = await other.share_group_describe("g")
+    assert (after.epoch, after.state) == (before.epoch, "Stable")
+    as_tuples = lambda d: sorted((m.member_id, m.member_epoch, m.assignment) for m in d.members)  # noqa: E731
+    assert as_tuples(after) == as_tuples(before)
+    assert {m.member_id for m in after.members} == {"m1", "m2"}
+    # members go on with their epochs, no new assignment (nothing changed)
+    again = await other.share_group_heartbeat(_hb("m2", r2.member_epoch + 2))
+    assert again.error == E.fenced_member_epoch
+    m1_epoch = next(m.member_epoch for m in after.members if m.member_id == "m1")
+    r1b = await other.share_group_heartbeat(_hb("m1", m1_epoch))
+    assert (
+        r1b.error == E.none and r1b.assignment is None and r1b.member_epoch == r1.member_epoch + 2
+    )
+    # and sessions run again: silent members leave
+    env = Env(other, sched2)
+    await env.advance(10_001)
+    assert (await other.share_group_describe("g")).members == []

@@ -211,34 +211,50 @@ def test_release_reject_and_the_delivery_limit(tmp_path: Path) -> None:
 
 
 def test_acknowledged_state_survives_a_restart(tmp_path: Path) -> None:
-    """The share-partition state is in __share_group_state: after kill -9 and a restart the
-    group goes on where it was (accepted and rejected records are not delivered again)."""
+    """The share-partition state is in __share_group_state and the group in __consumer_offsets:
+    after kill -9 and a restart the group goes on where it was (accepted and rejected records
+    are not delivered again, released ones are) and a member that stayed is still in."""
     node = _node(tmp_path / "n1")
     node.start()
-    c: ShareConsumer | None = None
+    cs: list[ShareConsumer] = []
     try:
         create_topic(node.bootstrap, TOPIC, 1)
+        create_topic(node.bootstrap, "idle", 1)
         _produce(node, 10)
+        # a member of the same group on another topic, alive across the restart
+        watcher = ShareConsumer({"bootstrap.servers": node.bootstrap, "group.id": GROUP})
+        watcher.subscribe(["idle"])
+        cs.append(watcher)
         c = _consumer(node, **{"share.acknowledgement.mode": "explicit"})
+        cs.append(c)
         got = {m.offset(): m for m in _poll_until(c, 10, 20)}
         for o in range(6):
             c.acknowledge(got[o], AcknowledgeType.ACCEPT)
         c.acknowledge(got[6], AcknowledgeType.REJECT)
         c.commit_sync(15)
         c.close()  # 7-9 released, unacknowledged
-        c = None
+        cs.remove(c)
+        wait_for(lambda: len(_describe(node).members) == 1, 15, "only the watcher is left")
+        before = _describe(node)
+        (stayed,) = [m.member_id for m in before.members]
         node.kill()
         node.start()
         c = _consumer(node, **{"share.acknowledgement.mode": "explicit"})
+        cs.append(c)
         again = _poll_until(c, 3, 30)
         assert sorted((m.offset(), m.delivery_count()) for m in again) == [(7, 2), (8, 2), (9, 2)]
         for m in again:
             c.acknowledge(m, AcknowledgeType.ACCEPT)
         c.commit_sync(15)
         assert _poll(c, 1.0) == []
+        watcher.poll(0.1)
+        after = _describe(node)
+        assert stayed in {m.member_id for m in after.members}
+        # the group went on from its stored epoch (a group made anew would start at 1 again)
+        assert after.group_epoch > before.group_epoch, (before.group_epoch, after.group_epoch)
     finally:
-        if c is not None:
-            c.close()
+        for consumer in cs:
+            consumer.close()
         node.kill()
 
 

@@ -14,6 +14,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.coordinator.group import consumer_records as crec
 from broker.coordinator.group import records as rec
+from broker.coordinator.group import share_records as srec
 from broker.coordinator.group.classic import (
     CONSUMER_PROTOCOL_TYPE,
     ClassicGroup,
@@ -202,6 +203,10 @@ class GroupShard:
                 classic = self.groups.get(ck.group)
                 if ck.group in self.consumer.groups and classic and classic.is_in(GroupState.EMPTY):
                     del self.groups[ck.group]  # the placeholder its offsets made
+                return
+            sk = srec.decode_key(key)
+            if sk is not None:
+                self.share.replay(sk, value)
             return
         if isinstance(k, rec.OffsetKey):
             tp = (k.topic, k.partition)
@@ -274,6 +279,7 @@ class GroupShard:
             for member in group.members.values():
                 self._reschedule_heartbeat(group, member)
         self.consumer.on_loaded()
+        self.share.on_loaded()
         self._schedule_offset_expiry()
 
     def on_unloaded(self) -> None:
@@ -1085,8 +1091,12 @@ class GroupShard:
         records: list[Record] = []
         doomed: list[str] = []
         for gid in group_ids:
-            if gid in self.share.groups:  # in memory only: nothing to write
-                results[gid] = self.share.delete(gid)
+            if gid in self.share.groups:
+                code, share_records = self.share.delete(gid)
+                results[gid] = code
+                if code == ErrorCode.none:
+                    records += share_records
+                    doomed.append(gid)
                 continue
             group = self.groups.get(gid)
             consumer = self.consumer.groups.get(gid)
@@ -1121,6 +1131,7 @@ class GroupShard:
 
     def _delete_group(self, group_id: str) -> None:
         self.consumer.groups.pop(group_id, None)
+        self.share.groups.pop(group_id, None)
         group = self.groups.pop(group_id, None)
         if group is not None:
             group.transition(GroupState.DEAD, self._now())

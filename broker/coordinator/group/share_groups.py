@@ -1,11 +1,12 @@
 """KIP-932 share groups of one `__consumer_offsets` shard: ShareGroupHeartbeat membership,
 session timeouts, the `simple` server assignment and what ShareGroupDescribe reports.
 
-Owned by `GroupShard`, beside the classic and consumer groups (one group id, one type). Share
-groups live in memory only: nothing is written to `__consumer_offsets`, so when the shard moves
-(coordinator change or restart) the members' next heartbeat gets UNKNOWN_MEMBER_ID and they
-join again. Members share partitions, so there is no revocation: a member moves to the group's
-target assignment at once and its epoch follows the group epoch.
+Owned by `GroupShard`, beside the classic and consumer groups (one group id, one type). A
+group is persisted in `__consumer_offsets` (`share_records`: its epoch, each member's metadata
+and current epoch and assignment), so it survives a restart or a coordinator move; as in
+`consumer_shard`, state changes in place before the append and the runtime rebuilds the shard
+from the log if the append fails. Members share partitions, so there is no revocation: a
+member moves to the group's target assignment at once and its epoch follows the group epoch.
 """
 
 import uuid
@@ -15,10 +16,11 @@ from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
+from broker.coordinator.group import share_records as srec
 from broker.coordinator.group.config import GroupConfig
 from broker.coordinator.group.consumer_describe import NamedPartitions
 from broker.coordinator.group.consumer_group import TopicsView
-from broker.coordinator.runtime import ShardContext, WriteResult
+from broker.coordinator.runtime import Record, ShardContext, WriteResult
 
 if TYPE_CHECKING:
     from broker.coordinator.group.shard import GroupShard
@@ -127,6 +129,16 @@ def _session_key(group_id: str, member_id: str) -> str:
     return f"sg-session-{group_id}-{member_id}"
 
 
+def _member_record(group_id: str, m: ShareMember) -> Record:
+    value = srec.MemberMetadata(m.rack_id, m.client_id, m.client_host, m.topic_names)
+    return srec.member_metadata_key(group_id, m.member_id), srec.member_metadata_value(value)
+
+
+def _current_record(group_id: str, m: ShareMember) -> Record:
+    key = srec.current_member_key(group_id, m.member_id)
+    return key, srec.current_member_value(m.epoch, m.assignment)
+
+
 class ShareGroups:
     def __init__(
         self,
@@ -170,13 +182,14 @@ class ShareGroups:
             msg = f"Group {p.group_id} is not a share group."
             return WriteResult(ShareHeartbeatResult(ErrorCode.group_id_not_found, msg))
         if p.member_epoch == LEAVE_EPOCH:
-            return WriteResult(self._leave(group, p))
+            return self._leave(group, p)
         if group is None:
             if p.member_epoch != 0:
                 msg = f"Group {p.group_id} not found."
                 return WriteResult(ShareHeartbeatResult(ErrorCode.group_id_not_found, msg))
             group = self.groups[p.group_id] = ShareGroup(p.group_id)
         member = group.members.get(p.member_id)
+        records: list[Record] = []
         bump = False
         if member is None:
             if p.member_epoch != 0:
@@ -190,18 +203,28 @@ class ShareGroups:
         elif p.member_epoch not in (0, member.epoch):
             msg = f"The member epoch {p.member_epoch} is fenced (current {member.epoch})."
             return WriteResult(ShareHeartbeatResult(ErrorCode.fenced_member_epoch, msg))
+        metadata = (member.rack_id, member.client_id, member.client_host, member.topic_names)
         if p.topic_names is not None and tuple(p.topic_names) != member.topic_names:
             member.topic_names = tuple(p.topic_names)
             bump = True
         if p.rack_id is not None:
             member.rack_id = p.rack_id
         member.client_id, member.client_host = p.client_id, p.client_host
-        self._maybe_assign(group, bump)
-        before = member.assignment
+        if bump or metadata != (
+            member.rack_id,
+            member.client_id,
+            member.client_host,
+            member.topic_names,
+        ):
+            records.append(_member_record(group.group_id, member))
+        records += self._maybe_assign(group, bump)
+        before = (member.epoch, member.assignment)
         member.assignment = self._target(group, member.member_id)
         member.epoch = group.assignment_epoch
+        if (member.epoch, member.assignment) != before:
+            records.append(_current_record(group.group_id, member))
         self._schedule_session(group.group_id, member.member_id)
-        send = p.member_epoch == 0 or member.assignment != before
+        send = p.member_epoch == 0 or member.assignment != before[1]
         return WriteResult(
             ShareHeartbeatResult(
                 ErrorCode.none,
@@ -209,36 +232,48 @@ class ShareGroups:
                 member_epoch=member.epoch,
                 heartbeat_interval_ms=self.config.share_heartbeat_interval_ms,
                 assignment=dict(member.assignment) if send else None,
-            )
+            ),
+            records,
         )
 
     def _target(self, group: ShareGroup, member_id: str) -> Assignment:
         members = {m.member_id: m.topic_names for m in group.members.values()}
         return simple_assign(members, group.topology).get(member_id, {})
 
-    def _maybe_assign(self, group: ShareGroup, bump: bool) -> None:
+    def _maybe_assign(self, group: ShareGroup, bump: bool) -> list[Record]:
         """A new group epoch (and target) when members or their topics' metadata changed."""
         topology = group.subscribed(self.topics())
         if not bump and topology == group.topology:
-            return
+            return []
         group.epoch += 1
         group.topology = topology
         group.assignment_epoch = group.epoch
+        return [(srec.group_metadata_key(group.group_id), srec.group_metadata_value(group.epoch))]
 
-    def _leave(self, group: ShareGroup | None, p: ShareHeartbeatParams) -> ShareHeartbeatResult:
+    def _leave(
+        self, group: ShareGroup | None, p: ShareHeartbeatParams
+    ) -> WriteResult[ShareHeartbeatResult]:
         if group is None:
             msg = f"Group {p.group_id} not found."
-            return ShareHeartbeatResult(ErrorCode.group_id_not_found, msg)
+            return WriteResult(ShareHeartbeatResult(ErrorCode.group_id_not_found, msg))
         if p.member_id not in group.members:
             msg = f"Member {p.member_id} is not a member of group {p.group_id}."
-            return ShareHeartbeatResult(ErrorCode.unknown_member_id, msg)
-        self._remove(group, p.member_id)
-        return ShareHeartbeatResult(ErrorCode.none, member_id=p.member_id, member_epoch=LEAVE_EPOCH)
+            return WriteResult(ShareHeartbeatResult(ErrorCode.unknown_member_id, msg))
+        records = self._remove(group, p.member_id)
+        return WriteResult(
+            ShareHeartbeatResult(ErrorCode.none, member_id=p.member_id, member_epoch=LEAVE_EPOCH),
+            records,
+        )
 
-    def _remove(self, group: ShareGroup, member_id: str) -> None:
+    def _remove(self, group: ShareGroup, member_id: str) -> list[Record]:
         self.ctx.cancel(_session_key(group.group_id, member_id))
         del group.members[member_id]
-        self._maybe_assign(group, True)
+        gid = group.group_id
+        return [
+            (srec.current_member_key(gid, member_id), None),
+            (srec.member_metadata_key(gid, member_id), None),
+            *self._maybe_assign(group, True),
+        ]
 
     def _schedule_session(self, group_id: str, member_id: str) -> None:
         self.ctx.schedule(
@@ -250,9 +285,9 @@ class ShareGroups:
     def expire_member(self, group_id: str, member_id: str) -> WriteResult[None]:
         """No heartbeat within the session timeout: the member is removed."""
         group = self.groups.get(group_id)
-        if group is not None and member_id in group.members:
-            self._remove(group, member_id)
-        return WriteResult(None)
+        if group is None or member_id not in group.members:
+            return WriteResult(None)
+        return WriteResult(None, self._remove(group, member_id))
 
     # -- describe, list, delete ----------------------------------------------------------------
 
@@ -291,15 +326,51 @@ class ShareGroups:
             members=members,
         )
 
-    def delete(self, group_id: str) -> ErrorCode:
-        """DeleteGroups: only an empty share group goes (NON_EMPTY_GROUP otherwise)."""
+    def delete(self, group_id: str) -> tuple[ErrorCode, list[Record]]:
+        """DeleteGroups: only an empty share group goes (NON_EMPTY_GROUP otherwise); the
+        tombstone of its record (the caller drops it from memory once committed)."""
         group = self.groups.get(group_id)
         if group is None:
-            return ErrorCode.group_id_not_found
+            return ErrorCode.group_id_not_found, []
         if group.members:
-            return ErrorCode.non_empty_group
-        del self.groups[group_id]
-        return ErrorCode.none
+            return ErrorCode.non_empty_group, []
+        return ErrorCode.none, [(srec.group_metadata_key(group_id), None)]
+
+    # -- loading ---------------------------------------------------------------------------------
+
+    def replay(self, k: srec.ShareRecordKey, value: bytes | None) -> None:
+        if k.record_type == srec.GROUP_METADATA:
+            if value is None:
+                self.groups.pop(k.group, None)
+                return
+            group = self.groups.setdefault(k.group, ShareGroup(k.group))
+            group.epoch = group.assignment_epoch = srec.decode_group_metadata(value)
+            return
+        if value is None:
+            known = self.groups.get(k.group)
+            if known is not None:
+                known.members.pop(k.member_id, None)
+            return
+        owner = self.groups.setdefault(k.group, ShareGroup(k.group))
+        member = owner.members.setdefault(k.member_id, ShareMember(k.member_id))
+        if k.record_type == srec.MEMBER_METADATA:
+            m = srec.decode_member_metadata(value)
+            member.rack_id, member.client_id, member.client_host = (
+                m.rack_id,
+                m.client_id,
+                m.client_host,
+            )
+            member.topic_names = m.topic_names
+        else:
+            member.epoch, member.assignment = srec.decode_current_member(value)
+
+    def on_loaded(self) -> None:
+        # the topics as assigned (so a reload starts no new epoch), and a fresh session each
+        topics = self.topics()
+        for group in self.groups.values():
+            group.topology = group.subscribed(topics)
+            for member_id in group.members:
+                self._schedule_session(group.group_id, member_id)
 
     def on_unloaded(self) -> None:
         self.groups.clear()
