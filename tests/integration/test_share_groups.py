@@ -258,6 +258,54 @@ def test_acknowledged_state_survives_a_restart(tmp_path: Path) -> None:
         node.kill()
 
 
+def test_transactions_control_records_do_not_hold_the_start(tmp_path: Path) -> None:
+    """Records of committed transactions are delivered, their markers acknowledged as gaps by
+    the client, and the share-partition start offset (read with ReadShareGroupState) moves
+    past everything."""
+    node = _node(
+        tmp_path / "n1",
+        transaction__state__log__replication__factor="1",
+        transaction__state__log__min__isr="1",
+    )
+    node.start()
+    c: ShareConsumer | None = None
+    try:
+        create_topic(node.bootstrap, TOPIC, 1)
+        p = Producer({"bootstrap.servers": node.bootstrap, "transactional.id": "tx932"})
+        p.init_transactions(15)
+        for t in range(3):
+            p.begin_transaction()
+            for i in range(3):
+                p.produce(TOPIC, value=f"t{t}-{i}".encode())
+            p.commit_transaction(15)
+        c = _consumer(node)
+        got = sorted(m.offset() for m in _poll_until(c, 9, 20))
+        assert got == [0, 1, 2, 4, 5, 6, 8, 9, 10]  # 3, 7 and 11 are the COMMIT markers
+        c.commit_sync(15)
+        tid = _topic_id(node)
+        req = REGISTRY.spec(84).request_type(0)
+        mod = __import__(req.__module__, fromlist=["ReadStateData"])
+        body = req(
+            group_id=GROUP,
+            topics=(
+                mod.ReadStateData(
+                    topic_id=tid, partitions=(mod.PartitionData(partition=0, leader_epoch=-1),)
+                ),
+            ),
+        )
+
+        def start_offset() -> int:
+            (part,) = _call(node, 84, body, version=0).results[0].partitions
+            assert part.error_code == ErrorCode.none
+            return int(part.start_offset)
+
+        wait_for(lambda: start_offset() == 12, 15, "the start offset past the last marker")
+    finally:
+        if c is not None:
+            c.close()
+        node.kill()
+
+
 _HOLDER = """
 import sys
 from confluent_kafka import ShareConsumer
