@@ -2,9 +2,11 @@
 one partition each get records and every record is delivered once when all are acknowledged;
 RELEASE redelivers with a higher delivery count, REJECT and the delivery count limit archive;
 records of a consumer killed without acknowledging come back after the lock duration, those of
-one closed without acknowledging at once; ShareGroupDescribe shows members and assignment; bad
-share fetches (stale session epoch, unknown member, acknowledging what one does not hold) get
-Kafka's error codes."""
+one closed without acknowledging at once; ShareGroupDescribe shows members and assignment; the
+share-partition state (__share_group_state) and the group (__consumer_offsets) survive kill -9
+and a leader's death on three nodes; transaction markers do not hold the start offset back; bad
+share requests (stale session epoch, unknown member, acknowledging what one does not hold,
+undecodable bodies) get Kafka's error codes."""
 
 import datetime
 import io
