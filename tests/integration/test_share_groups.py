@@ -428,6 +428,24 @@ def test_three_nodes_members_fetch_from_each_leader(tmp_path: Path) -> None:
         c.stop()
 
 
+def test_share_groups_are_off_by_default(tmp_path: Path) -> None:
+    """As Kafka 4.1 (a preview there): without group.share.enable the share RPCs are not
+    served, nor the share coordinator lookup."""
+    node = Node(tmp_path / "n1")
+    node.start()
+    try:
+        av = REGISTRY.spec(18).request_type(3)(
+            client_software_name="t932", client_software_version="1"
+        )
+        served = {int(k.api_key) for k in _call(node, 18, av, 3).api_keys}
+        assert served.isdisjoint({76, 77, 78, 79, 83, 84, 85, 86}), served
+        find = REGISTRY.spec(10).request_type(4)(key_type=2, coordinator_keys=("g:x:0",))
+        (row,) = _call(node, 10, find, version=4).coordinators
+        assert row.error_code == ErrorCode.invalid_request
+    finally:
+        node.kill()
+
+
 def _fetch(
     member: str,
     epoch: int,
