@@ -62,6 +62,7 @@ from .api.scram_credentials import ScramCredentialsApi
 from .api.services import Services
 from .api.share_fetch import ShareFetchApi
 from .api.share_group import ShareGroupApi
+from .api.share_offsets import ShareOffsetsApi
 from .api.share_state import ShareStateApi
 from .api.topic_partitions import TopicPartitionsApi
 from .api.topics import TopicsApi
@@ -705,6 +706,7 @@ class Node:
         fetch = ShareFetchApi(self.services, share, c.share_auto_offset_reset, sessions, persister)
         return [
             *ShareGroupApi(self.groups, self.authorizer).apis(),
+            *ShareOffsetsApi(self.services, self.groups, persister).apis(),
             *fetch.apis(),
             *ShareStateApi(self.share_states, self.authorizer).apis(),
         ]

@@ -302,6 +302,24 @@ def test_transactions_control_records_do_not_hold_the_start(tmp_path: Path) -> N
             return int(part.start_offset)
 
         wait_for(lambda: start_offset() == 12, 15, "the start offset past the last marker")
+        # DescribeShareGroupOffsets (the admin view): the subscribed topics' start offsets
+        desc = REGISTRY.spec(90).request_type(0)
+        dmod = __import__(desc.__module__, fromlist=["DescribeShareGroupOffsetsRequestGroup"])
+        all_topics = desc(
+            groups=(dmod.DescribeShareGroupOffsetsRequestGroup(group_id=GROUP, topics=None),)
+        )
+        (g,) = _call(node, 90, all_topics, version=0).groups
+        assert g.error_code == ErrorCode.none
+        assert [
+            (t.topic_name, [(p.partition_index, p.start_offset) for p in t.partitions])
+            for t in g.topics
+        ] == [(TOPIC, [(0, 12)])]
+        other = desc(
+            groups=(dmod.DescribeShareGroupOffsetsRequestGroup(group_id="nope", topics=None),)
+        )
+        assert (
+            _call(node, 90, other, version=0).groups[0].error_code == ErrorCode.group_id_not_found
+        )
     finally:
         if c is not None:
             c.close()
@@ -438,7 +456,7 @@ def test_share_groups_are_off_by_default(tmp_path: Path) -> None:
             client_software_name="t932", client_software_version="1"
         )
         served = {int(k.api_key) for k in _call(node, 18, av, 3).api_keys}
-        assert served.isdisjoint({76, 77, 78, 79, 83, 84, 85, 86}), served
+        assert served.isdisjoint({76, 77, 78, 79, 83, 84, 85, 86, 90}), served
         find = REGISTRY.spec(10).request_type(4)(key_type=2, coordinator_keys=("g:x:0",))
         (row,) = _call(node, 10, find, version=4).coordinators
         assert row.error_code == ErrorCode.invalid_request
@@ -502,7 +520,7 @@ def test_bad_share_requests_get_kafka_errors(tmp_path: Path) -> None:
             int(k.api_key): (k.min_version, k.max_version) for k in _call(node, 18, av, 3).api_keys
         }
         assert [served.get(k) for k in (76, 77, 78, 79)] == [(1, 1)] * 4
-        assert [served.get(k) for k in (83, 84, 85, 86)] == [(0, 0)] * 4
+        assert [served.get(k) for k in (83, 84, 85, 86, 90)] == [(0, 0)] * 5
         hb = REGISTRY.spec(76).request_type(1)
         joined = _join(node, "m-a")
         assert joined.member_epoch == 1 and joined.assignment is not None

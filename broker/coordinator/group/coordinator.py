@@ -169,6 +169,17 @@ class GroupCoordinator:
         except CoordinatorError as exc:
             return DescribedShareGroup(group_id, exc.code)
 
+    async def share_group_topics(self, group_id: str) -> tuple[ErrorCode, list[str]]:
+        """The topics a share group subscribes to (GROUP_ID_NOT_FOUND: no such share group)."""
+        partition = self.partition_for(group_id)
+        try:
+            names = await self.runtime.read(partition, lambda s: s.share.topic_names(group_id))
+        except CoordinatorError as exc:
+            return exc.code, []
+        if names is None:
+            return ErrorCode.group_id_not_found, []
+        return ErrorCode.none, names
+
     # -- offsets ----------------------------------------------------------------------------------
 
     async def commit_offsets(self, p: CommitParams) -> list[ErrorCode]:

@@ -326,6 +326,13 @@ class ShareGroups:
             members=members,
         )
 
+    def topic_names(self, group_id: str) -> list[str] | None:
+        """The topics the group's members subscribe to; None when it is no share group."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return None
+        return sorted({n for m in group.members.values() for n in m.topic_names})
+
     def delete(self, group_id: str) -> tuple[ErrorCode, list[Record]]:
         """DeleteGroups: only an empty share group goes (NON_EMPTY_GROUP otherwise); the
         tombstone of its record (the caller drops it from memory once committed)."""
