@@ -1,6 +1,6 @@
 """KIP-932 share coordinator RPCs between brokers: InitializeShareGroupState v0,
-ReadShareGroupState v0, WriteShareGroupState v0 and DeleteShareGroupState v0 (Kafka 4.1's
-versions), served by the
+ReadShareGroupState v0, WriteShareGroupState v0, DeleteShareGroupState v0 and
+ReadShareGroupStateSummary v0 (Kafka 4.1's versions), served by the
 `ShareStateCoordinator` of the node leading the share-partition's `__share_group_state`
 partition (NOT_COORDINATOR elsewhere, per partition).
 
@@ -28,6 +28,7 @@ from .dispatcher import Api
 
 INITIALIZE_SHARE_GROUP_STATE = 83
 READ_SHARE_GROUP_STATE, WRITE_SHARE_GROUP_STATE, DELETE_SHARE_GROUP_STATE = 84, 85, 86
+READ_SHARE_GROUP_STATE_SUMMARY = 87
 UNINITIALIZED_START_OFFSET = -1
 
 _NO_THROTTLE = datetime.timedelta(0)
@@ -47,6 +48,7 @@ class ShareStateApi:
             Api(READ_SHARE_GROUP_STATE, self.handle_read, max_version=0),
             Api(WRITE_SHARE_GROUP_STATE, self.handle_write, max_version=0),
             Api(DELETE_SHARE_GROUP_STATE, self.handle_delete, max_version=0),
+            Api(READ_SHARE_GROUP_STATE_SUMMARY, self.handle_summary, max_version=0),
         ]
 
     def _denied(self, ctx: RequestContext) -> bool:
@@ -88,6 +90,38 @@ class ShareStateApi:
                     )
                 )
             results.append(mod.ReadStateResult(topic_id=t.topic_id, partitions=tuple(parts)))
+        return cls(results=tuple(results))
+
+    async def handle_summary(self, ctx: RequestContext, req: Any) -> Any:
+        """The start offset and epochs of each share-partition, without its batches."""
+        cls = REGISTRY.spec(READ_SHARE_GROUP_STATE_SUMMARY).response_type(0)
+        mod = __import__(cls.__module__, fromlist=["ReadStateSummaryResult"])
+        results = []
+        for t in req.topics:
+            parts = []
+            for p in t.partitions:
+                error, found = ErrorCode.none, None
+                if self._denied(ctx):
+                    error = ErrorCode.cluster_authorization_failed
+                else:
+                    try:
+                        found = await self.coordinator.read(
+                            ShareKey(req.group_id, t.topic_id, int(p.partition))
+                        )
+                    except CoordinatorError as exc:
+                        error = exc.code
+                parts.append(
+                    mod.PartitionResult(
+                        partition=p.partition,
+                        error_code=error,
+                        state_epoch=i32(found.state_epoch if found else 0),
+                        leader_epoch=i32(found.leader_epoch if found else -1),
+                        start_offset=i64(
+                            found.start_offset if found else UNINITIALIZED_START_OFFSET
+                        ),
+                    )
+                )
+            results.append(mod.ReadStateSummaryResult(topic_id=t.topic_id, partitions=tuple(parts)))
         return cls(results=tuple(results))
 
     async def handle_write(self, ctx: RequestContext, req: Any) -> Any:

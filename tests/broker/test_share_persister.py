@@ -69,6 +69,25 @@ async def test_remote_coordinator_over_the_wire() -> None:
     stored = await remote.read(KEY)
     assert stored is not None and stored.leader_epoch == 4
     assert clients.calls == [84, 85, 84]
+    # ReadShareGroupStateSummary: the start offset and epochs, no batches
+    summary = await clients.request(
+        2,
+        87,
+        {
+            "group_id": KEY.group_id,
+            "topics": [
+                {"topic_id": KEY.topic_id, "partitions": [{"partition": 3, "leader_epoch": -1}]},
+                {
+                    "topic_id": uuid.UUID(int=99),
+                    "partitions": [{"partition": 0, "leader_epoch": -1}],
+                },
+            ],
+        },
+        0,
+    )
+    found_part, missing = (t.partitions[0] for t in summary.results)
+    assert (found_part.start_offset, found_part.leader_epoch) == (10, 4)
+    assert (missing.start_offset, missing.state_epoch) == (-1, 0)
 
 
 @async_test

@@ -456,7 +456,7 @@ def test_share_groups_are_off_by_default(tmp_path: Path) -> None:
             client_software_name="t932", client_software_version="1"
         )
         served = {int(k.api_key) for k in _call(node, 18, av, 3).api_keys}
-        assert served.isdisjoint({76, 77, 78, 79, 83, 84, 85, 86, 90}), served
+        assert served.isdisjoint({76, 77, 78, 79, 83, 84, 85, 86, 87, 90}), served
         find = REGISTRY.spec(10).request_type(4)(key_type=2, coordinator_keys=("g:x:0",))
         (row,) = _call(node, 10, find, version=4).coordinators
         assert row.error_code == ErrorCode.invalid_request
@@ -520,7 +520,7 @@ def test_bad_share_requests_get_kafka_errors(tmp_path: Path) -> None:
             int(k.api_key): (k.min_version, k.max_version) for k in _call(node, 18, av, 3).api_keys
         }
         assert [served.get(k) for k in (76, 77, 78, 79)] == [(1, 1)] * 4
-        assert [served.get(k) for k in (83, 84, 85, 86, 90)] == [(0, 0)] * 5
+        assert [served.get(k) for k in (83, 84, 85, 86, 87, 90)] == [(0, 0)] * 6
         hb = REGISTRY.spec(76).request_type(1)
         joined = _join(node, "m-a")
         assert joined.member_epoch == 1 and joined.assignment is not None
@@ -607,7 +607,7 @@ def test_bad_share_requests_get_kafka_errors(tmp_path: Path) -> None:
             classic.close()
         # bodies that cannot be decoded: INVALID_REQUEST where the response has a top-level
         # error (the others: an answer without results, or the connection closed), no crash
-        for api_key in (76, 77, 78, 79, 83, 84, 85, 86):
+        for api_key in (76, 77, 78, 79, 83, 84, 85, 86, 87, 90):
             resp = _raw(node, api_key, 1 if api_key < 80 else 0, b"\x7f\xff\xff\xf0garbage")
             if api_key in (76, 78, 79):  # the ones with a top-level error code
                 assert resp is not None and struct.unpack_from(">i", resp, 0)[0] == 9
