@@ -2,6 +2,7 @@
 Read/WriteShareGroupState (encoded, dispatched to the other node's handlers, decoded) when it
 is another node, retrying while the coordinator loads."""
 
+import time
 import uuid
 from typing import Any
 
@@ -10,7 +11,7 @@ from kio.schema.errors import ErrorCode
 from broker.api.context import RequestContext
 from broker.api.dispatcher import Dispatcher
 from broker.api.share_state import ShareStateApi
-from broker.coordinator.runtime import InMemoryRecordLog
+from broker.coordinator.runtime import CoordinatorError, InMemoryRecordLog
 from broker.coordinator.share.persister import SharePersister
 from broker.coordinator.share.state_coordinator import ShareStateCoordinator
 from broker.coordinator.share.state_records import PersistedBatch, ShareKey, ShareSnapshot
@@ -104,3 +105,20 @@ async def test_local_coordinator_and_retries_while_loading() -> None:
     await persister.write(KEY, SNAP)
     found = await persister.read(KEY)
     assert found is not None and found.batches == SNAP.batches
+
+
+@async_test
+async def test_no_state_topic_fails_at_once() -> None:
+    async def cannot() -> bool:
+        return False  # e.g. its replication factor is above the live brokers
+
+    persister = SharePersister(
+        ShareStateCoordinator(3, ManualScheduler()), lambda p: 1, 1, None, cannot
+    )  # type: ignore[arg-type]
+    started = time.monotonic()
+    try:
+        await persister.read(KEY)
+        raise AssertionError("read without a state topic")
+    except CoordinatorError as exc:
+        assert exc.code == ErrorCode.coordinator_not_available
+    assert time.monotonic() - started < 1  # not retried for the whole retry time

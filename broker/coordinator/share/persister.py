@@ -36,6 +36,10 @@ _RETRIABLE = frozenset(
 )
 
 
+class _NoStateTopic(CoordinatorError):
+    """`__share_group_state` does not exist and cannot be created."""
+
+
 class SharePersister:
     def __init__(
         self,
@@ -66,6 +70,8 @@ class SharePersister:
         while True:
             try:
                 return await op()
+            except _NoStateTopic:
+                raise  # e.g. a replication factor above the live brokers: waiting will not help
             except CoordinatorError as exc:
                 if exc.code not in _RETRIABLE or time.monotonic() >= deadline:
                     raise
@@ -74,7 +80,7 @@ class SharePersister:
     async def _node(self, k: ShareKey) -> int | None:
         """The coordinator node for the key; None: this one."""
         if not await self.ensure_topic():
-            raise CoordinatorError(ErrorCode.coordinator_not_available, "no share state topic")
+            raise _NoStateTopic(ErrorCode.coordinator_not_available, "cannot create the topic")
         node = self.state_leader(self.local.partition_for(k))
         if node is None or node < 0:
             raise CoordinatorError(ErrorCode.coordinator_not_available, "no state leader")
