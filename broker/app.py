@@ -695,7 +695,9 @@ class Node:
             delivery_count_limit=c.group_share_delivery_count_limit,
             max_record_locks=c.group_share_partition_max_record_locks,
         )
-        sessions = ShareSessions(evict_idle_ms=c.group_share_session_timeout_ms)
+        sessions = ShareSessions(
+            c.group_share_max_share_sessions, evict_idle_ms=c.group_share_session_timeout_ms
+        )
         persister = SharePersister(
             self.share_states,
             lambda p: self.cluster_view.partition_leader(SHARE_STATE_TOPIC, p),

@@ -163,6 +163,7 @@ _BROKER_VALIDATORS: dict[str, Validator] = {
     "group.share.heartbeat.interval.ms": Range(1),
     "group.share.max.size": Range(1, 1000),
     "group.share.partition.max.record.locks": Range(100, 10_000),
+    "group.share.max.share.sessions": Range(1),
     "share.coordinator.state.topic.num.partitions": Range(1),
     "share.coordinator.state.topic.replication.factor": Range(1),
     "share.coordinator.state.topic.min.isr": Range(1),

@@ -114,6 +114,7 @@ IMPLEMENTED_KEYS: frozenset[str] = frozenset(
         "group.share.heartbeat.interval.ms", "group.share.max.size",
         "group.share.record.lock.duration.ms", "group.share.delivery.count.limit",
         "group.share.partition.max.record.locks", "share.auto.offset.reset",
+        "group.share.max.share.sessions",
         "share.coordinator.state.topic.num.partitions",
         "share.coordinator.state.topic.replication.factor",
         "share.coordinator.state.topic.min.isr",
@@ -282,6 +283,7 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     group_share_record_lock_duration_ms: int
     group_share_delivery_count_limit: int
     group_share_partition_max_record_locks: int
+    group_share_max_share_sessions: int
     share_auto_offset_reset: str  # ours: Kafka's group config, one broker-wide value here
     share_coordinator_state_topic_num_partitions: int
     share_coordinator_state_topic_replication_factor: int
