@@ -169,7 +169,10 @@ class ClusterApi:
             ],
             False,
         )
-        return SHARE_STATE_TOPIC in self.s.image().topics or result.error == ErrorCode.none
+        # created by a concurrent lookup (maybe on another node, not in our image yet): fine
+        return result.error in (ErrorCode.none, ErrorCode.topic_already_exists) or (
+            SHARE_STATE_TOPIC in self.s.image().topics
+        )
 
     async def ensure_transaction_state_topic(self) -> bool:
         """Create the compacted ``__transaction_state`` topic unless it exists; whether it does."""

@@ -59,6 +59,13 @@ VERSION = 1
 _NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
 
 TopicPartitionId = tuple[uuid.UUID, int]
+_COORDINATOR_MOVING = frozenset(
+    {
+        ErrorCode.not_coordinator,
+        ErrorCode.coordinator_load_in_progress,
+        ErrorCode.coordinator_not_available,
+    }
+)
 
 
 @dataclass(slots=True)
@@ -444,7 +451,8 @@ class ShareFetchApi:
         self, group: str, wanted: list[TopicPartitionId], denied: set[uuid.UUID]
     ) -> dict[TopicPartitionId, ErrorCode]:
         """Each led partition's share-partition for its leader epoch (see `LeaderShareStates`);
-        returns the partitions whose state could not be loaded, with the error."""
+        returns the partitions whose state could not be loaded, with the error (but for a
+        share coordinator moving or loading: such a partition is just not served this time)."""
         errors: dict[TopicPartitionId, ErrorCode] = {}
         for key in wanted:
             hosted = self._leader(key, _Row(key[1]), denied)
@@ -453,7 +461,10 @@ class ShareFetchApi:
             try:
                 await self.states.load((group, *key), hosted)
             except CoordinatorError as exc:
-                errors[key] = exc.code
+                # a share coordinator moving or loading: the partition sits this fetch out
+                # (the client's next one tries again) rather than failing the consumer
+                if exc.code not in _COORDINATOR_MOVING:
+                    errors[key] = exc.code
         return errors
 
     # -- long poll -----------------------------------------------------------------------------
