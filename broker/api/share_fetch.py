@@ -42,7 +42,7 @@ from protocol.registry import REGISTRY
 from ..coordinator.runtime import CoordinatorError
 from ..coordinator.share.leader_states import LeaderShareStates
 from ..coordinator.share.partition import Acquired, ShareConfig, SharePartition
-from ..coordinator.share.persister import SharePersister
+from ..coordinator.share.persister import NoStateTopic, SharePersister
 from ..coordinator.share.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession, ShareSessions
 from ..log.errors import OffsetOutOfRange
 from ..security.acls import AclOperation, ResourceType
@@ -463,7 +463,7 @@ class ShareFetchApi:
             except CoordinatorError as exc:
                 # a share coordinator moving or loading: the partition sits this fetch out
                 # (the client's next one tries again) rather than failing the consumer
-                if exc.code not in _COORDINATOR_MOVING:
+                if exc.code not in _COORDINATOR_MOVING or isinstance(exc, NoStateTopic):
                     errors[key] = exc.code
         return errors
 

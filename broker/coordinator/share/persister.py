@@ -36,7 +36,7 @@ _RETRIABLE = frozenset(
 )
 
 
-class _NoStateTopic(CoordinatorError):
+class NoStateTopic(CoordinatorError):
     """`__share_group_state` does not exist and cannot be created."""
 
 
@@ -56,6 +56,7 @@ class SharePersister:
         self.clients = clients
         self.ensure_topic = ensure_topic
         self.retry_ms = retry_ms
+        self._warned = False
 
     async def read(self, k: ShareKey) -> ShareSnapshot | None:
         """The stored state; None when there is none (start offset -1: uninitialized)."""
@@ -70,7 +71,7 @@ class SharePersister:
         while True:
             try:
                 return await op()
-            except _NoStateTopic:
+            except NoStateTopic:
                 raise  # e.g. a replication factor above the live brokers: waiting will not help
             except CoordinatorError as exc:
                 if exc.code not in _RETRIABLE or time.monotonic() >= deadline:
@@ -80,7 +81,13 @@ class SharePersister:
     async def _node(self, k: ShareKey) -> int | None:
         """The coordinator node for the key; None: this one."""
         if not await self.ensure_topic():
-            raise _NoStateTopic(ErrorCode.coordinator_not_available, "cannot create the topic")
+            if not self._warned:
+                self._warned = True
+                log.warning(
+                    "cannot create __share_group_state (share.coordinator.state.topic.*: a "
+                    "replication factor above the live brokers?); share fetches fail until it can"
+                )
+            raise NoStateTopic(ErrorCode.coordinator_not_available, "cannot create the topic")
         node = self.state_leader(self.local.partition_for(k))
         if node is None or node < 0:
             raise CoordinatorError(ErrorCode.coordinator_not_available, "no state leader")
