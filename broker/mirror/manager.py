@@ -231,15 +231,19 @@ class MirrorManager:
     # -- reacting to metadata ----------------------------------------------------------------
 
     def on_metadata(self, image: MetadataImage, delta: Delta) -> None:
-        topics: set[str] = set()
+        topics: set[str] = set()  # every partition looked at: the wanted state may have moved
         mirrors_changed: set[str] = set()
         for rtype, name in delta.changed_configs:
             if rtype == TOPIC_RESOURCE:
                 topics.add(name)
             elif rtype == MIRROR_RESOURCE:
                 mirrors_changed.add(name)
-        for name, _p in delta.changed_partitions:
-            topics.add(name)
+        # only the partitions that changed (a failover's epoch bumps come in batches: looking
+        # at all the topic's partitions for each was thousands of tasks per batch)
+        changed: dict[str, list[int]] = {}
+        for name, p in delta.changed_partitions:
+            if name not in topics:
+                changed.setdefault(name, []).append(p)
         for gone in delta.deleted_topics:
             for p in gone.partitions:
                 self._info.pop((gone.name, p), None)
@@ -250,6 +254,8 @@ class MirrorManager:
                     self._spawn(self._restart_fetcher(key, info), key)
         for name in topics:
             self.reconcile_topic(image, name)
+        for name, partitions in changed.items():
+            self.reconcile_topic(image, name, partitions=partitions)
 
     def reconcile_all(self) -> None:
         """The periodic retry (every second). Only the partitions some work touched since the
