@@ -62,6 +62,7 @@ from .api.scram_credentials import ScramCredentialsApi
 from .api.services import Services
 from .api.share_fetch import ShareFetchApi
 from .api.share_group import ShareGroupApi
+from .api.share_offset_changes import ShareOffsetChangesApi
 from .api.share_offsets import ShareOffsetsApi
 from .api.share_state import ShareStateApi
 from .api.topic_partitions import TopicPartitionsApi
@@ -87,6 +88,7 @@ from .coordinator.group.config import GroupConfig
 from .coordinator.group.coordinator import GroupCoordinator
 from .coordinator.mirror import MirrorCoordinator
 from .coordinator.shard_loading import CoordinatorShards
+from .coordinator.share.offsets_admin import ShareOffsetsAdmin
 from .coordinator.share.partition import ShareConfig
 from .coordinator.share.persister import SharePersister
 from .coordinator.share.sessions import ShareSessions
@@ -709,6 +711,7 @@ class Node:
         return [
             *ShareGroupApi(self.groups, self.authorizer).apis(),
             *ShareOffsetsApi(self.services, self.groups, persister).apis(),
+            *ShareOffsetChangesApi(self.services, ShareOffsetsAdmin(self.groups, persister)).apis(),
             *fetch.apis(),
             *ShareStateApi(self.share_states, self.authorizer).apis(),
         ]

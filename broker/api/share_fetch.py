@@ -152,7 +152,7 @@ class ShareFetchApi:
         full = epoch == INITIAL_EPOCH
         deadline = time.monotonic() + max(0, _ms(req.max_wait)) / 1000
         max_records = int(getattr(req, "max_records", 0)) or 500
-        load_errors = await self._load_states(group, sorted(session.partitions), denied)
+        load_errors = await self._load_states(group, sorted(session.partitions), denied, full)
         while True:
             rows = self._acquire(
                 group,
@@ -448,17 +448,25 @@ class ShareFetchApi:
         return (hosted.leader_id, hosted.leader_epoch) if hosted is not None else (-1, -1)
 
     async def _load_states(
-        self, group: str, wanted: list[TopicPartitionId], denied: set[uuid.UUID]
+        self,
+        group: str,
+        wanted: list[TopicPartitionId],
+        denied: set[uuid.UUID],
+        new_session: bool = False,
     ) -> dict[TopicPartitionId, ErrorCode]:
         """Each led partition's share-partition for its leader epoch (see `LeaderShareStates`);
         returns the partitions whose state could not be loaded, with the error (but for a
-        share coordinator moving or loading: such a partition is just not served this time)."""
+        share coordinator moving or loading: such a partition is just not served this time).
+        A new session first checks that cached states are still the coordinator's (offsets
+        altered or deleted while the group was empty)."""
         errors: dict[TopicPartitionId, ErrorCode] = {}
         for key in wanted:
             hosted = self._leader(key, _Row(key[1]), denied)
             if hosted is None:
                 continue
             try:
+                if new_session:
+                    await self.states.revalidate((group, *key))
                 await self.states.load((group, *key), hosted)
             except CoordinatorError as exc:
                 # a share coordinator moving or loading: the partition sits this fetch out

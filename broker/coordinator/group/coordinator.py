@@ -180,6 +180,19 @@ class GroupCoordinator:
             return ErrorCode.group_id_not_found, []
         return ErrorCode.none, names
 
+    async def share_group_offsets_change(
+        self, group_id: str, create: bool
+    ) -> tuple[ErrorCode, str | None]:
+        """See `ShareGroups.offsets_change`: (error, message) for the group."""
+        partition = self.partition_for(group_id)
+        error, message = await self._call(
+            lambda: self.runtime.write(
+                partition, lambda s: s.share.offsets_change(group_id, create)
+            ),
+            lambda code: (code, ""),
+        )
+        return error, message or None
+
     # -- offsets ----------------------------------------------------------------------------------
 
     async def commit_offsets(self, p: CommitParams) -> list[ErrorCode]:

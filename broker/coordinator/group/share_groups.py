@@ -343,6 +343,24 @@ class ShareGroups:
             return ErrorCode.non_empty_group, []
         return ErrorCode.none, [(srec.group_metadata_key(group_id), None)]
 
+    def offsets_change(self, group_id: str, create: bool) -> WriteResult[tuple[ErrorCode, str]]:
+        """Whether AlterShareGroupOffsets (`create`: a group not there yet is made, empty, as
+        Kafka) or DeleteShareGroupOffsets may go ahead: only without members."""
+        group = self.groups.get(group_id)
+        if group is None:
+            if self.other_type(group_id):
+                return WriteResult(
+                    (ErrorCode.group_id_not_found, f"Group {group_id} is not a share group.")
+                )
+            if not create:
+                return WriteResult((ErrorCode.group_id_not_found, f"Group {group_id} not found."))
+            self.groups[group_id] = ShareGroup(group_id)
+            record = (srec.group_metadata_key(group_id), srec.group_metadata_value(0))
+            return WriteResult((ErrorCode.none, ""), [record])
+        if group.members:
+            return WriteResult((ErrorCode.non_empty_group, f"The group {group_id} is not empty."))
+        return WriteResult((ErrorCode.none, ""))
+
     # -- loading ---------------------------------------------------------------------------------
 
     def replay(self, k: srec.ShareRecordKey, value: bytes | None) -> None:

@@ -56,6 +56,20 @@ class LeaderShareStates:
         """Drop a state (e.g. re-initialized at the coordinator): the next use loads it."""
         self.states.pop(skey, None)
 
+    async def revalidate(self, skey: StateKey) -> None:
+        """A new share session: drop the cached state if the share coordinator's moved on (a
+        new state epoch from AlterShareGroupOffsets, or none left after
+        DeleteShareGroupOffsets), so that the next use reads it again. Raises
+        `CoordinatorError` when the coordinator cannot be read."""
+        if self.persister is None or skey not in self.states:
+            return
+        async with self._lock(skey):
+            if skey not in self.states:
+                return
+            found = await self.persister.read(ShareKey(*skey))
+            if found is None or found.state_epoch != self._state_epochs.get(skey, 0):
+                self.states.pop(skey, None)
+
     async def load(self, skey: StateKey, hosted: Any) -> None:
         """Load the share-partition for the partition's current leader epoch, unless loaded.
         Raises `CoordinatorError` when the share coordinator cannot be read or written."""

@@ -25,8 +25,10 @@ from .state_records import PersistedBatch, ShareKey, ShareSnapshot
 
 log = logging.getLogger(__name__)
 
+INITIALIZE_SHARE_GROUP_STATE: Final = 83
 READ_SHARE_GROUP_STATE: Final = 84
 WRITE_SHARE_GROUP_STATE: Final = 85
+DELETE_SHARE_GROUP_STATE: Final = 86
 _RETRIABLE = frozenset(
     {
         ErrorCode.not_coordinator,
@@ -65,6 +67,14 @@ class SharePersister:
 
     async def write(self, k: ShareKey, snapshot: ShareSnapshot) -> None:
         await self._retrying(lambda: self._write_once(k, snapshot))
+
+    async def initialize(self, k: ShareKey, state_epoch: int, start_offset: int) -> None:
+        """A new state epoch at `start_offset`, nothing in flight (AlterShareGroupOffsets)."""
+        await self._retrying(lambda: self._initialize_once(k, state_epoch, start_offset))
+
+    async def delete(self, k: ShareKey) -> None:
+        """Drop the stored state (DeleteShareGroupOffsets): the next leader starts anew."""
+        await self._retrying(lambda: self._delete_once(k))
 
     async def _retrying(self, op: Callable[[], Awaitable[Any]]) -> Any:
         deadline = time.monotonic() + self.retry_ms / 1000
@@ -154,6 +164,35 @@ class SharePersister:
             "topics": [{"topic_id": k.topic_id, "partitions": [partition]}],
         }
         resp = await self._call(node, WRITE_SHARE_GROUP_STATE, body)
+        for t in resp.results:
+            for p in t.partitions:
+                if p.error_code != ErrorCode.none:
+                    raise CoordinatorError(ErrorCode(p.error_code), p.error_message)
+
+    async def _initialize_once(self, k: ShareKey, state_epoch: int, start_offset: int) -> None:
+        node = await self._node(k)
+        if node is None:
+            await self.local.initialize(k, state_epoch, start_offset)
+            return
+        part = {"partition": k.partition, "state_epoch": state_epoch, "start_offset": start_offset}
+        await self._call_checked(node, INITIALIZE_SHARE_GROUP_STATE, k, part)
+
+    async def _delete_once(self, k: ShareKey) -> None:
+        node = await self._node(k)
+        if node is None:
+            await self.local.delete(k)
+            return
+        await self._call_checked(node, DELETE_SHARE_GROUP_STATE, k, {"partition": k.partition})
+
+    async def _call_checked(
+        self, node: int, api_key: int, k: ShareKey, partition: dict[str, Any]
+    ) -> None:
+        """One share-partition's request to the coordinator `node`; its error raised."""
+        body = {
+            "group_id": k.group_id,
+            "topics": [{"topic_id": k.topic_id, "partitions": [partition]}],
+        }
+        resp = await self._call(node, api_key, body)
         for t in resp.results:
             for p in t.partitions:
                 if p.error_code != ErrorCode.none:

@@ -1,0 +1,69 @@
+"""Setting and dropping a share group's share-partition start offsets (SPSO), for
+AlterShareGroupOffsets / DeleteShareGroupOffsets and the mirror's share group sync (KIP-1279).
+
+Only while the group has no members (the group coordinator says, NON_EMPTY_GROUP otherwise).
+Alter makes a group that does not exist yet, as Kafka, then writes each share-partition a new
+state epoch at its start offset with nothing in flight (InitializeShareGroupState at the share
+coordinator): a partition leader that cached the old state drops it on the next new share
+session, and its own writes with the old state epoch are fenced. Delete drops the states.
+"""
+
+from collections.abc import Iterable, Mapping
+
+from kio.schema.errors import ErrorCode
+
+from ..group.coordinator import GroupCoordinator
+from ..runtime import CoordinatorError
+from .persister import SharePersister
+from .state_records import ShareKey
+
+Outcome = tuple[ErrorCode, str | None]
+
+
+class ShareOffsetsAdmin:
+    def __init__(self, groups: GroupCoordinator, persister: SharePersister) -> None:
+        self.groups = groups
+        self.persister = persister
+
+    async def alter(
+        self, group_id: str, starts: Mapping[ShareKey, int]
+    ) -> tuple[Outcome, dict[ShareKey, Outcome]]:
+        """(the group's outcome, each share-partition's); none of the latter if the former
+        is an error."""
+        group = await self.groups.share_group_offsets_change(group_id, create=True)
+        if group[0] != ErrorCode.none:
+            return group, {}
+        return group, {k: await self._initialize(k, start) for k, start in starts.items()}
+
+    async def delete(
+        self, group_id: str, keys: Iterable[ShareKey]
+    ) -> tuple[Outcome, dict[ShareKey, Outcome]]:
+        group = await self.groups.share_group_offsets_change(group_id, create=False)
+        if group[0] != ErrorCode.none:
+            return group, {}
+        out: dict[ShareKey, Outcome] = {}
+        for k in keys:
+            try:
+                await self.persister.delete(k)
+                out[k] = (ErrorCode.none, None)
+            except CoordinatorError as exc:
+                out[k] = (exc.code, str(exc))
+        return group, out
+
+    async def start_offset(self, k: ShareKey) -> int | None:
+        """The stored SPSO; None without state. Raises `CoordinatorError`."""
+        found = await self.persister.read(k)
+        return found.start_offset if found is not None else None
+
+    async def active(self, group_id: str) -> bool:
+        """Whether the group has members here (then its offsets are not to be touched)."""
+        described = await self.groups.share_group_describe(group_id)
+        return described.error == ErrorCode.none and bool(described.members)
+
+    async def _initialize(self, k: ShareKey, start: int) -> Outcome:
+        try:
+            old = await self.persister.read(k)
+            await self.persister.initialize(k, old.state_epoch + 1 if old else 1, start)
+        except CoordinatorError as exc:
+            return exc.code, str(exc)
+        return ErrorCode.none, None
