@@ -1,0 +1,206 @@
+"""AlterShareGroupOffsets / DeleteShareGroupOffsets (v0) with confluent-kafka's ShareConsumer:
+an empty share group's start offset altered, the next consumer starts there (even though the
+partition leader had the old state cached); deleted, the next one starts from the reset point;
+refused while members are active (NON_EMPTY_GROUP); alter makes a group not there yet; bad
+input gets Kafka's codes."""
+
+import time
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer
+from kio.schema.errors import ErrorCode
+
+from protocol.registry import REGISTRY
+from tests.waits import wait_for
+
+from .clients import create_topic
+from .node import Node
+from .test_share_groups import (
+    GROUP,
+    TOPIC,
+    _call,
+    _consumer,
+    _describe,
+    _node,
+    _poll,
+    _poll_until,
+    _produce,
+)
+
+ALTER, DELETE, DESCRIBE_OFFSETS = 91, 92, 90
+
+
+def _alter(node: Node, group: str, offsets: dict[tuple[str, int], int]) -> Any:
+    cls = REGISTRY.spec(ALTER).request_type(0)
+    mod = __import__(cls.__module__, fromlist=["AlterShareGroupOffsetsRequestTopic"])
+    by_topic: dict[str, list[Any]] = {}
+    for (t, p), start in offsets.items():
+        by_topic.setdefault(t, []).append(
+            mod.AlterShareGroupOffsetsRequestPartition(partition_index=p, start_offset=start)
+        )
+    topics = tuple(
+        mod.AlterShareGroupOffsetsRequestTopic(topic_name=t, partitions=tuple(ps))
+        for t, ps in by_topic.items()
+    )
+    return _call(node, ALTER, cls(group_id=group, topics=topics), version=0)
+
+
+def _alter_codes(resp: Any) -> dict[tuple[str, int], ErrorCode]:
+    return {
+        (t.topic_name, int(p.partition_index)): p.error_code
+        for t in resp.responses
+        for p in t.partitions
+    }
+
+
+def _delete(node: Node, group: str, topics: list[str]) -> Any:
+    cls = REGISTRY.spec(DELETE).request_type(0)
+    mod = __import__(cls.__module__, fromlist=["DeleteShareGroupOffsetsRequestTopic"])
+    body = cls(
+        group_id=group,
+        topics=tuple(mod.DeleteShareGroupOffsetsRequestTopic(topic_name=t) for t in topics),
+    )
+    return _call(node, DELETE, body, version=0)
+
+
+def _spso(node: Node, group: str, partition: int = 0) -> int:
+    cls = REGISTRY.spec(DESCRIBE_OFFSETS).request_type(0)
+    mod = __import__(cls.__module__, fromlist=["DescribeShareGroupOffsetsRequestGroup"])
+    topic = mod.DescribeShareGroupOffsetsRequestTopic(topic_name=TOPIC, partitions=(partition,))
+    req = cls(groups=(mod.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=(topic,)),))
+    (g,) = _call(node, DESCRIBE_OFFSETS, req, version=0).groups
+    assert g.error_code == ErrorCode.none, g
+    (t,) = g.topics
+    (p,) = t.partitions
+    return int(p.start_offset)
+
+
+def _find_coordinator(node: Node, group: str) -> None:
+    """What an admin client does first (and what creates __consumer_offsets)."""
+    req = REGISTRY.spec(10).request_type(4)(key_type=0, coordinator_keys=(group,))
+
+    def found() -> bool:
+        (c,) = _call(node, 10, req, version=4).coordinators
+        return c.error_code == ErrorCode.none
+
+    wait_for(found, 20, "the group coordinator")
+
+
+def _empty(node: Node) -> None:
+    wait_for(lambda: not _describe(node).members, 20, "the share group is empty")
+
+
+def test_alter_and_delete_move_where_consumers_start(tmp_path: Path) -> None:
+    node = _node(tmp_path / "n1")
+    node.start()
+    c: ShareConsumer | None = None
+    try:
+        create_topic(node.bootstrap, TOPIC, 1)
+        _produce(node, 10)
+        c = _consumer(node, **{"share.acknowledgement.mode": "explicit"})
+        got = {m.offset(): m for m in _poll_until(c, 10, 20)}
+        for o in range(3):
+            c.acknowledge(got[o], AcknowledgeType.ACCEPT)
+        c.commit_sync(15)
+        # a member is active: both are refused, nothing changes
+        resp = _alter(node, GROUP, {(TOPIC, 0): 7})
+        assert resp.error_code == ErrorCode.non_empty_group, resp
+        assert _alter_codes(resp) == {(TOPIC, 0): ErrorCode.non_empty_group}
+        assert _delete(node, GROUP, [TOPIC]).error_code == ErrorCode.non_empty_group
+        assert _spso(node, GROUP) == 3
+        c.close()  # 3-9 released; the leader keeps the state cached
+        c = None
+        _empty(node)
+
+        resp = _alter(node, GROUP, {(TOPIC, 0): 7})
+        assert resp.error_code == ErrorCode.none, resp
+        assert _alter_codes(resp) == {(TOPIC, 0): ErrorCode.none}
+        assert _spso(node, GROUP) == 7
+        c = _consumer(node, **{"share.acknowledgement.mode": "explicit"})
+        again = _poll_until(c, 3, 30)
+        assert sorted((m.offset(), m.delivery_count()) for m in again) == [(7, 1), (8, 1), (9, 1)]
+        for m in again:
+            c.acknowledge(m, AcknowledgeType.ACCEPT)
+        c.commit_sync(15)
+        assert _poll(c, 1.0) == []
+        assert _spso(node, GROUP) == 10
+        c.close()
+        c = None
+        _empty(node)
+
+        resp = _delete(node, GROUP, [TOPIC])
+        assert resp.error_code == ErrorCode.none, resp
+        assert [(t.topic_name, t.error_code) for t in resp.responses] == [(TOPIC, ErrorCode.none)]
+        assert _spso(node, GROUP) == -1
+        c = _consumer(node)  # from share.auto.offset.reset (earliest here) again
+        everything = _poll_until(c, 10, 30)
+        assert sorted(m.offset() for m in everything) == list(range(10))
+    finally:
+        if c is not None:
+            c.close()
+        node.kill()
+
+
+def test_alter_creates_a_group_and_bad_input_gets_kafka_codes(tmp_path: Path) -> None:
+    node = _node(tmp_path / "n1")
+    node.start()
+    c: ShareConsumer | None = None
+    classic: Consumer | None = None
+    try:
+        create_topic(node.bootstrap, TOPIC, 2)
+        p = Producer({"bootstrap.servers": node.bootstrap})
+        for i in range(6):
+            p.produce(TOPIC, value=b"v%d" % i, partition=i % 2)
+        assert p.flush(10) == 0
+        # a group not there yet is made (empty), with the given start offsets
+        _find_coordinator(node, "fresh")
+        resp = _alter(node, "fresh", {(TOPIC, 0): 1, (TOPIC, 1): 0})
+        assert resp.error_code == ErrorCode.none, resp
+        assert set(_alter_codes(resp).values()) == {ErrorCode.none}
+        assert _describe(node, "fresh").group_state == "Empty"
+        assert _spso(node, "fresh", 0) == 1
+        # per partition: unknown topic or partition, a negative offset; the rest goes through
+        resp = _alter(
+            node,
+            "fresh",
+            {(TOPIC, 0): 2, (TOPIC, 5): 0, ("nope", 0): 0, (TOPIC, 1): -1},
+        )
+        assert resp.error_code == ErrorCode.none, resp
+        assert _alter_codes(resp) == {
+            (TOPIC, 0): ErrorCode.none,
+            (TOPIC, 5): ErrorCode.unknown_topic_or_partition,
+            ("nope", 0): ErrorCode.unknown_topic_or_partition,
+            (TOPIC, 1): ErrorCode.invalid_request,
+        }
+        assert _spso(node, "fresh", 0) == 2
+        # a share consumer of the made group starts at the altered offsets
+        c = _consumer(node, "fresh")
+        got = _poll_until(c, 4, 30)
+        got += _poll(c, 1.0)
+        assert sorted((m.partition(), m.offset()) for m in got) == [(0, 2), (1, 0), (1, 1), (1, 2)]
+        # delete of an unknown group, an unknown topic; an empty group id
+        assert _delete(node, "nobody", [TOPIC]).error_code == ErrorCode.group_id_not_found
+        assert _alter(node, "", {(TOPIC, 0): 0}).error_code == ErrorCode.invalid_group_id
+        # a classic consumer group's id is no share group
+        classic = Consumer(
+            {
+                "bootstrap.servers": node.bootstrap,
+                "group.id": "classic",
+                "enable.auto.commit": False,
+            }
+        )
+        classic.subscribe([TOPIC])
+        deadline = time.monotonic() + 20
+        while not classic.assignment() and time.monotonic() < deadline:
+            classic.poll(0.2)
+        assert classic.assignment()
+        resp = _alter(node, "classic", {(TOPIC, 0): 0})
+        assert resp.error_code == ErrorCode.group_id_not_found, resp
+        assert _delete(node, "classic", [TOPIC]).error_code == ErrorCode.group_id_not_found
+    finally:
+        if c is not None:
+            c.close()
+        if classic is not None:
+            classic.close()
+        node.kill()
