@@ -550,6 +550,16 @@ class Node:
             config.offsets_topic_replication_factor,
         )
         self.mirror_api = MirrorApi(self.services, self.mirror_controller)
+        # KIP-932 share-partition state wherever its coordinator is, and share offsets admin
+        # (AlterShareGroupOffsets, the mirror's share group sync)
+        self.share_persister = SharePersister(
+            self.share_states,
+            lambda p: self.cluster_view.partition_leader(SHARE_STATE_TOPIC, p),
+            config.node_id,
+            self.share_state_clients,
+            self.cluster_api.ensure_share_state_topic,
+        )
+        self.share_offsets = ShareOffsetsAdmin(self.groups, self.share_persister)
         # client quotas (KIP-13/219), from the image's ClientQuotaRecords
         self.client_throttle = ClientThrottle(
             lambda: self.image,
@@ -628,6 +638,7 @@ class Node:
             client_id=f"kmirror-{config.node_id}-metadata-sync",
             acls=self.acl_controller,
             now_ms=self.clock.now_ms,
+            share_offsets=self.share_offsets if config.group_share_enable else None,
         )
         self.mirror_throttle = MirrorThrottle(
             lambda: self.image,
@@ -700,18 +711,12 @@ class Node:
         sessions = ShareSessions(
             c.group_share_max_share_sessions, evict_idle_ms=c.group_share_session_timeout_ms
         )
-        persister = SharePersister(
-            self.share_states,
-            lambda p: self.cluster_view.partition_leader(SHARE_STATE_TOPIC, p),
-            c.node_id,
-            self.share_state_clients,
-            self.cluster_api.ensure_share_state_topic,
-        )
+        persister = self.share_persister
         fetch = ShareFetchApi(self.services, share, c.share_auto_offset_reset, sessions, persister)
         return [
             *ShareGroupApi(self.groups, self.authorizer).apis(),
             *ShareOffsetsApi(self.services, self.groups, persister).apis(),
-            *ShareOffsetChangesApi(self.services, ShareOffsetsAdmin(self.groups, persister)).apis(),
+            *ShareOffsetChangesApi(self.services, self.share_offsets).apis(),
             *fetch.apis(),
             *ShareStateApi(self.share_states, self.authorizer).apis(),
         ]

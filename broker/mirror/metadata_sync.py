@@ -18,7 +18,13 @@ One refresh of mirror ``m`` (skipped while ``m`` is halted):
 3. Consumer group offsets: groups of the source (ListGroups on every source broker) matching
    ``mirror.groups.include``, their committed offsets for the active topics (OffsetFetch at the
    group's source coordinator), committed here as admin commits (generation -1, no member) when
-   they differ from ours. A group with members here is left alone. Share groups: skipped.
+   they differ from ours. A group with members here is left alone. Share groups (KIP-932, listed
+   with type ``share``, the same filter): each share-partition start offset at the source
+   (DescribeShareGroupOffsets at the group's source coordinator) that differs from ours is set
+   here (as AlterShareGroupOffsets: the group is made if missing, a new state epoch at that
+   offset), so the group resumes there after failover; a share group with members here, or
+   coordinated by another node of ours, is left alone. A source without share groups (older
+   Kafka, or share groups off: no DescribeShareGroupOffsets) or share groups off here is a skip.
 4. ACLs: the source's ACLs (DescribeAcls) that ``mirror.acl.include`` selects (`acl_rules`)
    are created here; ACLs this mirror created earlier that the source no longer has (or the rules
    no longer select) are deleted. ACLs created here by anyone else are never touched, and an ACL
@@ -29,7 +35,7 @@ An API the source lacks (ApiVersions) skips its step with one log line per mirro
 ``skipped[(m, kind)]``; every source call has a timeout. Counters are plain dicts so a metrics
 exporter can read them: ``errors`` / ``skipped`` keyed (mirror, kind), ``last_refresh_ms``.
 Error kinds: cluster_id_mismatch, config, metadata, topic_removal, partitions, topic_configs,
-topic_discovery, groups, acls, refresh. Skip kinds: topic_configs, groups, share_groups, acls.
+topic_discovery, groups, share_groups, acls, refresh. Skip kinds: topic_configs, groups, share_groups, acls.
 """
 
 import asyncio
@@ -46,6 +52,8 @@ from ..controller import mirror_config
 from ..controller.controller import DELETE, SET, ConfigChange
 from ..controller.mirrors import mirror_names, mirror_topics, split_mirror_name
 from ..coordinator.group.shard import CommitItem, CommitParams
+from ..coordinator.runtime import CoordinatorError
+from ..coordinator.share.state_records import ShareKey
 from ..metadata.image import MIRROR_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from ..metadata.mirror_states import MIRROR_NAME_CONFIG, PAUSED_SUFFIX
 from ..security.acls import Acl
@@ -84,6 +92,9 @@ class SyncSource(Protocol):
     async def committed_offsets(
         self, node_id: int, group_id: str, topics: Mapping[str, Sequence[int]]
     ) -> dict[tuple[str, int], SourceOffset]: ...
+    async def share_group_offsets(
+        self, node_id: int, group_id: str, topics: Mapping[str, Sequence[int]]
+    ) -> dict[tuple[str, int], int]: ...
     async def describe_acls(self) -> list[Acl]: ...
     async def close(self) -> None: ...
 
@@ -114,6 +125,19 @@ class Groups(Protocol):
         self, group_id: str, topics: list[tuple[str, list[int]]] | None
     ) -> tuple[ErrorCode, list[tuple[str, list[Any]]]]: ...
     async def commit_offsets(self, p: CommitParams) -> list[ErrorCode]: ...
+
+
+ShareOutcome = tuple[ErrorCode, str | None]
+
+
+class ShareOffsets(Protocol):
+    """`broker.coordinator.share.offsets_admin.ShareOffsetsAdmin` (None: share groups off)."""
+
+    async def active(self, group_id: str) -> bool: ...
+    async def start_offset(self, k: ShareKey) -> int | None: ...
+    async def alter(
+        self, group_id: str, starts: Mapping[ShareKey, int]
+    ) -> tuple[ShareOutcome, dict[ShareKey, ShareOutcome]]: ...
 
 
 SourceFactory = Callable[[Mapping[str, str], str, int], SyncSource]
@@ -187,9 +211,11 @@ class MirrorMetadataSync:
         request_timeout_ms: int = 10_000,
         now_ms: Callable[[], int] | None = None,
         acls: AclStore | None = None,
+        share_offsets: ShareOffsets | None = None,
     ) -> None:
         self._image = image
         self._acls = acls
+        self._share = share_offsets
         self._controller = controller
         self._mirrors = mirrors
         self._groups = groups
@@ -527,12 +553,15 @@ class MirrorMetadataSync:
         versions: Mapping[int, tuple[int, int]],
         present: Mapping[str, Any],
     ) -> None:
+        share_ok = False
         if DESCRIBE_SHARE_GROUP_OFFSETS not in versions:
             self._skip(
                 mirror, "share_groups", "the source does not support DescribeShareGroupOffsets"
             )
+        elif self._share is None:
+            self._skip(mirror, "share_groups", "share groups are off here (group.share.enable)")
         else:
-            self._skip(mirror, "share_groups", "share groups are not supported by this broker")
+            share_ok = True
         lacking = [
             name
             for key, name in (
@@ -555,15 +584,14 @@ class MirrorMetadataSync:
             return
         topics = {n: sorted(src.partitions) for n, src in present.items()}
         try:
-            listed = await self._call(client.list_groups())
-            wanted = [
-                g.group_id
-                for g in listed
-                if g.group_type.lower() != "share"
-                and g.state.lower() != "dead"
-                and any(p.fullmatch(g.group_id) for p in include)
+            listed = [
+                g
+                for g in await self._call(client.list_groups())
+                if g.state.lower() != "dead" and any(p.fullmatch(g.group_id) for p in include)
             ]
-            coordinators = await self._call(client.group_coordinators(wanted))
+            wanted = [g.group_id for g in listed if g.group_type.lower() != "share"]
+            shares = [g.group_id for g in listed if g.group_type.lower() == "share" and share_ok]
+            coordinators = await self._call(client.group_coordinators(wanted + shares))
         except Exception as e:
             self._error(mirror, "groups", f"listing source groups: {e or type(e).__name__}")
             return
@@ -584,6 +612,59 @@ class MirrorMetadataSync:
                 await self._ensure_offsets_topic()
                 ensured = True
             await self._commit_group(mirror, gid, offsets)
+        for gid in shares:
+            node = coordinators.get(gid)
+            if node is None:
+                self._error(mirror, "share_groups", f"group {gid} has no coordinator at the source")
+                continue
+            try:
+                starts = await self._call(client.share_group_offsets(node, gid, topics))
+            except Exception as e:
+                why = e or type(e).__name__
+                self._error(mirror, "share_groups", f"DescribeShareGroupOffsets {gid}: {why}")
+                continue
+            if not starts:
+                continue
+            if not ensured and self._ensure_offsets_topic is not None:
+                await self._ensure_offsets_topic()
+                ensured = True
+            await self._alter_share_group(mirror, gid, starts)
+
+    async def _alter_share_group(
+        self, mirror: str, gid: str, starts: Mapping[tuple[str, int], int]
+    ) -> None:
+        assert self._share is not None
+        img = self._image()
+        changed: dict[ShareKey, int] = {}
+        try:
+            if await self._share.active(gid):
+                log.debug("mirror %s: share group %s is active here; not synced", mirror, gid)
+                return
+            for (name, p), start in sorted(starts.items()):
+                topic = img.topics.get(name)
+                if topic is None or p not in topic.partitions:
+                    continue
+                key = ShareKey(gid, topic.topic_id, p)
+                if await self._share.start_offset(key) != start:
+                    changed[key] = start
+        except CoordinatorError as e:
+            self._error(mirror, "share_groups", f"share group {gid}: state unreadable ({e})")
+            return
+        if not changed:
+            return
+        (code, message), done = await self._share.alter(gid, changed)
+        if code in (ErrorCode.non_empty_group, ErrorCode.not_coordinator):
+            # members joined meanwhile, or another node of ours coordinates it (and syncs it)
+            log.debug("mirror %s: share group %s not synced here (%s)", mirror, gid, code.name)
+            return
+        if code != ErrorCode.none:
+            self._error(mirror, "share_groups", f"share group {gid}: {code.name} {message or ''}")
+            return
+        failed = sorted({c.name for c, _m in done.values() if c != ErrorCode.none})
+        if failed:
+            self._error(mirror, "share_groups", f"share group {gid}: {', '.join(failed)}")
+        else:
+            log.debug("mirror %s: share group %s: %d start offsets synced", mirror, gid, len(done))
 
     async def _commit_group(
         self, mirror: str, gid: str, offsets: Mapping[tuple[str, int], SourceOffset]

@@ -1,5 +1,6 @@
 """The source queries the metadata sync needs beyond `SourceClient`'s: consumer groups (ListGroups
-on every source broker, FindCoordinator, OffsetFetch at the group's coordinator), its ACLs
+on every source broker, FindCoordinator, OffsetFetch at the group's coordinator), share groups'
+start offsets (DescribeShareGroupOffsets v0 at the group's coordinator), its ACLs
 (DescribeAcls) and a careful "does this topic still exist" check (a topic is gone only when the
 source says UNKNOWN_TOPIC_OR_PARTITION, never because of a transient error).
 
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 OFFSET_FETCH: Final = 9
 FIND_COORDINATOR: Final = 10
 LIST_GROUPS: Final = 16
+DESCRIBE_SHARE_GROUP_OFFSETS: Final = 90
 DESCRIBE_ACLS: Final = 29
 SECURITY_DISABLED: Final = 54  # DescribeAcls at a source without an authorizer
 OFFSET_FETCH_MAX: Final = 9
@@ -174,6 +176,39 @@ class SyncSourceClient(SourceClient):
                     int(getattr(p, "committed_leader_epoch", -1)),
                     str(p.metadata or ""),
                 )
+        return out
+
+    async def share_group_offsets(
+        self, node_id: int, group_id: str, topics: Mapping[str, Sequence[int]]
+    ) -> dict[tuple[str, int], int]:
+        """The share group's share-partition start offsets for ``topics`` (ask its coordinator
+        ``node_id``); partitions without state (-1) or with an error are left out."""
+        if not topics:
+            return {}
+        conn = await self.connection_for(node_id).connection()
+        version = min(conn.version_for(DESCRIBE_SHARE_GROUP_OFFSETS), 0)
+        fields: dict[str, Any] = {
+            "groups": [
+                {
+                    "group_id": group_id,
+                    "topics": [
+                        {"topic_name": t, "partitions": list(ps)} for t, ps in topics.items()
+                    ],
+                }
+            ]
+        }
+        resp = await self._send_at(node_id, conn, DESCRIBE_SHARE_GROUP_OFFSETS, version, fields)
+        found = [g for g in resp.groups if g.group_id == group_id]
+        if not found:
+            raise SourceError(f"DescribeShareGroupOffsets: no answer for group {group_id}")
+        code = _code(found[0].error_code)
+        if code:
+            raise SourceError(f"DescribeShareGroupOffsets {group_id}: error {code}", code)
+        out: dict[tuple[str, int], int] = {}
+        for t in found[0].topics:
+            for p in t.partitions:
+                if not _code(p.error_code) and int(p.start_offset) >= 0:
+                    out[(str(t.topic_name), int(p.partition_index))] = int(p.start_offset)
         return out
 
     async def _send_at(
