@@ -176,3 +176,31 @@ async def test_reload_restores_members_epochs_and_assignments() -> None:
     env = Env(other, sched2)
     await env.advance(10_001)
     assert (await other.share_group_describe("g")).members == []
+
+
+@async_test
+async def test_offsets_change_only_without_members() -> None:
+    """AlterShareGroupOffsets makes a missing group (empty, kept on reload), delete does not;
+    both are refused while the group has members or when the id is another type's."""
+    env = await _env({"a": (T1, 1)})
+    c = env.coord
+    assert await c.share_group_offsets_change("g", create=False) == (
+        E.group_id_not_found,
+        "Group g not found.",
+    )
+    assert (await c.share_group_offsets_change("g", create=True))[0] == E.none
+    assert (await c.share_group_describe("g")).state == "Empty"
+    assert (await c.share_group_offsets_change("g", create=False))[0] == E.none
+    await c.share_group_heartbeat(_hb("m1", 0))
+    assert (await c.share_group_offsets_change("g", create=True))[0] == E.non_empty_group
+    assert (await c.share_group_offsets_change("g", create=False))[0] == E.non_empty_group
+    await c.consumer_group_heartbeat(
+        HeartbeatParams("cg", "x", 0, rebalance_timeout_ms=5000, topic_names=("a",), owned={})
+    )
+    assert (await c.share_group_offsets_change("cg", create=True))[0] == E.group_id_not_found
+    # the made group survives a reload (its record is in __consumer_offsets)
+    await c.share_group_offsets_change("made", create=True)
+    p = c.partition_for("made")
+    await c.unload(p)
+    await c.load(p, env.logs[p])
+    assert (await c.share_group_describe("made")).state == "Empty"

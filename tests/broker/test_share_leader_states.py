@@ -9,6 +9,7 @@ from broker.coordinator.share.leader_states import LeaderShareStates
 from broker.coordinator.share.partition import AckType, ShareConfig
 from broker.coordinator.share.persister import SharePersister
 from broker.coordinator.share.state_coordinator import ShareStateCoordinator
+from broker.coordinator.share.state_records import ShareKey
 from broker.coordinator.timer import ManualScheduler
 from tests.broker.group_support import async_test
 
@@ -74,3 +75,27 @@ async def test_earliest_and_memory_only() -> None:
     assert moved is not None and moved.start_offset == 20
     states.forget(SKEY)
     assert states.peek(SKEY) is None
+
+
+@async_test
+async def test_a_new_session_drops_a_state_the_coordinator_moved_on_from() -> None:
+    """AlterShareGroupOffsets writes a new state epoch, DeleteShareGroupOffsets removes the state:
+    `revalidate` (a new share session) drops the cached one, the next load reads the new one."""
+    persister = await _persister()
+    hosted = _Hosted()
+    states = LeaderShareStates(ShareConfig(), "earliest", persister)
+    await states.load(SKEY, hosted)
+    await states.revalidate(SKEY)  # nothing changed: kept
+    assert states.current(SKEY, hosted) is not None
+    key = ShareKey(*SKEY)
+    await persister.initialize(key, 1, 42)
+    await states.revalidate(SKEY)
+    assert states.current(SKEY, hosted) is None
+    await states.load(SKEY, hosted)
+    sp = states.current(SKEY, hosted)
+    assert sp is not None and sp.start_offset == 42
+    await persister.delete(key)
+    await states.revalidate(SKEY)
+    await states.load(SKEY, hosted)
+    sp = states.current(SKEY, hosted)
+    assert sp is not None and sp.start_offset == 0  # the reset point again
