@@ -21,6 +21,7 @@ from broker.controller.controller import (
 )
 from broker.controller.mirrors import MirrorController
 from broker.coordinator.group.shard import CommitItem, CommitParams, SyncParams
+from broker.coordinator.share.state_records import ShareKey
 from broker.metadata.image import MIRROR_RESOURCE, TOPIC_RESOURCE
 from broker.mirror.metadata_sync import (
     MirrorMetadataSync,
@@ -67,6 +68,7 @@ class FakeSource:
     configs: dict[str, dict[str, str]] = field(default_factory=dict)
     groups: list[SourceGroup] = field(default_factory=list)
     offsets: dict[str, dict[tuple[str, int], SourceOffset]] = field(default_factory=dict)
+    share_starts: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)
     hang: bool = False
     calls: list[str] = field(default_factory=list)
     closed: bool = False
@@ -113,8 +115,40 @@ class FakeSource:
             if k[0] in topics and k[1] in topics[k[0]]
         }
 
+    async def share_group_offsets(
+        self, node_id: int, group_id: str, topics: Mapping[str, Sequence[int]]
+    ) -> dict[tuple[str, int], int]:
+        self.calls.append(f"share:{group_id}")
+        return {
+            k: v
+            for k, v in self.share_starts.get(group_id, {}).items()
+            if k[0] in topics and k[1] in topics[k[0]]
+        }
+
     async def close(self) -> None:
         self.closed = True
+
+
+@dataclass
+class FakeShareOffsets:
+    """The destination's share offsets admin: stored start offsets, groups with members."""
+
+    stored: dict[ShareKey, int] = field(default_factory=dict)
+    members: set[str] = field(default_factory=set)
+    alters: list[tuple[str, dict[ShareKey, int]]] = field(default_factory=list)
+
+    async def active(self, group_id: str) -> bool:
+        return group_id in self.members
+
+    async def start_offset(self, k: ShareKey) -> int | None:
+        return self.stored.get(k)
+
+    async def alter(
+        self, group_id: str, starts: Mapping[ShareKey, int]
+    ) -> tuple[tuple[ErrorCode, str | None], dict[ShareKey, tuple[ErrorCode, str | None]]]:
+        self.alters.append((group_id, dict(starts)))
+        self.stored.update(starts)
+        return (ErrorCode.none, None), dict.fromkeys(starts, (ErrorCode.none, None))
 
 
 def _group(gid: str, group_type: str = "classic") -> SourceGroup:
@@ -367,6 +401,34 @@ def test_group_offsets_synced_unless_active_here() -> None:
         await sync.refresh_now("m")
         _, found = await coord.fetch_offsets("app-1", [("orders", [0])])
         assert found[0][1][0].offset == 15 and found[0][1][0].leader_epoch == 4
+
+    run(go())
+
+
+def test_share_group_start_offsets_synced_unless_active_here() -> None:
+    async def go() -> None:
+        src = FakeSource()
+        src.versions[90] = (0, 0)  # DescribeShareGroupOffsets
+        share = FakeShareOffsets()
+        w = World(src, known_cluster_id=lambda m: "", share_offsets=share)
+        sync = await w.setup({"mirror.groups.include": "q-.*"})
+        tid = await w.mirrored_topic("jobs", 2)
+        src.groups = [_group("q-1", "share"), _group("q-busy", "share"), _group("x", "share")]
+        for gid in ("q-1", "q-busy", "x"):
+            src.share_starts[gid] = {("jobs", 0): 7, ("jobs", 1): 3, ("gone", 0): 1}
+        share.members.add("q-busy")
+
+        await sync.refresh_now("m")
+
+        assert share.alters == [("q-1", {ShareKey("q-1", tid, 0): 7, ShareKey("q-1", tid, 1): 3})]
+        assert "share:x" not in src.calls  # not included
+        assert ("m", "share_groups") not in sync.skipped and not sync.errors, sync.errors
+        # unchanged: nothing written again; a moved start offset is
+        await sync.refresh_now("m")
+        assert len(share.alters) == 1
+        src.share_starts["q-1"][("jobs", 1)] = 9
+        await sync.refresh_now("m")
+        assert share.alters[-1] == ("q-1", {ShareKey("q-1", tid, 1): 9})
 
     run(go())
 
