@@ -456,7 +456,7 @@ def test_share_groups_are_off_by_default(tmp_path: Path) -> None:
             client_software_name="t932", client_software_version="1"
         )
         served = {int(k.api_key) for k in _call(node, 18, av, 3).api_keys}
-        assert served.isdisjoint({76, 77, 78, 79, 83, 84, 85, 86, 87, 90}), served
+        assert served.isdisjoint({76, 77, 78, 79, 83, 84, 85, 86, 87, 90, 91, 92}), served
         find = REGISTRY.spec(10).request_type(4)(key_type=2, coordinator_keys=("g:x:0",))
         (row,) = _call(node, 10, find, version=4).coordinators
         assert row.error_code == ErrorCode.invalid_request
