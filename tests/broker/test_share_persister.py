@@ -92,6 +92,37 @@ async def test_remote_coordinator_over_the_wire() -> None:
 
 
 @async_test
+async def test_remote_initialize_and_delete() -> None:
+    """AlterShareGroupOffsets' InitializeShareGroupState and DeleteShareGroupOffsets'
+    DeleteShareGroupState to the other node; an older state epoch is refused there."""
+    remote = await _loaded()
+    clients = _OtherNode(remote)
+    here = ShareStateCoordinator(3, ManualScheduler())
+    persister = SharePersister(here, lambda p: 2, 1, clients, _topic_exists)  # type: ignore[arg-type]
+    await persister.write(KEY, SNAP)
+    await persister.initialize(KEY, 1, 42)
+    found = await persister.read(KEY)
+    assert found is not None and (found.state_epoch, found.start_offset, found.batches) == (
+        1,
+        42,
+        (),
+    )
+    try:
+        await persister.initialize(KEY, 0, 7)
+        raise AssertionError("an older state epoch was accepted")
+    except CoordinatorError as exc:
+        assert exc.code == ErrorCode.fenced_state_epoch
+    try:  # the leader's write with the state epoch it had is fenced
+        await persister.write(KEY, SNAP)
+        raise AssertionError("a write of the old state epoch was accepted")
+    except CoordinatorError as exc:
+        assert exc.code == ErrorCode.fenced_state_epoch
+    await persister.delete(KEY)
+    assert await persister.read(KEY) is None
+    assert clients.calls == [85, 83, 84, 83, 85, 86, 84]
+
+
+@async_test
 async def test_local_coordinator_and_retries_while_loading() -> None:
     here = ShareStateCoordinator(3, ManualScheduler())
     persister = SharePersister(here, lambda p: 1, 1, None, _topic_exists, retry_ms=300)  # type: ignore[arg-type]
