@@ -2,13 +2,21 @@
 an empty share group's start offset altered, the next consumer starts there (even though the
 partition leader had the old state cached); deleted, the next one starts from the reset point;
 refused while members are active (NON_EMPTY_GROUP); alter makes a group not there yet; bad
-input gets Kafka's codes."""
+input gets Kafka's codes; READ ACLs on the group and topics as Kafka."""
 
 import time
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
 from kio.schema.errors import ErrorCode
 
 from protocol.registry import REGISTRY
@@ -203,4 +211,57 @@ def test_alter_creates_a_group_and_bad_input_gets_kafka_codes(tmp_path: Path) ->
             c.close()
         if classic is not None:
             classic.close()
+        node.kill()
+
+
+def test_acls_read_on_the_group_and_each_topic(tmp_path: Path) -> None:
+    """With an authorizer (as Kafka): READ on the group, else GROUP_AUTHORIZATION_FAILED for
+    the whole request; READ on each topic, else TOPIC_AUTHORIZATION_FAILED for it."""
+    node = _node(
+        tmp_path / "n1",
+        authorizer__class__name="org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        allow__everyone__if__no__acl__found="true",
+    )
+    node.start()
+    try:
+        create_topic(node.bootstrap, TOPIC, 1)
+        create_topic(node.bootstrap, "secret", 1)
+        admin = AdminClient({"bootstrap.servers": node.bootstrap})
+        deny = [
+            AclBinding(
+                rtype,
+                name,
+                ResourcePatternType.LITERAL,
+                "User:ANONYMOUS",
+                "*",
+                AclOperation.READ,
+                AclPermissionType.DENY,
+            )
+            for rtype, name in ((ResourceType.TOPIC, "secret"), (ResourceType.GROUP, "locked"))
+        ]
+        for f in admin.create_acls(deny).values():
+            f.result(10)
+        _find_coordinator(node, GROUP)
+
+        def refused() -> bool:  # ACLs reach the node through the metadata log
+            return _alter(node, "locked", {(TOPIC, 0): 0}).error_code != ErrorCode.none
+
+        wait_for(refused, 20, "the group ACL in force")
+        resp = _alter(node, "locked", {(TOPIC, 0): 0})
+        assert resp.error_code == ErrorCode.group_authorization_failed
+        assert _alter_codes(resp) == {(TOPIC, 0): ErrorCode.group_authorization_failed}
+        resp = _delete(node, "locked", [TOPIC])
+        assert resp.error_code == ErrorCode.group_authorization_failed
+        resp = _alter(node, GROUP, {(TOPIC, 0): 0, ("secret", 0): 0})
+        assert resp.error_code == ErrorCode.none, resp
+        assert _alter_codes(resp) == {
+            (TOPIC, 0): ErrorCode.none,
+            ("secret", 0): ErrorCode.topic_authorization_failed,
+        }
+        resp = _delete(node, GROUP, [TOPIC, "secret"])
+        assert {t.topic_name: t.error_code for t in resp.responses} == {
+            TOPIC: ErrorCode.none,
+            "secret": ErrorCode.topic_authorization_failed,
+        }
+    finally:
         node.kill()
