@@ -133,7 +133,7 @@ ShareOutcome = tuple[ErrorCode, str | None]
 class ShareOffsets(Protocol):
     """`broker.coordinator.share.offsets_admin.ShareOffsetsAdmin` (None: share groups off)."""
 
-    async def active(self, group_id: str) -> bool: ...
+    async def alterable(self, group_id: str) -> ErrorCode: ...
     async def start_offset(self, k: ShareKey) -> int | None: ...
     async def alter(
         self, group_id: str, starts: Mapping[ShareKey, int]
@@ -637,8 +637,10 @@ class MirrorMetadataSync:
         img = self._image()
         changed: dict[ShareKey, int] = {}
         try:
-            if await self._share.active(gid):
-                log.debug("mirror %s: share group %s is active here; not synced", mirror, gid)
+            why = await self._share.alterable(gid)
+            if why != ErrorCode.none:
+                # members here, or another node of ours coordinates it (and syncs it)
+                log.debug("mirror %s: share group %s not synced here (%s)", mirror, gid, why.name)
                 return
             for (name, p), start in sorted(starts.items()):
                 topic = img.topics.get(name)

@@ -137,8 +137,8 @@ class FakeShareOffsets:
     members: set[str] = field(default_factory=set)
     alters: list[tuple[str, dict[ShareKey, int]]] = field(default_factory=list)
 
-    async def active(self, group_id: str) -> bool:
-        return group_id in self.members
+    async def alterable(self, group_id: str) -> ErrorCode:
+        return ErrorCode.non_empty_group if group_id in self.members else ErrorCode.none
 
     async def start_offset(self, k: ShareKey) -> int | None:
         return self.stored.get(k)

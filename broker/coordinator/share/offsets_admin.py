@@ -55,10 +55,15 @@ class ShareOffsetsAdmin:
         found = await self.persister.read(k)
         return found.start_offset if found is not None else None
 
-    async def active(self, group_id: str) -> bool:
-        """Whether the group has members here (then its offsets are not to be touched)."""
+    async def alterable(self, group_id: str) -> ErrorCode:
+        """Whether `alter` may go ahead for the group as it is now: NONE (no members, or no
+        group yet), NON_EMPTY_GROUP, or why this node cannot say (NOT_COORDINATOR...)."""
         described = await self.groups.share_group_describe(group_id)
-        return described.error == ErrorCode.none and bool(described.members)
+        if described.error == ErrorCode.group_id_not_found:
+            return ErrorCode.none  # none yet (alter makes it), or another type's (alter says)
+        if described.error != ErrorCode.none:
+            return described.error
+        return ErrorCode.non_empty_group if described.members else ErrorCode.none
 
     async def _initialize(self, k: ShareKey, start: int) -> Outcome:
         try:
