@@ -14,6 +14,7 @@ from confluent_kafka.admin import (
     AclOperation,
     AclPermissionType,
     AdminClient,
+    NewTopic,
     ResourcePatternType,
     ResourceType,
 )
@@ -22,10 +23,12 @@ from kio.schema.errors import ErrorCode
 from protocol.registry import REGISTRY
 from tests.waits import wait_for
 
-from .clients import create_topic
+from .clients import admin, create_topic
+from .cluster import Cluster
 from .node import Node
 from .test_share_groups import (
     GROUP,
+    SHARE_NODE,
     TOPIC,
     _call,
     _consumer,
@@ -84,15 +87,18 @@ def _spso(node: Node, group: str, partition: int = 0) -> int:
     return int(p.start_offset)
 
 
-def _find_coordinator(node: Node, group: str) -> None:
-    """What an admin client does first (and what creates __consumer_offsets)."""
+def _find_coordinator(node: Node, group: str) -> int:
+    """What an admin client does first (and what creates __consumer_offsets): the node id."""
     req = REGISTRY.spec(10).request_type(4)(key_type=0, coordinator_keys=(group,))
+    found: list[int] = []
 
-    def found() -> bool:
+    def ask() -> bool:
         (c,) = _call(node, 10, req, version=4).coordinators
+        found[:] = [int(c.node_id)]
         return c.error_code == ErrorCode.none
 
-    wait_for(found, 20, "the group coordinator")
+    wait_for(ask, 20, "the group coordinator")
+    return found[0]
 
 
 def _empty(node: Node) -> None:
@@ -265,3 +271,44 @@ def test_acls_read_on_the_group_and_each_topic(tmp_path: Path) -> None:
         }
     finally:
         node.kill()
+
+
+def test_three_nodes_leaders_pick_up_altered_offsets(tmp_path: Path) -> None:
+    """The group coordinator, the share coordinators and the partition leaders spread over three
+    nodes: alter on the group coordinator re-initializes each share-partition at its share
+    coordinator, and each leader (with the old state cached) serves from the new offset."""
+    c = Cluster(tmp_path / "c", **SHARE_NODE, offsets__topic__num__partitions="3").start()
+    cs: list[ShareConsumer] = []
+    try:
+        a = admin(c.bootstrap)
+        a.create_topics([NewTopic(TOPIC, 3, 3)], operation_timeout=10)[TOPIC].result(15)
+        wait_for(lambda: all(c.known_everywhere(TOPIC, p) for p in range(3)), 20, "the topic")
+        p = Producer({"bootstrap.servers": c.bootstrap, "linger.ms": 5})
+        for i in range(30):
+            p.produce(TOPIC, value=f"v{i}".encode(), partition=i % 3)
+        assert p.flush(15) == 0
+        cs = [ShareConsumer({"bootstrap.servers": c.bootstrap, "group.id": GROUP})]
+        cs[0].subscribe([TOPIC])
+        seen: set[tuple[int, int]] = set()
+        deadline = time.monotonic() + 60
+        while len(seen) < 30 and time.monotonic() < deadline:
+            seen |= {(m.partition(), m.offset()) for m in _poll(cs[0], 0.1)}
+        assert len(seen) == 30
+        cs[0].commit_sync(15)  # all accepted: every start offset is 10
+        cs.pop().close()
+        coordinator = c.node(_find_coordinator(c.nodes[0], GROUP))
+        wait_for(lambda: not _describe(coordinator).members, 20, "the share group is empty")
+        resp = _alter(coordinator, GROUP, {(TOPIC, p): 7 for p in range(3)})
+        assert set(_alter_codes(resp).values()) == {ErrorCode.none}, resp
+        cs = [ShareConsumer({"bootstrap.servers": c.bootstrap, "group.id": GROUP})]
+        cs[0].subscribe([TOPIC])
+        again: set[tuple[int, int]] = set()
+        deadline = time.monotonic() + 60
+        while len(again) < 9 and time.monotonic() < deadline:
+            again |= {(m.partition(), m.offset()) for m in _poll(cs[0], 0.1)}
+        again |= {(m.partition(), m.offset()) for m in _poll(cs[0], 1.0)}
+        assert again == {(p, o) for p in range(3) for o in (7, 8, 9)}
+    finally:
+        for consumer in cs:
+            consumer.close()
+        c.stop()
