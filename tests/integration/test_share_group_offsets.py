@@ -2,7 +2,8 @@
 an empty share group's start offset altered, the next consumer starts there (even though the
 partition leader had the old state cached); deleted, the next one starts from the reset point;
 refused while members are active (NON_EMPTY_GROUP); alter makes a group not there yet; bad
-input gets Kafka's codes; READ ACLs on the group and topics as Kafka."""
+input gets Kafka's codes; READ ACLs on the group and topics as Kafka; on three nodes the
+leaders pick up offsets altered at the group coordinator."""
 
 import time
 from pathlib import Path
