@@ -14,7 +14,7 @@ import uuid
 from typing import Any
 
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import i8, i32, i32Timedelta
+from kio.static.primitive import i8, i32
 
 from broker.api.context import RequestContext
 from broker.coordinator.group import GroupCoordinator
@@ -26,6 +26,7 @@ from protocol.registry import REGISTRY
 
 from .authz import allowed
 from .dispatcher import Api
+from .group_heartbeat_response import NO_THROTTLE, heartbeat_response
 
 CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
 
@@ -34,7 +35,6 @@ SERVED_VERSIONS: dict[int, range] = {
     CONSUMER_GROUP_DESCRIBE: range(0, 2),
 }
 
-_NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
 _CONSUMER_MEMBER = i8(1)
 
 
@@ -100,26 +100,7 @@ class ConsumerGroupApi:
                     api_version=version,
                 )
             )
-        mod = __import__(resp_cls.__module__, fromlist=["Assignment", "TopicPartitions"])
-        assignment = None
-        if result.error == ErrorCode.none and result.assignment is not None:
-            assignment = mod.Assignment(
-                topic_partitions=tuple(
-                    mod.TopicPartitions(topic_id=t, partitions=tuple(i32(p) for p in sorted(ps)))
-                    for t, ps in sorted(result.assignment.items())
-                )
-            )
-        return resp_cls(
-            throttle_time=_NO_THROTTLE,
-            error_code=result.error,
-            error_message=result.message,
-            member_id=result.member_id,
-            member_epoch=i32(result.member_epoch),
-            heartbeat_interval=i32Timedelta.parse(
-                datetime.timedelta(milliseconds=result.heartbeat_interval_ms)
-            ),
-            assignment=assignment,
-        )
+        return heartbeat_response(resp_cls, result, result.error == ErrorCode.none)
 
     async def handle_describe(self, ctx: RequestContext, req: Any) -> Any:
         version = int(type(req).__version__)
@@ -132,7 +113,7 @@ class ConsumerGroupApi:
             else:
                 found = await self.coordinator.consumer_group_describe(group_id)
             groups.append(self._group(mod, found))
-        return resp_cls(throttle_time=_NO_THROTTLE, groups=tuple(groups))
+        return resp_cls(throttle_time=NO_THROTTLE, groups=tuple(groups))
 
     @staticmethod
     def _group(mod: Any, g: DescribedConsumerGroup) -> Any:

@@ -10,11 +10,10 @@ With an authorizer (as Kafka): the heartbeat needs READ on the group, describe D
 (GROUP_AUTHORIZATION_FAILED).
 """
 
-import datetime
 from typing import Any
 
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import i32, i32Timedelta
+from kio.static.primitive import i32
 
 from broker.api.context import RequestContext
 from broker.coordinator.group import GroupCoordinator
@@ -29,11 +28,10 @@ from protocol.registry import REGISTRY
 
 from .authz import allowed
 from .dispatcher import Api
+from .group_heartbeat_response import NO_THROTTLE, heartbeat_response
 
 SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE = 76, 77
 VERSION = 1
-
-_NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
 
 
 class ShareGroupApi:
@@ -76,26 +74,7 @@ class ShareGroupApi:
                     client_host=ctx.peer_host,
                 )
             )
-        mod = __import__(resp_cls.__module__, fromlist=["Assignment", "TopicPartitions"])
-        assignment = None
-        if result.error == ErrorCode.none and result.assignment is not None:
-            assignment = mod.Assignment(
-                topic_partitions=tuple(
-                    mod.TopicPartitions(topic_id=t, partitions=tuple(i32(p) for p in sorted(ps)))
-                    for t, ps in sorted(result.assignment.items())
-                )
-            )
-        return resp_cls(
-            throttle_time=_NO_THROTTLE,
-            error_code=result.error,
-            error_message=result.message,
-            member_id=result.member_id,
-            member_epoch=i32(result.member_epoch),
-            heartbeat_interval=i32Timedelta.parse(
-                datetime.timedelta(milliseconds=result.heartbeat_interval_ms)
-            ),
-            assignment=assignment,
-        )
+        return heartbeat_response(resp_cls, result, result.error == ErrorCode.none)
 
     async def handle_describe(self, ctx: RequestContext, req: Any) -> Any:
         resp_cls = REGISTRY.spec(SHARE_GROUP_DESCRIBE).response_type(VERSION)
@@ -107,7 +86,7 @@ class ShareGroupApi:
             else:
                 found = await self.coordinator.share_group_describe(group_id)
             groups.append(self._group(mod, found))
-        return resp_cls(throttle_time=_NO_THROTTLE, groups=tuple(groups))
+        return resp_cls(throttle_time=NO_THROTTLE, groups=tuple(groups))
 
     @staticmethod
     def _group(mod: Any, g: DescribedShareGroup) -> Any:
