@@ -9,7 +9,7 @@ uninitialized marker); the leader then starts from `share.auto.offset.reset`. Wi
 authorizer, the caller needs CLUSTER_ACTION on the cluster, as between Kafka brokers.
 """
 
-import datetime
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -30,8 +30,6 @@ INITIALIZE_SHARE_GROUP_STATE = 83
 READ_SHARE_GROUP_STATE, WRITE_SHARE_GROUP_STATE, DELETE_SHARE_GROUP_STATE = 84, 85, 86
 READ_SHARE_GROUP_STATE_SUMMARY = 87
 UNINITIALIZED_START_OFFSET = -1
-
-_NO_THROTTLE = datetime.timedelta(0)
 
 
 class ShareStateApi:
@@ -54,149 +52,116 @@ class ShareStateApi:
     def _denied(self, ctx: RequestContext) -> bool:
         return not allowed_on_cluster(self.authorizer, ctx, AclOperation.CLUSTER_ACTION)
 
-    async def handle_read(self, ctx: RequestContext, req: Any) -> Any:
-        cls = REGISTRY.spec(READ_SHARE_GROUP_STATE).response_type(0)
-        mod = __import__(cls.__module__, fromlist=["ReadStateResult"])
+    async def _per_partition(
+        self,
+        ctx: RequestContext,
+        req: Any,
+        api_key: int,
+        result_type: str,
+        act: Callable[[ShareKey, Any], Awaitable[Any]],
+        answer: Callable[[Any, Any, ErrorCode, Any], Any],
+    ) -> Any:
+        """Every partition of the request: ``act(key, partition)`` at the coordinator (its
+        CoordinatorError's code is the partition's error; CLUSTER_AUTHORIZATION_FAILED without
+        the right), then ``answer(module, partition, error, value)`` is its result."""
+        cls = REGISTRY.spec(api_key).response_type(0)
+        mod = __import__(cls.__module__, fromlist=[result_type, "PartitionResult"])
+        denied = self._denied(ctx)
         results = []
         for t in req.topics:
             parts = []
             for p in t.partitions:
-                key = ShareKey(req.group_id, t.topic_id, int(p.partition))
-                error, found = ErrorCode.none, None
-                if self._denied(ctx):
+                error, value = ErrorCode.none, None
+                if denied:
                     error = ErrorCode.cluster_authorization_failed
                 else:
                     try:
-                        found = await self.coordinator.read(key)
+                        value = await act(ShareKey(req.group_id, t.topic_id, int(p.partition)), p)
                     except CoordinatorError as exc:
                         error = exc.code
-                parts.append(
-                    mod.PartitionResult(
-                        partition=p.partition,
-                        error_code=error,
-                        state_epoch=i32(found.state_epoch if found else 0),
-                        start_offset=i64(
-                            found.start_offset if found else UNINITIALIZED_START_OFFSET
-                        ),
-                        state_batches=tuple(
-                            mod.StateBatch(
-                                first_offset=i64(b.first_offset),
-                                last_offset=i64(b.last_offset),
-                                delivery_state=i8(b.delivery_state),
-                                delivery_count=i16(b.delivery_count),
-                            )
-                            for b in (found.batches if found else ())
-                        ),
-                    )
-                )
-            results.append(mod.ReadStateResult(topic_id=t.topic_id, partitions=tuple(parts)))
+                parts.append(answer(mod, p, error, value))
+            results.append(getattr(mod, result_type)(topic_id=t.topic_id, partitions=tuple(parts)))
         return cls(results=tuple(results))
+
+    async def handle_read(self, ctx: RequestContext, req: Any) -> Any:
+        def answer(mod: Any, p: Any, error: ErrorCode, found: ShareSnapshot | None) -> Any:
+            return mod.PartitionResult(
+                partition=p.partition,
+                error_code=error,
+                state_epoch=i32(found.state_epoch if found else 0),
+                start_offset=i64(found.start_offset if found else UNINITIALIZED_START_OFFSET),
+                state_batches=tuple(
+                    mod.StateBatch(
+                        first_offset=i64(b.first_offset),
+                        last_offset=i64(b.last_offset),
+                        delivery_state=i8(b.delivery_state),
+                        delivery_count=i16(b.delivery_count),
+                    )
+                    for b in (found.batches if found else ())
+                ),
+            )
+
+        return await self._per_partition(
+            ctx, req, READ_SHARE_GROUP_STATE, "ReadStateResult",
+            lambda key, _p: self.coordinator.read(key), answer,
+        )  # fmt: skip
 
     async def handle_summary(self, ctx: RequestContext, req: Any) -> Any:
         """The start offset and epochs of each share-partition, without its batches."""
-        cls = REGISTRY.spec(READ_SHARE_GROUP_STATE_SUMMARY).response_type(0)
-        mod = __import__(cls.__module__, fromlist=["ReadStateSummaryResult"])
-        results = []
-        for t in req.topics:
-            parts = []
-            for p in t.partitions:
-                error, found = ErrorCode.none, None
-                if self._denied(ctx):
-                    error = ErrorCode.cluster_authorization_failed
-                else:
-                    try:
-                        found = await self.coordinator.read(
-                            ShareKey(req.group_id, t.topic_id, int(p.partition))
-                        )
-                    except CoordinatorError as exc:
-                        error = exc.code
-                parts.append(
-                    mod.PartitionResult(
-                        partition=p.partition,
-                        error_code=error,
-                        state_epoch=i32(found.state_epoch if found else 0),
-                        leader_epoch=i32(found.leader_epoch if found else -1),
-                        start_offset=i64(
-                            found.start_offset if found else UNINITIALIZED_START_OFFSET
-                        ),
-                    )
-                )
-            results.append(mod.ReadStateSummaryResult(topic_id=t.topic_id, partitions=tuple(parts)))
-        return cls(results=tuple(results))
+
+        def answer(mod: Any, p: Any, error: ErrorCode, found: ShareSnapshot | None) -> Any:
+            return mod.PartitionResult(
+                partition=p.partition,
+                error_code=error,
+                state_epoch=i32(found.state_epoch if found else 0),
+                leader_epoch=i32(found.leader_epoch if found else -1),
+                start_offset=i64(found.start_offset if found else UNINITIALIZED_START_OFFSET),
+            )
+
+        return await self._per_partition(
+            ctx, req, READ_SHARE_GROUP_STATE_SUMMARY, "ReadStateSummaryResult",
+            lambda key, _p: self.coordinator.read(key), answer,
+        )  # fmt: skip
 
     async def handle_write(self, ctx: RequestContext, req: Any) -> Any:
-        cls = REGISTRY.spec(WRITE_SHARE_GROUP_STATE).response_type(0)
-        mod = __import__(cls.__module__, fromlist=["WriteStateResult"])
-        results = []
-        for t in req.topics:
-            parts = []
-            for p in t.partitions:
-                key = ShareKey(req.group_id, t.topic_id, int(p.partition))
-                error = ErrorCode.none
-                if self._denied(ctx):
-                    error = ErrorCode.cluster_authorization_failed
-                else:
-                    snapshot = ShareSnapshot(
-                        state_epoch=int(p.state_epoch),
-                        leader_epoch=int(p.leader_epoch),
-                        start_offset=int(p.start_offset),
-                        batches=tuple(
-                            PersistedBatch(
-                                int(b.first_offset),
-                                int(b.last_offset),
-                                int(b.delivery_state),
-                                int(b.delivery_count),
-                            )
-                            for b in p.state_batches
-                        ),
-                    )
-                    try:
-                        await self.coordinator.write(key, snapshot)
-                    except CoordinatorError as exc:
-                        error = exc.code
-                parts.append(mod.PartitionResult(partition=p.partition, error_code=error))
-            results.append(mod.WriteStateResult(topic_id=t.topic_id, partitions=tuple(parts)))
-        return cls(results=tuple(results))
+        def write(key: ShareKey, p: Any) -> Awaitable[Any]:
+            return self.coordinator.write(
+                key,
+                ShareSnapshot(
+                    state_epoch=int(p.state_epoch),
+                    leader_epoch=int(p.leader_epoch),
+                    start_offset=int(p.start_offset),
+                    batches=tuple(
+                        PersistedBatch(
+                            int(b.first_offset),
+                            int(b.last_offset),
+                            int(b.delivery_state),
+                            int(b.delivery_count),
+                        )
+                        for b in p.state_batches
+                    ),
+                ),
+            )
+
+        return await self._per_partition(
+            ctx, req, WRITE_SHARE_GROUP_STATE, "WriteStateResult", write, _error_only
+        )
 
     async def handle_initialize(self, ctx: RequestContext, req: Any) -> Any:
-        cls = REGISTRY.spec(INITIALIZE_SHARE_GROUP_STATE).response_type(0)
-        mod = __import__(cls.__module__, fromlist=["InitializeStateResult"])
-        results = []
-        for t in req.topics:
-            parts = []
-            for p in t.partitions:
-                error = ErrorCode.none
-                if self._denied(ctx):
-                    error = ErrorCode.cluster_authorization_failed
-                else:
-                    key = ShareKey(req.group_id, t.topic_id, int(p.partition))
-                    try:
-                        await self.coordinator.initialize(
-                            key, int(p.state_epoch), int(p.start_offset)
-                        )
-                    except CoordinatorError as exc:
-                        error = exc.code
-                parts.append(mod.PartitionResult(partition=p.partition, error_code=error))
-            results.append(mod.InitializeStateResult(topic_id=t.topic_id, partitions=tuple(parts)))
-        return cls(results=tuple(results))
+        return await self._per_partition(
+            ctx, req, INITIALIZE_SHARE_GROUP_STATE, "InitializeStateResult",
+            lambda key, p: self.coordinator.initialize(
+                key, int(p.state_epoch), int(p.start_offset)
+            ),
+            _error_only,
+        )  # fmt: skip
 
     async def handle_delete(self, ctx: RequestContext, req: Any) -> Any:
-        cls = REGISTRY.spec(DELETE_SHARE_GROUP_STATE).response_type(0)
-        mod = __import__(cls.__module__, fromlist=["DeleteStateResult"])
-        results = []
-        for t in req.topics:
-            parts = []
-            for p in t.partitions:
-                error = ErrorCode.none
-                if self._denied(ctx):
-                    error = ErrorCode.cluster_authorization_failed
-                else:
-                    try:
-                        await self.coordinator.delete(
-                            ShareKey(req.group_id, t.topic_id, int(p.partition))
-                        )
-                    except CoordinatorError as exc:
-                        error = exc.code
-                parts.append(mod.PartitionResult(partition=p.partition, error_code=error))
-            results.append(mod.DeleteStateResult(topic_id=t.topic_id, partitions=tuple(parts)))
-        return cls(results=tuple(results))
+        return await self._per_partition(
+            ctx, req, DELETE_SHARE_GROUP_STATE, "DeleteStateResult",
+            lambda key, _p: self.coordinator.delete(key), _error_only,
+        )  # fmt: skip
+
+
+def _error_only(mod: Any, p: Any, error: ErrorCode, _value: Any) -> Any:
+    return mod.PartitionResult(partition=p.partition, error_code=error)
