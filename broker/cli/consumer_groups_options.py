@@ -28,7 +28,8 @@ SCENARIOS: Final = (
 DEFAULT_TIMEOUT_MS: Final = 5000
 
 # (flag, argument: (type, description) or None, optional argument, doc), as Kafka declares them
-OPTIONS: Final[list[tuple[str, tuple[str, str] | None, bool, str]]] = [
+Option = tuple[str, tuple[str, str] | None, bool, str]
+OPTIONS: Final[list[Option]] = [
     ("all-groups", None, False, "Apply to all consumer groups."),
     (
         "all-topics",
@@ -126,15 +127,16 @@ OPTIONS: Final[list[tuple[str, tuple[str, str] | None, bool, str]]] = [
 LONG_OPTIONS: Final = frozenset(f for f, arg, _, _ in OPTIONS if arg and arg[0] == "Long")
 
 
-def _help() -> str:
+INTRO: Final = (
+    "This tool helps to list all consumer groups, describe a consumer group, delete "
+    "consumer group info, or reset consumer group offsets."
+)
+
+
+def render_help(intro: str, options: list[Option]) -> str:
     """The help as joptsimple lays it out: options in a 40-column left column."""
-    lines = [
-        "This tool helps to list all consumer groups, describe a consumer group, delete "
-        "consumer group info, or reset consumer group offsets.",
-        f"{'Option':<40}Description",
-        f"{'------':<40}-----------",
-    ]
-    for flag, arg, optional, doc in OPTIONS:
+    lines = [intro, f"{'Option':<40}Description", f"{'------':<40}-----------"]
+    for flag, arg, optional, doc in options:
         left = f"--{flag}"
         if arg:
             kind, what = arg
@@ -152,7 +154,7 @@ def _help() -> str:
     return NL.join(lines) + NL
 
 
-HELP: Final = _help()
+HELP: Final = render_help(INTRO, OPTIONS)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -168,35 +170,45 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="kafka-consumer-groups", add_help=False, allow_abbrev=False)
-    for flag, arg, optional, _ in OPTIONS:
+def build_parser(prog: str, options: list[Option], repeated: set[str]) -> argparse.ArgumentParser:
+    """argparse for joptsimple-style options: flags, ``repeated`` ones collect every value, an
+    optional argument makes the flag present with or without a value."""
+    p = _Parser(prog=prog, add_help=False, allow_abbrev=False)
+    for flag, arg, optional, _ in options:
         dest = flag.replace("-", "_")
         if arg is None:
             p.add_argument(f"--{flag}", dest=dest, action="store_true")
         elif optional:  # --state / --type: present with or without a value
             p.add_argument(f"--{flag}", dest=dest, nargs="?", const="", default=None)
-        elif flag in ("group", "topic", "from-file", "to-datetime", "to-offset"):
+        elif flag in repeated:
             p.add_argument(f"--{flag}", dest=dest, action="append", default=[])
         else:
             p.add_argument(f"--{flag}", dest=dest)
     return p
 
 
+def parser() -> argparse.ArgumentParser:
+    return build_parser(
+        "kafka-consumer-groups",
+        OPTIONS,
+        {"group", "topic", "from-file", "to-datetime", "to-offset"},
+    )
+
+
 def opt(name: str) -> str:
     return f"[{name.replace('_', '-')}]"
 
 
-def _invalid(used: str, other: str) -> UsageError:
+def invalid(used: str, other: str) -> UsageError:
     return UsageError(f'Option "{opt(used)}" can\'t be used with option "{opt(other)}"')
 
 
-def _has(args: argparse.Namespace, name: str) -> bool:
+def has(args: argparse.Namespace, name: str) -> bool:
     value = getattr(args, name)
     return value not in (None, False, [])
 
 
-def _long(args: argparse.Namespace, name: str) -> None:
+def parse_long(args: argparse.Namespace, name: str) -> None:
     """joptsimple's conversion of a Long option's values (the last one counts)."""
     value = getattr(args, name)
     values = value if isinstance(value, list) else [value]
@@ -219,7 +231,7 @@ def check(args: argparse.Namespace, err: TextIO) -> None:
     """Kafka's checkArgs and the one-action check of its main, in their order (the warning for a
     reset without --execute comes before the checks after it, as in Kafka)."""
     for name in LONG_OPTIONS:
-        _long(args, name.replace("-", "_"))
+        parse_long(args, name.replace("-", "_"))
     if args.timeout is None:
         args.timeout = DEFAULT_TIMEOUT_MS
     # joptsimple's availableIf: an option used without the action it needs
@@ -230,7 +242,7 @@ def check(args: argparse.Namespace, err: TextIO) -> None:
         ("state", ("describe", "list")),
         ("type", ("list",)),
     ):
-        if _has(args, name) and not any(_has(args, n) for n in needs):
+        if has(args, name) and not any(has(args, n) for n in needs):
             raise UsageError(
                 f"Option(s) {opt(name)} are unavailable given other options on the command line"
             )
@@ -240,7 +252,7 @@ def check(args: argparse.Namespace, err: TextIO) -> None:
     if args.describe:
         if not args.group and not args.all_groups:
             raise UsageError(f"Option {opt('describe')} takes one of these options: {scope}")
-        if sum(_has(args, n) for n in ("members", "offsets", "state")) > 1:
+        if sum(has(args, n) for n in ("members", "offsets", "state")) > 1:
             raise UsageError(
                 f"Option {opt('describe')} takes at most one of these options: "
                 f"{opt('members')}, {opt('offsets')}, {opt('state')}"
@@ -273,16 +285,16 @@ def check(args: argparse.Namespace, err: TextIO) -> None:
             print(warning, file=err)
         if not args.group and not args.all_groups:
             raise UsageError(f"Option {opt('reset-offsets')} takes one of these options: {scope}")
-        used = [s for s in SCENARIOS if _has(args, s)]
+        used = [s for s in SCENARIOS if has(args, s)]
         if len(used) > 1:
-            raise _invalid(used[0], used[1])
+            raise invalid(used[0], used[1])
     if args.group and args.all_groups:
-        raise _invalid("group", "all-groups")
+        raise invalid("group", "all-groups")
     if args.group and args.list:
-        raise _invalid("group", "list")
+        raise invalid("group", "list")
     if args.topic and (args.list or args.describe):
-        raise _invalid("topic", "list" if args.list else "describe")
-    if sum(_has(args, a) for a in ACTIONS) != 1:
+        raise invalid("topic", "list" if args.list else "describe")
+    if sum(has(args, a) for a in ACTIONS) != 1:
         raise UsageError(
             "Command must include exactly one action: "
             + ", ".join(f"--{a.replace('_', '-')}" for a in ACTIONS)

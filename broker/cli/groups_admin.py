@@ -1,9 +1,11 @@
-"""What ``kafka-consumer-groups.sh`` asks of the cluster, as Kafka's Admin client asks it: the
-brokers and partition leaders (Metadata), each group's coordinator (FindCoordinator), the groups
-(ListGroups on every broker), a group's description (ConsumerGroupDescribe, falling back to
-DescribeGroups for classic groups, as Kafka's admin does), its committed offsets (OffsetFetch),
-log offsets (ListOffsets on each partition's leader), and the writes: OffsetCommit as an
-admin (generation -1, no member), DeleteGroups and OffsetDelete on the coordinator.
+"""What ``kafka-consumer-groups.sh`` and ``kafka-share-groups.sh`` ask of the cluster, as Kafka's
+Admin client asks it: the brokers and partition leaders (Metadata), each group's coordinator
+(FindCoordinator), the groups (ListGroups on every broker), a group's description
+(ConsumerGroupDescribe, falling back to DescribeGroups for classic groups, as Kafka's admin does;
+ShareGroupDescribe for share groups), its committed offsets (OffsetFetch) or share-partition
+start offsets (DescribeShareGroupOffsets), log offsets (ListOffsets on each partition's leader),
+and the writes: OffsetCommit as an admin (generation -1, no member), DeleteGroups and
+OffsetDelete on the coordinator.
 
 Every call is bounded by the tool's ``--timeout``; a timeout or a refusal is a `CommandError`.
 """
@@ -26,11 +28,13 @@ from broker.cli.groups_model import (
     consumer_description,
     decode_assignment,
     group_state,
+    share_description,
 )
 
 METADATA, FIND_COORDINATOR, LIST_OFFSETS = 3, 10, 2
 OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS = 8, 9, 15, 16
 DELETE_GROUPS, OFFSET_DELETE, CONSUMER_GROUP_DESCRIBE = 42, 47, 69
+SHARE_GROUP_DESCRIBE, DESCRIBE_SHARE_GROUP_OFFSETS = 77, 90
 
 NONE, UNKNOWN_TOPIC_OR_PARTITION, COORDINATOR_LOAD_IN_PROGRESS = 0, 3, 14
 COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, UNSUPPORTED_VERSION, GROUP_ID_NOT_FOUND = 15, 16, 35, 69
@@ -47,9 +51,12 @@ T = TypeVar("T")
 class GroupAdmin:
     """The connections of one tool run: the bootstrap broker's and, lazily, one per node."""
 
-    def __init__(self, session: Session, timeout_ms: int) -> None:
+    def __init__(
+        self, session: Session, timeout_ms: int, client_id: str = "kafka-consumer-groups"
+    ) -> None:
         self.boot = session
         self.timeout_ms = timeout_ms
+        self.client_id = client_id
         self.nodes: dict[int, Session] = {}
         self.addresses: dict[int, tuple[str, int]] = {}
 
@@ -93,7 +100,7 @@ class GroupAdmin:
             self.nodes[node_id] = await self._bounded(
                 "a connection",
                 Session.open(
-                    [self.addresses[node_id]], self.boot.props, "kafka-consumer-groups", "a broker"
+                    [self.addresses[node_id]], self.boot.props, self.client_id, "a broker"
                 ),
             )
         return self.nodes[node_id]
@@ -123,6 +130,10 @@ class GroupAdmin:
             else:
                 out[str(t.name)] = {int(p.partition_index): int(p.leader_id) for p in t.partitions}
         return out
+
+    def serves(self, api_key: int) -> bool:
+        """Whether the bootstrap broker advertises ``api_key`` (ApiVersions)."""
+        return self.boot.conn.server_versions.get(api_key) is not None
 
     async def coordinator(self, group: str) -> Coordinator:
         async def find() -> Coordinator:
@@ -361,3 +372,50 @@ class GroupAdmin:
             for rp in rt.partitions
         }
         return code(resp.error_code), parts
+
+    # --- share groups ---------------------------------------------------------------------
+
+    async def describe_share(self, group: str) -> Description:
+        return await self._retrying("describeShareGroups", lambda: self._describe_share(group))
+
+    async def _describe_share(self, group: str) -> Description:
+        """ShareGroupDescribe; an unknown group is a Dead group with no member, as Kafka's
+        admin reports it (the tool prints "does not exist")."""
+        c = await self.coordinator(group)
+        resp = await self.call(
+            await self.node(c.node_id),
+            SHARE_GROUP_DESCRIBE,
+            {"group_ids": [group], "include_authorized_operations": False},
+        )
+        (g,) = resp.groups
+        err = code(g.error_code)
+        if err == GROUP_ID_NOT_FOUND:
+            return Description(group, "Share", "Dead", "", c, [], -1, -1)
+        if err:
+            raise GroupError(err, g.error_message)
+        return share_description(g, c)
+
+    async def share_offsets(self, group: str) -> dict[TP, tuple[int, int | None] | None]:
+        return await self._retrying("listShareGroupOffsets", lambda: self._share_offsets(group))
+
+    async def _share_offsets(self, group: str) -> dict[TP, tuple[int, int | None] | None]:
+        """DescribeShareGroupOffsets for all the group's topics: (topic, partition) ->
+        (start offset, leader epoch), or None for a partition without a start offset yet;
+        partitions answered with an error are left out, as Kafka's admin leaves them."""
+        resp = await self.on_coordinator(
+            group,
+            DESCRIBE_SHARE_GROUP_OFFSETS,
+            {"groups": [{"group_id": group, "topics": None}]},
+        )
+        (g,) = resp.groups
+        if code(g.error_code):
+            raise GroupError(code(g.error_code), g.error_message)
+        out: dict[TP, tuple[int, int | None] | None] = {}
+        for t in g.topics:
+            for p in t.partitions:
+                if code(p.error_code):
+                    continue
+                start, epoch = int(p.start_offset), int(p.leader_epoch)
+                tp = (str(t.topic_name), int(p.partition_index))
+                out[tp] = None if start < 0 else (start, epoch if epoch >= 0 else None)
+        return out

@@ -127,7 +127,7 @@ class Member:
 @dataclass(slots=True)
 class Description:
     group_id: str
-    type: str  # "Consumer" (KIP-848) or "Classic"
+    type: str  # "Consumer" (KIP-848), "Classic" or "Share"
     state: str  # Kafka's GroupState names: Stable, Empty, Dead, PreparingRebalance...
     assignor: str
     coordinator: Coordinator
@@ -162,6 +162,31 @@ def decode_assignment(data: bytes) -> list[TP]:
 
 def _tps(topics: Iterable[Any]) -> list[TP]:
     return [(str(t.topic_name), int(p)) for t in topics for p in t.partitions]
+
+
+def share_description(g: Any, c: Coordinator) -> Description:
+    """A ShareGroupDescribe group: members with their assignment and epoch (no target)."""
+    members = [
+        Member(
+            str(m.member_id),
+            None,
+            str(m.client_id),
+            str(m.client_host),
+            _tps(m.assignment.topic_partitions),
+            member_epoch=int(m.member_epoch),
+        )
+        for m in g.members
+    ]
+    return Description(
+        str(g.group_id),
+        "Share",
+        group_state(str(g.group_state)),
+        str(g.assignor_name),
+        c,
+        members,
+        int(g.group_epoch),
+        int(g.assignment_epoch),
+    )
 
 
 def consumer_description(g: Any, c: Coordinator) -> Description:

@@ -18,6 +18,7 @@ WRAPPERS = {
     "kafka-configs.sh": ("broker.cli.configs", "--bootstrap-server"),
     "kafka-acls.sh": ("broker.cli.acls", "--bootstrap-server"),
     "kafka-consumer-groups.sh": ("broker.cli.consumer_groups", "--reset-offsets"),
+    "kafka-share-groups.sh": ("broker.cli.share_groups", "--delete-offsets"),
     "kafka-mirrors.sh": ("broker.cli.mirrors", "--bootstrap-server"),
     "kafka-leader-election.sh": ("broker.cli.leader_election", "--election-type"),
     "kafka-reassign-partitions.sh": ("broker.cli.reassign_partitions", "--reassignment-json-file"),
