@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer, TopicPartition
 
 from .clients import create_topic
 from .node import ROOT, Node
@@ -20,6 +20,7 @@ from .node import ROOT, Node
 TOOL = str(ROOT / "bin" / "kafka-share-groups.sh")
 TOPIC, PARTS, PER_PARTITION = "queue", 2, 10
 ACTIVE, EMPTY, DOOMED = "sg-active", "sg-empty", "sg-doomed"
+CLASSIC = "cg-classic"  # a classic group with committed offsets: no share group
 SHARE_NODE = {
     "group__share__enable": "true",
     "group__share__heartbeat__interval__ms": "300",
@@ -97,6 +98,9 @@ def tool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tool]:
             c = _member(node, group, "share-2")
             _settle(c, accept)
             c.close()
+        classic = Consumer({"bootstrap.servers": node.bootstrap, "group.id": CLASSIC})
+        classic.commit(offsets=[TopicPartition(TOPIC, 0, 5)], asynchronous=False)
+        classic.close()
         yield Tool(node, active)
     finally:
         for c in members:
@@ -168,8 +172,9 @@ def test_describe_members(tool: Tool) -> None:
     p = tool.ok("--describe", "--group", EMPTY, "--members")
     assert p.stdout == ""
     assert p.stderr == f"\nShare group '{EMPTY}' has no active members.\n"
-    p = tool.ok("--describe", "--group", "nope", "--members")
-    assert p.stdout == "\nError: Share group 'nope' does not exist.\n"
+    for group in ("nope", CLASSIC):
+        p = tool.ok("--describe", "--group", group, "--members")
+        assert p.stdout == f"\nError: Share group '{group}' does not exist.\n"
 
 
 def test_describe_state(tool: Tool) -> None:
@@ -199,7 +204,7 @@ def test_describe_state(tool: Tool) -> None:
 
 
 def test_delete(tool: Tool) -> None:
-    p = tool.ok("--delete", "--group", ACTIVE, "--group", "nope")
+    p = tool.ok("--delete", "--group", ACTIVE, "--group", "nope", "--group", CLASSIC)
     assert p.stdout == (
         "\nError: Deletion of some share groups failed:\n"
         f"* Group '{ACTIVE}' could not be deleted due to: "
@@ -207,6 +212,8 @@ def test_delete(tool: Tool) -> None:
         "EMPTY.\n"
         "* Group 'nope' could not be deleted due to: java.lang.IllegalArgumentException: Group "
         "'nope' is not a share group.\n"
+        f"* Group '{CLASSIC}' could not be deleted due to: java.lang.IllegalArgumentException: "
+        f"Group '{CLASSIC}' is not a share group.\n"
     )
     p = tool.ok("--delete", "--group", DOOMED)
     assert p.stdout == f"Deletion of requested share groups ('{DOOMED}') was successful.\n"
