@@ -147,6 +147,13 @@ def test_describe_offsets(tool: Tool) -> None:
     p = tool.ok("--describe", "--group", EMPTY, "--verbose")
     assert p.stdout == "\nGROUP           TOPIC           PARTITION  LEADER-EPOCH  START-OFFSET\n"
     assert p.stderr == ""  # Kafka 4.1 prints no state note with the offsets
+    # no such share group: the offsets cannot be listed, a command error (exit 1, one line)
+    p = tool.run("--describe", "--group", "nope")
+    assert p.returncode == 1 and p.stdout == ""
+    assert p.stderr == (
+        "Error while executing share group command: org.apache.kafka.common.errors."
+        "GroupIdNotFoundException: Group nope is not a share group.\n"
+    )
     header_only = "\nGROUP           TOPIC           PARTITION  START-OFFSET\n"
     assert tool.ok("--describe", "--all-groups").stdout == expected + header_only * 2
 
