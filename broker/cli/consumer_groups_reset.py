@@ -167,24 +167,29 @@ class Resetter:
                 f'"{",".join(map(tp_text, leaderless))}" have no leader'
             )
 
+    async def _topic_partitions(self, topics: Sequence[str]) -> list[TP]:
+        """Kafka's parseTopicPartitionsToReset: ``t:0,1`` as given, ``t`` as all its
+        partitions."""
+        with_parts = [t for t in topics if ":" in t]
+        plain = [t for t in topics if ":" not in t]
+        tps = [tp for t in with_parts for tp in parse_topic_partitions(t)]
+        if plain:
+            found = await self.admin.metadata(plain)
+            for t in plain:
+                parts = found.get(t)
+                if parts is None:
+                    raise CommandError(
+                        "org.apache.kafka.common.errors.UnknownTopicOrPartitionException: "
+                        "This server does not host this topic-partition."
+                    )
+                tps += [(t, p) for p in sorted(parts)]
+        return tps
+
     async def _scope(self, group: str) -> list[TP]:
         if self.args.all_topics:
             return sorted(await self.admin.committed(group))
         if self.args.topic:
-            with_parts = [t for t in self.args.topic if ":" in t]
-            plain = [t for t in self.args.topic if ":" not in t]
-            tps = [tp for t in with_parts for tp in parse_topic_partitions(t)]
-            if plain:
-                found = await self.admin.metadata(plain)
-                for t in plain:
-                    parts = found.get(t)
-                    if parts is None:
-                        raise CommandError(
-                            "org.apache.kafka.common.errors.UnknownTopicOrPartitionException: "
-                            "This server does not host this topic-partition."
-                        )
-                    tps += [(t, p) for p in sorted(parts)]
-            return tps
+            return await self._topic_partitions(self.args.topic)
         if not self.args.from_file:
             raise UsageError("One of the reset scopes should be defined: --all-topics, --topic.")
         return []

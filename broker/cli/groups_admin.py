@@ -5,7 +5,8 @@ Admin client asks it: the brokers and partition leaders (Metadata), each group's
 ShareGroupDescribe for share groups), its committed offsets (OffsetFetch) or share-partition
 start offsets (DescribeShareGroupOffsets), log offsets (ListOffsets on each partition's leader),
 and the writes: OffsetCommit as an admin (generation -1, no member), DeleteGroups and
-OffsetDelete on the coordinator.
+OffsetDelete on the coordinator; for share groups AlterShareGroupOffsets and
+DeleteShareGroupOffsets there.
 
 Every call is bounded by the tool's ``--timeout``; a timeout or a refusal is a `CommandError`.
 """
@@ -35,6 +36,7 @@ METADATA, FIND_COORDINATOR, LIST_OFFSETS = 3, 10, 2
 OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS = 8, 9, 15, 16
 DELETE_GROUPS, OFFSET_DELETE, CONSUMER_GROUP_DESCRIBE = 42, 47, 69
 SHARE_GROUP_DESCRIBE, DESCRIBE_SHARE_GROUP_OFFSETS = 77, 90
+ALTER_SHARE_GROUP_OFFSETS, DELETE_SHARE_GROUP_OFFSETS = 91, 92
 
 NONE, UNKNOWN_TOPIC_OR_PARTITION, COORDINATOR_LOAD_IN_PROGRESS = 0, 3, 14
 COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, UNSUPPORTED_VERSION, GROUP_ID_NOT_FOUND = 15, 16, 35, 69
@@ -419,3 +421,52 @@ class GroupAdmin:
                 tp = (str(t.topic_name), int(p.partition_index))
                 out[tp] = None if start < 0 else (start, epoch if epoch >= 0 else None)
         return out
+
+    async def alter_share_offsets(self, group: str, offsets: Mapping[TP, int]) -> None:
+        await self._retrying(
+            "alterShareGroupOffsets", lambda: self._alter_share_offsets(group, offsets)
+        )
+
+    async def _alter_share_offsets(self, group: str, offsets: Mapping[TP, int]) -> None:
+        """AlterShareGroupOffsets: the group's error, else the first partition's, fails it (as
+        the admin's ``all()``)."""
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for (t, p), off in sorted(offsets.items()):
+            topics.setdefault(t, []).append({"partition_index": p, "start_offset": off})
+        resp = await self.on_coordinator(
+            group,
+            ALTER_SHARE_GROUP_OFFSETS,
+            {
+                "group_id": group,
+                "topics": [{"topic_name": t, "partitions": ps} for t, ps in topics.items()],
+            },
+        )
+        if code(resp.error_code):
+            raise GroupError(code(resp.error_code), resp.error_message)
+        for rt in resp.responses:
+            for rp in rt.partitions:
+                if code(rp.error_code):
+                    raise GroupError(code(rp.error_code), rp.error_message)
+
+    async def delete_share_offsets(
+        self, group: str, topics: Sequence[str]
+    ) -> tuple[tuple[int, str | None], dict[str, tuple[int, str | None]]]:
+        return await self._retrying(
+            "deleteShareGroupOffsets", lambda: self._delete_share_offsets(group, topics)
+        )
+
+    async def _delete_share_offsets(
+        self, group: str, topics: Sequence[str]
+    ) -> tuple[tuple[int, str | None], dict[str, tuple[int, str | None]]]:
+        """DeleteShareGroupOffsets: the group's (error, message) and each topic's."""
+        resp = await self.on_coordinator(
+            group,
+            DELETE_SHARE_GROUP_OFFSETS,
+            {"group_id": group, "topics": [{"topic_name": t} for t in topics]},
+        )
+        if code(resp.error_code) in RETRIABLE:
+            raise GroupError(code(resp.error_code))
+        per_topic = {
+            str(r.topic_name): (code(r.error_code), r.error_message) for r in resp.responses
+        }
+        return (code(resp.error_code), resp.error_message), per_topic

@@ -4,9 +4,8 @@
 Actions (exactly one): ``--list`` (``--state [s,..]``), ``--describe`` (``--group G``... or
 ``--all-groups``; ``--offsets`` (default), ``--members``, ``--state``; ``--verbose``),
 ``--delete --group G``... (only Empty share groups: the tool checks, as Kafka's does, before
-it sends DeleteGroups). ``--reset-offsets`` and ``--delete-offsets`` need the
-AlterShareGroupOffsets / DeleteShareGroupOffsets RPCs: the tool says which one the cluster does
-not serve and exits 1.
+it sends DeleteGroups), ``--reset-offsets`` and ``--delete-offsets`` (share_groups_offsets:
+AlterShareGroupOffsets / DeleteShareGroupOffsets, only for a group without members).
 
 The offsets table is Kafka 4.1's: GROUP, TOPIC, PARTITION, (LEADER-EPOCH,) START-OFFSET, the
 share-partition start offsets of DescribeShareGroupOffsets v0 (``-``: no start offset yet). A
@@ -26,8 +25,9 @@ import sys
 from collections.abc import Sequence
 from typing import Final, TextIO
 
+from broker.cli import share_groups_offsets as share_offsets
 from broker.cli import share_groups_options as options
-from broker.cli.admin import CommandError, Session, UsageError, optional_config, run_main, servers
+from broker.cli.admin import Session, UsageError, optional_config, run_main, servers
 from broker.cli.consumer_groups_describe import assignment_text, print_error
 from broker.cli.groups_admin import NONE, GroupAdmin
 from broker.cli.groups_model import Description, exception_text, group_state
@@ -36,7 +36,6 @@ TOOL: Final = "kafka-share-groups.sh"
 MISSING: Final = "-"
 SHARE: Final = ["Share"]  # ListGroups types filter (ListGroupsOptions.forShareGroups())
 SHARE_STATES: Final = ("Empty", "Stable", "Dead")  # GroupState.groupStatesForType(SHARE)
-ALTER_SHARE_GROUP_OFFSETS, DELETE_SHARE_GROUP_OFFSETS = 91, 92
 
 
 def parse_states(text: str) -> list[str]:
@@ -222,21 +221,6 @@ async def delete_groups(admin: GroupAdmin, args: argparse.Namespace, out: TextIO
         print(f"\nThese share groups were deleted successfully: {quoted}", file=out)
 
 
-# --- --reset-offsets / --delete-offsets ------------------------------------------------------
-
-
-def refuse_offsets(admin: GroupAdmin, args: argparse.Namespace) -> None:
-    """Both need an RPC this tool does not send yet; say which, and whether the cluster has it."""
-    flag, rpc, key = (
-        ("--reset-offsets", "AlterShareGroupOffsets", ALTER_SHARE_GROUP_OFFSETS)
-        if args.reset_offsets
-        else ("--delete-offsets", "DeleteShareGroupOffsets", DELETE_SHARE_GROUP_OFFSETS)
-    )
-    if not admin.serves(key):
-        raise CommandError(f"{flag} needs {rpc} (API key {key}), which the cluster does not serve")
-    raise CommandError(f"{flag} needs {rpc} (API key {key}), which this tool does not send yet")
-
-
 async def _run(args: argparse.Namespace, states: list[str] | None, out: TextIO, err: TextIO) -> int:
     addresses = servers(args.bootstrap_server)
     props = optional_config(args.command_config, "--command-config")
@@ -250,8 +234,10 @@ async def _run(args: argparse.Namespace, states: list[str] | None, out: TextIO, 
             await describe_groups(admin, args, out, err)
         elif args.delete:
             await delete_groups(admin, args, out)
+        elif args.reset_offsets:
+            return await share_offsets.reset_offsets(admin, args, out, err)
         else:
-            refuse_offsets(admin, args)
+            await share_offsets.delete_offsets(admin, args, out)
     finally:
         admin.close()
     return 0
