@@ -3,6 +3,8 @@ confluent-kafka's ShareConsumer: one member that accepted part of each partition
 (Stable), one that accepted one partition, released the other and left (Empty), one to delete.
 Tables are checked to the character (Kafka 4.1's widths, ``-`` for missing values, the notes
 on stdout and stderr); bad invocations get Kafka's messages and exit 1 without a traceback.
+--reset-offsets and --delete-offsets run on groups and topics of their own: a ShareConsumer
+proves where the group starts after an --execute, a dry run or a delete.
 """
 
 import subprocess
@@ -266,6 +268,18 @@ def test_delete(tool: Tool) -> None:
         (["--all-groups"],
          "Command must include exactly one action: --list, --describe, --delete, "
          "--reset-offsets, --delete-offsets."),
+        (["--reset-offsets", "--group", "g", "--topic", TOPIC, "--dry-run"],
+         "Option '[reset-offsets]' requires one of the following scenarios: [to-datetime], "
+         "[to-earliest], [to-latest]"),
+        (["--reset-offsets", "--group", "g", "--group", "h", "--to-latest", "--dry-run"],
+         "Found multiple arguments for option group, but you asked for only one"),
+        (["--reset-offsets", "--group", "g", "--topic", f"{TOPIC}:x", "--to-latest",
+          "--dry-run"],
+         f"Invalid partition 'x' specified in topic arg '{TOPIC}:x''"),
+        (["--reset-offsets", "--to-latest", "--dry-run"],
+         "Option [reset-offsets] takes the option: [group]"),
+        (["--delete-offsets", "--topic", "t"],
+         "Option [delete-offsets] takes the following options: [group], [topic]"),
         (["--list", "--timeout", "soon"], "Cannot parse argument 'soon' of option timeout"),
         (["--list", "--frobnicate"], "frobnicate is not a recognized option"),
     ],
@@ -281,20 +295,149 @@ def test_bad_invocations(tool: Tool, args: list[str], message: str) -> None:
     ]
 
 
-def test_offset_actions_name_the_missing_rpc(tool: Tool) -> None:
+RESET_GROUP, RESET_TOPIC = "sg-reset", "reset-me"
+PLAN_HEADER = "\nGROUP           TOPIC           PARTITION  NEW-OFFSET"
+
+
+def _take(node: Node, group: str, n: int) -> list[int]:
+    """A ShareConsumer (implicit acknowledgement) of RESET_TOPIC takes ``n`` records, accepts
+    them and leaves: their offsets, sorted."""
+    c = ShareConsumer({"bootstrap.servers": node.bootstrap, "group.id": group})
+    c.subscribe([RESET_TOPIC])
+    try:
+        got: set[int] = set()
+        deadline = time.monotonic() + 30
+        while len(got) < n and time.monotonic() < deadline:
+            got |= {m.offset() for m in c.poll(0.2) if m is not None and m.error() is None}
+        c.commit_sync(15)
+        return sorted(got)
+    finally:
+        c.close()
+
+
+def _empty(tool: Tool, group: str) -> None:
+    """Wait until the group has no members (a closed consumer's leave reached the node)."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        out = tool.ok("--list", "--state", "Empty").stdout
+        if group in out.split():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{group} never became Empty")
+
+
+def test_reset_offsets(tool: Tool) -> None:
+    """Dry runs change nothing (an unknown group stays unknown); --execute sets the start offset
+    a ShareConsumer then starts at; refused while the group has a member."""
+    create_topic(tool.node.bootstrap, RESET_TOPIC, 1)
+    producer = Producer({"bootstrap.servers": tool.node.bootstrap})
+    for i in range(10):
+        producer.produce(RESET_TOPIC, value=b"r%d" % i, partition=0)
+    assert producer.flush(20) == 0
+    base = ["--reset-offsets", "--group", RESET_GROUP, "--topic", RESET_TOPIC]
+    row = f"\n{RESET_GROUP:<15} {RESET_TOPIC:<15} {'0':<10} "
+    # a group that does not exist yet: planned, and a dry run does not make it
+    p = tool.ok(*base, "--to-latest", "--dry-run")
+    assert p.stdout == PLAN_HEADER + row + "10\n" and p.stderr == ""
+    assert RESET_GROUP not in tool.ok("--list").stdout.split()
+    # --execute makes the group with the new start offset
+    assert tool.ok(*base, "--to-latest", "--execute").stdout == PLAN_HEADER + row + "10\n"
+    assert RESET_GROUP in tool.ok("--list").stdout.split()
+    # a dry run to the earliest offset changes nothing either
+    assert tool.ok(*base, "--to-earliest", "--dry-run").stdout == PLAN_HEADER + row + "0\n"
+    for i in range(10, 13):
+        producer.produce(RESET_TOPIC, value=b"r%d" % i, partition=0)
+    assert producer.flush(20) == 0
+    assert _take(tool.node, RESET_GROUP, 3) == [10, 11, 12]
+    _empty(tool, RESET_GROUP)
+    # --to-datetime far in the past: the first offset; --topic t:p names the partition
+    p = tool.ok(
+        "--reset-offsets", "--group", RESET_GROUP, "--topic", f"{RESET_TOPIC}:0",
+        "--to-datetime", "2000-01-01T00:00:00.000", "--execute",
+    )  # fmt: skip
+    assert p.stdout == PLAN_HEADER + row + "0\n"
+    assert _take(tool.node, RESET_GROUP, 13) == list(range(13))
+    _empty(tool, RESET_GROUP)
+    # a group with a member is refused before anything is planned
+    member = ShareConsumer({"bootstrap.servers": tool.node.bootstrap, "group.id": RESET_GROUP})
+    member.subscribe([RESET_TOPIC])
+    try:
+        deadline = time.monotonic() + 20
+        while RESET_GROUP not in tool.ok("--list", "--state", "Stable").stdout.split():
+            assert time.monotonic() < deadline, "the member never joined"
+            member.poll(0.2)
+        p = tool.run(*base, "--to-earliest", "--execute")
+        assert p.returncode == 1 and p.stdout == ""
+        assert p.stderr == f"Share group '{RESET_GROUP}' is not empty.\n"
+        # --delete-offsets is refused by the coordinator: the error, then each topic's status
+        p = tool.ok("--delete-offsets", "--group", RESET_GROUP, "--topic", RESET_TOPIC)
+        message = f"The group {RESET_GROUP} is not empty."
+        assert p.stdout == (
+            f"\nError: {message}\n\nTOPIC           STATUS\n{RESET_TOPIC:<15} Error: {message}\n"
+        )
+    finally:
+        member.close()
+
+
+def test_delete_offsets(tool: Tool) -> None:
+    """Deleted, the group has no start offset: the next consumer starts from the reset point
+    (share.auto.offset.reset=earliest on this node), not where the group was."""
+    group = "sg-forget"
+    create_topic(tool.node.bootstrap, "forget-me", 1)
+    p = Producer({"bootstrap.servers": tool.node.bootstrap})
+    for i in range(5):
+        p.produce("forget-me", value=b"f%d" % i, partition=0)
+    assert p.flush(20) == 0
+    tool.ok("--reset-offsets", "--group", group, "--topic", "forget-me", "--to-latest", "--execute")
+    p = tool.ok("--delete-offsets", "--group", group, "--topic", "forget-me", "--topic", "nope")
+    assert p.stdout == (
+        "\nTOPIC           STATUS"
+        "\nforget-me       Successful"
+        "\nnope            Error: The topic nope does not exist.\n"
+    )
+    p = tool.ok("--delete-offsets", "--group", group, "--topic", "forget-me")
+    assert p.stdout == "\nTOPIC           STATUS\nforget-me       Successful\n"
+    # an Empty group's offsets: the node reports no partition without members
+    p = tool.ok("--describe", "--group", group)
+    assert p.stdout == "\nGROUP           TOPIC           PARTITION  START-OFFSET\n"
+    c = ShareConsumer({"bootstrap.servers": tool.node.bootstrap, "group.id": group})
+    c.subscribe(["forget-me"])
+    try:
+        got: set[int] = set()
+        deadline = time.monotonic() + 30
+        while len(got) < 5 and time.monotonic() < deadline:
+            got |= {m.offset() for m in c.poll(0.2) if m is not None and m.error() is None}
+        assert sorted(got) == list(range(5))
+    finally:
+        c.close()
+    # no such group / a classic group: the coordinator's error, then each topic's status
+    for name, message in (
+        ("ghost", "Group ghost not found."),
+        (CLASSIC, f"Group {CLASSIC} is not a share group."),
+    ):
+        p = tool.ok("--delete-offsets", "--group", name, "--topic", "forget-me")
+        assert p.stdout == (
+            f"\nError: {message}\n\nTOPIC           STATUS\nforget-me       Error: {message}\n"
+        )
+
+
+def test_reset_offsets_command_errors(tool: Tool) -> None:
     p = tool.run(
-        "--reset-offsets", "--group", EMPTY, "--topic", TOPIC, "--to-earliest", "--execute"
+        "--reset-offsets", "--group", "g", "--topic", f"{TOPIC}:7", "--to-earliest", "--dry-run"
     )
     assert p.returncode == 1 and p.stdout == ""
     assert p.stderr == (
-        "Error while executing share group command: --reset-offsets needs AlterShareGroupOffsets "
-        "(API key 91), which the cluster does not serve\n"
+        "Error while executing share group command: org.apache.kafka.common.errors."
+        f'UnknownTopicOrPartitionException: The partitions "{TOPIC}-7" do not exist\n'
     )
-    p = tool.run("--delete-offsets", "--group", EMPTY, "--topic", TOPIC)
-    assert p.returncode == 1
+    p = tool.run(
+        "--reset-offsets", "--group", "g", "--topic", TOPIC, "--to-datetime", "yesterday",
+        "--dry-run",
+    )  # fmt: skip
+    assert p.returncode == 1 and p.stdout == ""
     assert p.stderr == (
-        "Error while executing share group command: --delete-offsets needs "
-        "DeleteShareGroupOffsets (API key 92), which the cluster does not serve\n"
+        "Error while executing share group command: java.text.ParseException: Error parsing "
+        "timestamp. It does not contain a 'T' according to ISO8601 format\n"
     )
 
 
@@ -309,7 +452,8 @@ def test_help_timeout_and_command_config(tool: Tool, tmp_path: Path) -> None:
     config = tmp_path / "admin.properties"
     config.write_text("client.id=sg-tool\nrequest.timeout.ms=10000\n")
     p = tool.ok("--list", "--command-config", str(config), "--timeout", "20000")
-    assert sorted(p.stdout.split()) == sorted([ACTIVE, EMPTY])
+    assert {ACTIVE, EMPTY} <= set(p.stdout.split())  # with the groups other tests made
+    assert sorted(p.stdout.split()) == sorted(tool.ok("--list").stdout.split())
     p = tool.run("--list", "--command-config", str(tmp_path / "missing.properties"))
     assert p.returncode == 1 and "missing.properties does not exist" in p.stderr
     # nothing answers there: the command fails within --timeout, in one line
