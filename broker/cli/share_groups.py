@@ -1,5 +1,5 @@
-"""``kafka-share-groups.sh``: list, describe and delete KIP-932 share groups, with Apache Kafka
-4.1's flags, messages and tables (ShareGroupCommand).
+"""``kafka-share-groups.sh``: list, describe and delete KIP-932 share groups, reset or delete
+their start offsets, with Apache Kafka 4.1's flags, messages and tables (ShareGroupCommand).
 
 Actions (exactly one): ``--list`` (``--state [s,..]``), ``--describe`` (``--group G``... or
 ``--all-groups``; ``--offsets`` (default), ``--members``, ``--state``; ``--verbose``),
