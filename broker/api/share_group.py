@@ -71,7 +71,7 @@ class ShareGroupApi:
                     rack_id=req.rack_id,
                     topic_names=None if names is None else tuple(names),
                     client_id=ctx.client_id,
-                    client_host=ctx.peer_host,
+                    client_host=f"/{ctx.peer_host}",  # Kafka's InetAddress.toString()
                 )
             )
         return heartbeat_response(resp_cls, result, result.error == ErrorCode.none)
