@@ -106,6 +106,7 @@ from .log import file_cache
 from .log.cleaner import CleanerConfig, LogCleaner
 from .log.clock import SystemClock
 from .log.config import LogConfig
+from .log.log_writer import ThreadedWriter
 from .log.manager import LogManager, LogSchedule
 from .metadata.image import (
     METADATA_TOPIC,
@@ -241,7 +242,11 @@ class Node:
             hw_checkpoint_ms=config.replica_high_watermark_checkpoint_interval_ms,
             producer_expiry_check_ms=config.producer_id_expiration_check_interval_ms,
         )
-        self.logs = LogManager(log_dirs, self.default_log_config, self.clock, schedule=schedule)
+        # Appends are written by one thread, so the loop never waits for the disk (log_writer).
+        self.log_writer = ThreadedWriter()
+        self.logs = LogManager(
+            log_dirs, self.default_log_config, self.clock, schedule=schedule, writer=self.log_writer
+        )
         # KIP-1279: a read-only mirror partition stays byte-identical to its source; and, as
         # Kafka pauses it, the cleaner leaves a partition alone while it moves to another dir.
         self.cleaner = LogCleaner(
@@ -1046,7 +1051,8 @@ class Node:
             await clients.close()
         await self.lifecycle_channel.close()
         await self.quorum.close()
-        self.logs.close()
+        self.logs.close()  # drains every log's writes
+        self.log_writer.stop()
         if self.meta_logs is not self.logs:
             self.meta_logs.close()
         log.info("kmirror node %d stopped", self.config.node_id)

@@ -23,7 +23,8 @@ NOT_ENOUGH_REPLICAS (retriable for every client); another epoch: INVALID_PRODUCE
 
 Appends go through the partition (`broker.replication.partition`): acks=all is refused with
 NOT_ENOUGH_REPLICAS while the ISR is under min.insync.replicas, and once appended waits (within
-the request's timeout) until every ISR member holds the records.
+the request's timeout) until every ISR member holds the records. acks=1 is answered once the
+log writer (broker/log/log_writer) has put the records in the file, never before.
 """
 
 import datetime
@@ -90,6 +91,7 @@ class ProduceApi:
         acks = req.acks
         topics_out: list[dict[str, Any]] = []
         waits: list[tuple[dict[str, Any], Any, int]] = []  # acks=all: (row, partition, offset)
+        writes: list[tuple[dict[str, Any], Any, int]] = []  # acks=1: the same, until written
         authz = s.authorizer
         txn_denied = (
             authz is not None
@@ -177,6 +179,8 @@ class ProduceApi:
                     continue
                 if acks == -1 and result.last_offset >= 0:
                     waits.append((row, hosted, result.last_offset + 1))
+                elif acks == 1 and result.last_offset >= 0:
+                    writes.append((row, hosted, result.last_offset + 1))
                 row["base_offset"] = result.first_offset
                 row["log_append_time"] = result.log_append_time_ms
                 row["log_start_offset"] = result.log_start_offset
@@ -185,6 +189,8 @@ class ProduceApi:
             topics_out.append({"name": name, "topic_id": t.topic_id, "partitions": parts_out})
         if waits:
             await _wait_for_isr(waits, req.timeout_ms / 1000)
+        if writes:
+            await _wait_written(writes, req.timeout_ms / 1000)
         throttle_ms = 0
         quotas = self.quotas
         if quotas is not None and quotas.active() and quotas.produce.enabled:
@@ -247,6 +253,23 @@ async def _wait_for_isr(waits: list[tuple[dict[str, Any], Any, int]], timeout_s:
     deadline = time.monotonic() + max(0.0, timeout_s)
     for row, partition, required in waits:
         code = await partition.wait_committed(required, max(0.0, deadline - time.monotonic()))
+        if code != ErrorCode.none:
+            row["error_code"] = code
+            row["base_offset"] = -1
+            row["log_append_time"] = -1
+
+
+# acks=1 waits for the log writer at least this long, whatever the request's timeout (Kafka
+# answers acks=1 once the leader wrote, never REQUEST_TIMED_OUT): only a stuck disk hits it.
+_MIN_WRITE_WAIT_S = 30.0
+
+
+async def _wait_written(writes: list[tuple[dict[str, Any], Any, int]], timeout_s: float) -> None:
+    """acks=1: answered once the leader's log writer has put the records in the file (the
+    page cache, which survives a kill -9), as Kafka's leader has when it answers."""
+    deadline = time.monotonic() + max(timeout_s, _MIN_WRITE_WAIT_S)
+    for row, partition, required in writes:
+        code = await partition.wait_written(required, max(0.0, deadline - time.monotonic()))
         if code != ErrorCode.none:
             row["error_code"] = code
             row["base_offset"] = -1

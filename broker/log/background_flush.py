@@ -7,7 +7,8 @@ Three steps, so the loop never waits for the disk:
 1. ``PartitionLog.plan_flush`` (on the loop) captures the offset to make durable, writes the
    index entries still in memory, lists the files to fsync and, for a checkpoint, encodes the
    producer state as of that offset;
-2. ``FlushPlan.run`` (a worker thread) opens each file in turn, fsyncs and closes it (a plan
+2. ``FlushPlan.run`` (a worker thread) waits for the log writer to have written everything
+   below the planned offset (``barrier``: appends are written by another thread), opens each file in turn, fsyncs and closes it (a plan
    holds no descriptor while it waits: thousands of logs rolling at once must not use up the
    node's), and writes the snapshot to a temporary file, fsynced. A file gone meanwhile (a
    deleted or swapped segment) fails the plan: nothing is claimed durable that was not fsynced;
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,11 +40,16 @@ class FlushPlan:
     paths: list[Path] = field(default_factory=list)  # files to fsync
     snapshot: bytes | None = None  # encoded producer state as of ``up_to``
     snapshot_tmp: Path | None = None
+    # Waits until the log writer has put every byte below ``up_to`` in the files (None:
+    # nothing was pending at planning): a flush never claims bytes still in memory.
+    barrier: Callable[[], None] | None = None
     ok: bool = False
 
     def run(self) -> None:
         """The worker thread's part: fsync, write the snapshot's temporary file."""
         try:
+            if self.barrier is not None:
+                self.barrier()
             for path in self.paths:
                 fsync_dir(path)
             if self.snapshot is not None and self.snapshot_tmp is not None:

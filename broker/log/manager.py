@@ -52,6 +52,7 @@ from .checkpoint import (
 from .clock import Clock
 from .config import LogConfig
 from .dir_lock import DirLock
+from .log_writer import INLINE, LogWriter
 from .partition_log import PartitionLog, partition_dir_name
 from .replica_move import FUTURE_DIR_SUFFIX, MOVE_MARKER, ReplicaMover
 
@@ -62,6 +63,7 @@ _FUTURE_DIR: Final = re.compile(
     r"^(?P<topic>.+)-(?P<partition>\d+)\.[0-9a-f]+" + re.escape(FUTURE_DIR_SUFFIX) + "$"
 )
 
+_METADATA_TOPIC: Final = "__cluster_metadata"  # the Raft log (see _writer_for)
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
@@ -91,10 +93,12 @@ class LogManager:
         clock: Clock,
         *,
         schedule: LogSchedule | None = None,
+        writer: LogWriter = INLINE,
     ) -> None:
         if not log_dirs:
             raise ValueError("at least one log dir is needed")
         self.schedule = schedule or LogSchedule()
+        self.writer = writer  # every log's appends (log_writer): the node's thread, or inline
         now = clock.now_ms()
         self._last_run = dict.fromkeys(("retention", "recovery", "start", "hw", "expiry"), now)
         # logs that asked for background work (see PartitionLog.on_background_work)
@@ -166,6 +170,7 @@ class LogManager:
                 recovery_point=recovery_points.get(tp, 0),
                 log_start_offset=log_starts.get(tp),
                 clean_shutdown=clean,
+                writer=self._writer_for(tp[0]),
             )
             # The HW from the last checkpoint (clamped to the log); without one, the log start:
             # nothing is known committed until the ISR says so again.
@@ -194,6 +199,11 @@ class LogManager:
         os.replace(loser, doomed)
         shutil.rmtree(doomed, ignore_errors=True)
         return child_marked
+
+    def _writer_for(self, topic: str) -> LogWriter:
+        """The metadata log writes inline: Raft fsyncs right after each append, and must not
+        wait behind the partitions' queued writes (its fetches carry the brokers' heartbeats)."""
+        return INLINE if topic == _METADATA_TOPIC else self.writer
 
     @staticmethod
     def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:
@@ -241,6 +251,7 @@ class LogManager:
             self._clock,
             clean_shutdown=True,  # brand new: nothing to recover
             sync_files=False,  # fsynced by the flush thread: creating thousands stays fast
+            writer=self._writer_for(topic),
         )
         self._add(tp, plog, log_dir)
         self._unsynced_dirs.append(plog.dir)

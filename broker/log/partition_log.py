@@ -57,12 +57,14 @@ from .epoch_cache import LeaderEpochCache
 from .errors import (
     CORRUPT_MESSAGE,
     INVALID_RECORD,
+    KAFKA_STORAGE_ERROR,
     RECORD_LIST_TOO_LARGE,
     CorruptIndexError,
     LogAppendError,
     OffsetOutOfRange,
     UnexpectedAppendOffsetError,
 )
+from .log_writer import INLINE, LogWriter, WriteJob
 from .producer_state import CompletedTxn, ProducerStateManager
 from .segment import (
     DELETED_SUFFIX,
@@ -150,6 +152,7 @@ class PartitionLog:
         topic_id: uuid.UUID | None,
         config: LogConfig,
         clock: Clock,
+        writer: LogWriter = INLINE,
     ) -> None:
         self.dir = directory
         self.topic = topic
@@ -180,6 +183,16 @@ class PartitionLog:
         self.on_background_work: Callable[[PartitionLog], None] | None = None
         self._generation = 0  # truncations so far: a background flush planned before one is void
         self._flush_in_flight = False
+        # Appends go through the writer (see log_writer): with a threaded one the log end
+        # (``_leo``, offsets assigned) runs ahead of what is in the file. ``_last_job`` is the
+        # newest write not yet known done, ``_written_leo`` the log end the file has reached.
+        self._writer = writer
+        self._last_job: WriteJob | None = None
+        self._written_leo = 0
+        self._write_error: OSError | None = None
+        # Called on the loop when writes completed (the partition advances its HW and wakes
+        # acks=1 produces and fetchers waiting for them).
+        self.on_written: Callable[[], None] | None = None
 
     def _want_background(self) -> None:
         hook = self.on_background_work
@@ -217,6 +230,7 @@ class PartitionLog:
         clean_shutdown: bool = False,
         high_watermark: int | None = None,
         sync_files: bool = True,
+        writer: LogWriter = INLINE,
     ) -> PartitionLog:
         """Open (creating if needed) the log of ``topic``-``partition``.
 
@@ -229,7 +243,7 @@ class PartitionLog:
         name = partition_dir_name(topic, partition)
         pdir = dir if dir.name == name else dir / name
         pdir.mkdir(parents=True, exist_ok=True)
-        plog = cls(pdir, topic, partition, topic_id, config, clock)
+        plog = cls(pdir, topic, partition, topic_id, config, clock, writer)
         plog._load(recovery_point, log_start_offset, clean_shutdown, high_watermark, sync_files)
         return plog
 
@@ -362,6 +376,8 @@ class PartitionLog:
             max_index_size=cfg.segment_index_bytes,
             now_ms=now_ms,
             roll_jitter_ms=jitter,
+            writer=self._writer,
+            owner=self,
         )
 
     # -- properties ----------------------------------------------------------------------
@@ -396,7 +412,53 @@ class PartitionLog:
 
     @property
     def log_end_offset(self) -> int:
+        """Offsets assigned so far: what reads see (pending writes are read from memory)."""
         return self._leo
+
+    @property
+    def written_end_offset(self) -> int:
+        """The log end the file has reached (the page cache: it survives a kill -9). The
+        leader's high watermark, acks=1 and a follower's fetch offset go by this one."""
+        return self._leo if self._last_job is None else self._written_leo
+
+    @property
+    def write_error(self) -> OSError | None:
+        """A failed write: the log refuses appends (KAFKA_STORAGE_ERROR) from then on."""
+        return self._write_error
+
+    @property
+    def writer(self) -> LogWriter:
+        return self._writer
+
+    # -- completions from the writer (on the loop) -----------------------------------------
+    def on_segment_written(self, job: WriteJob) -> None:
+        if job.error is not None:
+            if self._write_error is None:
+                self._write_error = job.error
+                log.error("%s: a write failed, appends are refused: %s", self.name, job.error)
+            return
+        if self._last_job is None:
+            return  # already drained
+        self._written_leo = max(self._written_leo, job.end_offset)
+        if job is self._last_job:
+            self._last_job = None
+
+    def on_writes_applied(self) -> None:
+        hook = self.on_written
+        if hook is not None:
+            hook()
+
+    def drain_writes(self) -> None:
+        """Block until every queued write of this log is in the file (truncation, flush,
+        close, move: rare operations that need the files whole)."""
+        last = self._last_job
+        if last is None:
+            return
+        self._writer.wait(last)  # FIFO: every earlier job of every segment is done too
+        for seg in self._segments:
+            seg.drain()
+        if self._write_error is None:
+            self._last_job = None
 
     @property
     def high_watermark(self) -> int:
@@ -512,7 +574,7 @@ class PartitionLog:
                     )
         if leader_epoch >= 0:
             self.epoch_cache.assign(leader_epoch, first_offset)
-        self._write(out, metas, first_offset, last_offset, max_ts, now_ms)
+        self._write(out, metas, first_offset, last_offset, max_ts, now_ms, owned=True)
         self._count_unflushed(record_count)
         if psm is not None:
             self._update_producer_state(psm, [BatchView(out, cb.position) for cb in checked])
@@ -588,7 +650,7 @@ class PartitionLog:
         data = records if total == len(records) else memoryview(records)[:total]
         if unsummed:
             data = _fill_crcs(data, unsummed)
-        self._write(data, metas, first_offset, last_offset, max_ts, now_ms)
+        self._write(data, metas, first_offset, last_offset, max_ts, now_ms, owned=bool(unsummed))
         self._count_unflushed(record_count)
         psm = self.producer_state
         if psm is not None:
@@ -638,7 +700,13 @@ class PartitionLog:
         last_offset: int,
         max_ts: int,
         now_ms: int,
+        *,
+        owned: bool = False,
     ) -> None:
+        if self._write_error is not None:
+            raise LogAppendError(
+                KAFKA_STORAGE_ERROR, f"{self.name}: an earlier write failed: {self._write_error}"
+            )
         size = len(data) if not isinstance(data, memoryview) else data.nbytes
         seg = self._segments[-1]
         if seg.should_roll(
@@ -650,7 +718,11 @@ class PartitionLog:
             now_ms=now_ms,
         ):
             seg = self.roll(first_offset, now_ms=now_ms)
-        seg.append(data, metas)
+        job = seg.append(data, metas, end_offset=last_offset + 1, owned=owned)
+        if job is not None:
+            if self._last_job is None:
+                self._written_leo = self._leo
+            self._last_job = job
         self._leo = last_offset + 1
 
     def _count_unflushed(self, records: int) -> None:
@@ -696,6 +768,7 @@ class PartitionLog:
         offset = self._leo if up_to is None else min(up_to, self._leo)
         if offset <= self._recovery_point:
             return
+        self.drain_writes()
         for i, seg in enumerate(self._segments):
             seg_end = self._bases[i + 1] if i + 1 < len(self._bases) else None
             if seg_end is not None and seg_end <= self._recovery_point:
@@ -745,6 +818,9 @@ class PartitionLog:
                 plan.snapshot_tmp = psm.snapshot_tmp_path(end)
         if end <= self._recovery_point and plan.snapshot is None:
             return None
+        if self._last_job is not None:
+            # The flush thread first waits until the writer has put ``end`` in the file.
+            plan.barrier = self._writer.barrier()
         self._flush_in_flight = True
         return plan
 
@@ -948,6 +1024,7 @@ class PartitionLog:
         if offset >= self._leo:
             self.epoch_cache.truncate_from_end(self._leo)
             return False
+        self.drain_writes()
         if self._segments[0].base_offset > offset:
             self.truncate_fully_and_start_at(offset)
             return True
@@ -976,6 +1053,7 @@ class PartitionLog:
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete all data; the log restarts empty at ``offset``."""
+        self.drain_writes()
         now = self._clock.now_ms()
         for seg in self._segments:
             seg.delete()
@@ -1132,6 +1210,7 @@ class PartitionLog:
         """Clean shutdown: flush everything, trim the indexes, close the files."""
         if self._closed:
             return
+        self.drain_writes()
         self.flush()
         self.epoch_cache.flush()
         for seg in self._segments:
@@ -1141,6 +1220,7 @@ class PartitionLog:
 
     def delete(self) -> None:
         """Remove the whole partition directory (no flush)."""
+        self.drain_writes()
         for seg in self._segments:
             seg.close_handles()
         self._pending_deletes.clear()
@@ -1149,6 +1229,7 @@ class PartitionLog:
 
     def close_handles(self) -> None:
         """Close files without flushing (before the manager renames the directory)."""
+        self.drain_writes()
         for seg in self._segments:
             seg.close_handles()
         self._closed = True
@@ -1160,6 +1241,7 @@ class PartitionLog:
         one every holder uses. In one go on the loop, so no append or read sees it half-moved.
         Raises (changing nothing) when ``copy`` does not hold this log; the old directory is
         the caller's to remove."""
+        self.drain_writes()
         fresh = PartitionLog.open(
             copy,
             self.topic,
@@ -1170,6 +1252,7 @@ class PartitionLog:
             clean_shutdown=True,
             log_start_offset=self._log_start,
             high_watermark=self._hw,
+            writer=self._writer,
         )
         same = (
             fresh._bases == self._bases
@@ -1183,6 +1266,8 @@ class PartitionLog:
             seg.close_handles()
         self.dir = fresh.dir
         self._segments = fresh._segments
+        for seg in self._segments:
+            seg.adopt(self)  # completions of later writes come to this object
         self.epoch_cache = fresh.epoch_cache
         self._pending_deletes = []  # files in the old directory, which goes as a whole
         self._recovery_point = self._leo  # the copy was fsynced

@@ -327,6 +327,7 @@ def _batch(todo: list[LogSegment]) -> list[LogSegment]:
 
 def _open_segment(seg: LogSegment) -> list[_FileCopy]:
     """Descriptors of a segment's files, the log first; opened on the loop."""
+    seg.drain()  # a just-sealed segment may still have writes queued
     files = [_FileCopy(seg.log_path.name, os.dup(seg.fd), seg.size)]
     try:
         # Index entries only: an active segment's preallocated tail would read as entries
@@ -395,5 +396,6 @@ def _copy_side_files(plog: PartitionLog, into: Path) -> list[str]:
 
 
 def _tail(seg: LogSegment, size: int) -> bytes:
+    seg.drain()
     n = min(size, _TAIL)
     return os.pread(seg.fd, n, size - n) if n else b""

@@ -3,18 +3,27 @@
 Batches are written and read as opaque bytes (``pwrite``/``pread``). Only batch headers are
 parsed here; the one exception is the timestamp search, which must find a record inside a
 batch (ListOffsets is not a hot path).
+
+Appends go through a ``LogWriter`` (see log_writer). With a threaded one, ``size`` counts the
+bytes assigned and ``written`` those in the file; the chunks between them stay in memory
+(``_pending``, FIFO and contiguous) and every read overlays them, so readers see an append at
+once. Whatever needs the file whole (truncation, recovery, close, delete, fsync, a copy)
+first ``drain``s the segment, and the descriptor stays owned, never in the LRU cache, while
+writes are pending (a sealed segment hands it over once they are done).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import mmap
 import os
 import struct
-from collections.abc import Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, NamedTuple
+from typing import TYPE_CHECKING, Final, NamedTuple, Protocol
 
 from protocol.errors import ProtocolError
 from protocol.records import (
@@ -28,6 +37,7 @@ from protocol.records.batch import LOG_OVERHEAD, MIN_BATCH_LENGTH
 
 from .file_cache import OpenFileCache, default_cache
 from .index import NO_TIMESTAMP, OffsetIndex, TimeIndex, TimestampOffset
+from .log_writer import INLINE, LogWriter, WriteJob, WriteNotify
 from .segment_file import SegmentFile
 from .txn_index import TransactionIndex
 
@@ -51,6 +61,15 @@ log = logging.getLogger(__name__)
 
 def file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
+
+
+Pread = Callable[[int, int, int], bytes]  # os.pread's signature: (fd, size, position)
+
+
+class SegmentOwner(WriteNotify, Protocol):
+    """The log a segment belongs to: told of each completed write (on the loop)."""
+
+    def on_segment_written(self, job: WriteJob) -> None: ...
 
 
 class BatchHeader(NamedTuple):
@@ -88,8 +107,9 @@ def batch_max_timestamp(view: BatchView) -> int:
         return view.max_timestamp
 
 
-def iter_headers(fd: int, start: int, end: int) -> Iterator[BatchHeader]:
-    """Walk whole batches in ``[start, end)`` of a file, reading headers only; stops at a torn tail."""
+def iter_headers(fd: int, start: int, end: int, pread: Pread = os.pread) -> Iterator[BatchHeader]:
+    """Walk whole batches in ``[start, end)`` of a file, reading headers only; stops at a torn
+    tail. ``pread``: a segment's, when bytes not yet written must be read from memory."""
     pos = start
     buf = b""
     buf_start = start
@@ -99,7 +119,7 @@ def iter_headers(fd: int, start: int, end: int) -> Iterator[BatchHeader]:
         if off + _HEAD.size > len(buf):
             # After a big batch, fetch just the next header rather than a whole chunk.
             want = _HEAD.size if last_size >= _SCAN_CHUNK else min(_SCAN_CHUNK, end - pos)
-            buf = os.pread(fd, want, pos)
+            buf = pread(fd, want, pos)
             buf_start, off = pos, 0
             if len(buf) < _HEAD.size:
                 return
@@ -123,12 +143,21 @@ class LogSegment:
         now_ms: int,
         roll_jitter_ms: int = 0,
         file_cache: OpenFileCache | None = None,
+        writer: LogWriter = INLINE,
+        owner: SegmentOwner | None = None,
     ) -> None:
         self.base_offset = base_offset
+        self._writer = writer
+        self._owner = owner
+        self._pending: deque[WriteJob] = deque()  # submitted, not yet known written
+        self._done_seq = 0  # the last job whose completion was applied
+        self._seal_when_written = False  # sealed with writes pending: disown once done
+        self.write_error: OSError | None = None
         self.log_path = directory / file_name(base_offset, LOG_SUFFIX)
         # Owned by appends, else in the bounded cache of log.max.open.files (segment_file).
         self._file = SegmentFile(self.log_path, file_cache or default_cache())
         self.size = self._file.open()
+        self.written = self.size  # bytes in the file; ``size`` - ``written`` are pending
         try:
             self.index = OffsetIndex(
                 directory / file_name(base_offset, INDEX_SUFFIX), base_offset, max_index_size
@@ -169,14 +198,84 @@ class LogSegment:
         stop = self.size if end is None else end
         fd = self._file.owned  # the active segment's: no pinning needed (the fast path)
         if fd is not None:
-            return iter_headers(fd, start, stop)
+            return iter_headers(fd, start, stop, self._pread_fn())
         return self._file.iterate(lambda fd: iter_headers(fd, start, stop))
 
     def read(self, position: int, size: int) -> bytes:
         fd = self._file.owned
         if fd is not None:
+            if self._pending and position + size > self.written:
+                return self._pread_overlay(fd, size, position)
             return os.pread(fd, size, position)
-        return self._file.pread(size, position)
+        return self._file.pread(size, position)  # no descriptor owned: nothing pending
+
+    # -- writes not yet in the file --------------------------------------------------------
+    def adopt(self, owner: SegmentOwner) -> None:
+        """Report completions to ``owner`` from now on (a log moved to another log dir)."""
+        self._owner = owner
+
+    @property
+    def writes_pending(self) -> bool:
+        return bool(self._pending)
+
+    def _pread_fn(self) -> Pread:
+        return self._pread_overlay if self._pending else os.pread
+
+    def _pread_overlay(self, fd: int, size: int, position: int) -> bytes:
+        """``os.pread`` of the assigned bytes: the file below ``written``, memory above it."""
+        written = self.written
+        end = min(position + size, self.size)
+        if end <= written or not self._pending:
+            return os.pread(fd, size, position)
+        parts: list[bytes | memoryview] = []
+        if position < written:
+            parts.append(os.pread(fd, written - position, position))
+        for job in self._pending:  # contiguous from ``written``: a few at the tail
+            start, stop = job.position, job.end
+            if stop <= position:
+                continue
+            if start >= end:
+                break
+            parts.append(
+                memoryview(job.data)[max(position, start) - start : min(end, stop) - start]
+            )
+        return b"".join(parts)
+
+    def on_write_done(self, job: WriteJob) -> WriteNotify | None:
+        """A job's completion, on the loop (the writer's batch, or ``drain``); the owner to
+        notify, or None when a drain already applied it."""
+        if job.seq <= self._done_seq:
+            return None
+        self._done_seq = job.seq
+        pending = self._pending
+        if job.error is not None:
+            # Its bytes stay readable from memory; the log refuses appends from now on.
+            if self.write_error is None:
+                self.write_error = job.error
+        else:
+            while pending and pending[0].seq <= job.seq:
+                pending.popleft()
+            self.written = job.end
+        if not pending and self._seal_when_written:
+            self._seal_when_written = False
+            self._file.disown()
+        owner = self._owner
+        if owner is None:
+            return None
+        owner.on_segment_written(job)
+        return owner
+
+    def drain(self) -> None:
+        """Block until this segment's queued writes are in the file (rare operations only);
+        the owner hears of it on the next loop iteration, as from the writer."""
+        if not self._pending:
+            return
+        last = self._pending[-1]
+        self._writer.wait(last)
+        owner = self.on_write_done(last)
+        if owner is not None:
+            with contextlib.suppress(RuntimeError):  # no loop (tools): nobody waits
+                asyncio.get_running_loop().call_soon(owner.on_writes_applied)
 
     # -- timestamps ----------------------------------------------------------------------
     @property
@@ -234,16 +333,29 @@ class LogSegment:
         )
 
     # -- append --------------------------------------------------------------------------
-    def append(self, data: Buffer, metas: Sequence[BatchMeta]) -> None:
+    def append(
+        self, data: Buffer, metas: Sequence[BatchMeta], *, end_offset: int = -1, owned: bool = False
+    ) -> WriteJob | None:
+        """Write ``data`` at the end; returns the job while it is pending (a threaded writer).
+
+        ``owned``: nobody else holds or changes ``data`` (else a threaded writer copies it,
+        a view of a network frame must not outlive its frame). ``end_offset`` is what the
+        owner's log end will be once the job is written."""
         physical = self.size
-        view = memoryview(data)
+        total = data.nbytes if isinstance(data, memoryview) else len(data)
         fd = self._file.owned
         if fd is None:
             fd = self._file.own()
-        written = 0
-        total = view.nbytes
-        while written < total:
-            written += os.pwrite(fd, view[written:], physical + written)
+        writer = self._writer
+        if not writer.inline and not owned and not isinstance(data, bytes):
+            data = bytes(data)
+        job = WriteJob(self, fd, physical, data, end_offset)
+        writer.submit(job)  # inline: written now; else may block while the queue is full
+        pending = not writer.inline
+        if pending:
+            self._pending.append(job)
+        else:
+            self.written = physical + total
         self.size = physical + total
         if physical == 0:
             self._rolling_ts = max(m.max_timestamp for m in metas)
@@ -257,13 +369,14 @@ class LogSegment:
                 self._bytes_since_index = 0
             self._bytes_since_index += meta.size
         self._max_ts = max_ts
+        return job if pending else None
 
     # -- lookups -------------------------------------------------------------------------
     def translate_offset(self, offset: int, start_position: int = 0) -> BatchHeader | None:
         """The first batch whose last offset is >= ``offset`` (the one holding it, or the next)."""
         pos = max(self.index.lookup(offset).position, start_position)
         # Nothing below opens another file, so the descriptor needs no pin (the fetch path).
-        for header in iter_headers(self.fd, pos, self.size):
+        for header in iter_headers(self.fd, pos, self.size, self._pread_fn()):
             if header.last_offset >= offset:
                 return header
         return None
@@ -318,6 +431,7 @@ class LogSegment:
         (once that batch's header matches its entry; otherwise everything is validated).
         Returns ``(bytes truncated, why)``.
         """
+        self.drain()
         resume = None if trusted_below is None else self._trusted_prefix(trusted_below)
         if resume is None:
             self.index.reset()
@@ -406,7 +520,7 @@ class LogSegment:
         truncated = self.size - valid
         if truncated:
             os.ftruncate(self.fd, valid)
-            self.size = valid
+            self.size = self.written = valid
             if why is None:
                 why = "torn batch at the end"
         self._max_ts = max_ts
@@ -420,6 +534,7 @@ class LogSegment:
 
     def truncate_to(self, offset: int, now_ms: int) -> int:
         """Drop every batch from the one holding ``offset`` on; returns bytes removed."""
+        self.drain()
         header = self.translate_offset(offset)
         self.index.truncate_to(offset)
         self.time_index.truncate_to(offset)
@@ -430,7 +545,7 @@ class LogSegment:
         if header is not None:
             removed = self.size - header.position
             os.ftruncate(self.fd, header.position)
-            self.size = header.position
+            self.size = self.written = header.position
         if self.size == 0:
             self.created_ms = now_ms
             self._rolling_ts = None
@@ -458,7 +573,10 @@ class LogSegment:
         self.time_index.maybe_append(ts.timestamp, ts.offset, skip_full_check=True)
         self.index.trim()  # writes the entries out; the flush the roll schedules fsyncs them
         self.time_index.trim()
-        self._file.disown()
+        if self._pending:
+            self._seal_when_written = True  # the writer still uses the descriptor
+        else:
+            self._file.disown()
 
     def sync_paths(self) -> list[Path]:
         """The files a flush fsyncs (the log and its two indexes, whose pending entries are
@@ -470,6 +588,7 @@ class LogSegment:
         return [self.log_path, self.index.path, self.time_index.path]
 
     def flush(self) -> None:
+        self.drain()
         self._file.fsync()
         self.index.flush()
         self.time_index.flush()
@@ -478,6 +597,7 @@ class LogSegment:
     def close(self) -> None:
         if self._file.closed:
             return
+        self.drain()  # never close a descriptor the writer may still use
         if self._max_ts is not None:
             ts = self._max_ts
             self.time_index.maybe_append(ts.timestamp, ts.offset, skip_full_check=True)
@@ -489,6 +609,7 @@ class LogSegment:
 
     def close_handles(self) -> None:
         """Close the files without the final index work (the segment is going away)."""
+        self.drain()
         self.index.close_handle()
         self.time_index.close_handle()
         self.txn_index.close()

@@ -79,6 +79,7 @@ class Partition:
         self.follower.mirrored = config.mirrored
         self._waiters: set[asyncio.Future[None]] = set()
         self._watches: dict[ChangeWatch, Any] = {}  # long-polling Fetches, by their key for us
+        log.on_written = self._on_written
 
     def __repr__(self) -> str:
         role = "leader" if self.is_leader else f"follower of {self.leader_id}"
@@ -193,6 +194,34 @@ class Partition:
     def _appended(self) -> None:
         self.leader.on_append(self._now_ms())
         self.wake()
+
+    def _on_written(self) -> None:
+        """The log writer put appends in the file: the HW may move (it counts only written
+        records), and acks=1 produces and the replica fetcher waiting for them go on."""
+        if self.is_leader:
+            self.leader.on_append(self._now_ms())
+        self.wake()
+
+    async def wait_written(self, required_offset: int, timeout_s: float) -> ErrorCode:
+        """Until the log's records below ``required_offset`` are in the file (acks=1; a
+        follower before its next Fetch). NONE also when the log was cut below it meanwhile;
+        KAFKA_STORAGE_ERROR after a failed write, REQUEST_TIMED_OUT after ``timeout_s``."""
+        plog = self.log
+        deadline = time.monotonic() + timeout_s
+        while plog.written_end_offset < min(required_offset, plog.log_end_offset):
+            if plog.write_error is not None:
+                return ErrorCode.kafka_storage_error
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return ErrorCode.request_timed_out
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters.add(fut)
+            try:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(fut, remaining)
+            finally:
+                self._waiters.discard(fut)
+        return ErrorCode.none
 
     async def wait_committed(self, required_offset: int, timeout_s: float) -> ErrorCode:
         """acks=all: wait until the high watermark reaches ``required_offset`` (one past the

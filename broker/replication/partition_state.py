@@ -96,6 +96,12 @@ class LeaderLog(EpochLookup, Protocol):
     def log_end_offset(self) -> int: ...
 
     @property
+    def written_end_offset(self) -> int:
+        """The log end already in the file (``log_end_offset`` also counts appends the log
+        writer has not written yet): the leader's own end for the high watermark."""
+        ...
+
+    @property
     def high_watermark(self) -> int: ...
 
     @high_watermark.setter
@@ -424,7 +430,9 @@ class LeaderPartitionState:
     def _maybe_increment_hw(self, now_ms: int) -> bool:
         if not self.is_leader or len(self.isr_state.isr) < self.effective_min_isr:
             return False
-        end = self.log.log_end_offset
+        # Only what the leader has written counts: an acknowledged record is in the page
+        # cache, which a kill -9 leaves (the writer completing calls ``on_append`` again).
+        end = self.log.written_end_offset
         new_hw = end
         maximal = self.isr_state.maximal
         lag = self.config.replica_lag_time_max_ms

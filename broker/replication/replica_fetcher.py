@@ -51,6 +51,7 @@ log = logging.getLogger(__name__)
 LIST_OFFSETS = 2
 EARLIEST, LATEST = -2, -1
 _MIN_VERSION = 12  # DivergingEpoch in Fetch responses (KIP-595)
+_WRITE_WAIT_S = 30.0  # a follower waits this long for its log writer before backing off
 
 
 class LeaderClients(Protocol):
@@ -284,6 +285,7 @@ class ReplicaFetcher:
             return False
         sent = {((p.topic_id if by_id else p.topic), p.partition): (p, r) for p, r in wanted}
         backoff_s = self._config.backoff_ms / 1000
+        appended: list[Partition] = []
         for tkey, data in resp.partitions:
             entry = sent.get((tkey, data.partition))
             if entry is None:
@@ -322,6 +324,8 @@ class ReplicaFetcher:
                     log.exception("%s: follower append failed", p)
                 self._delayed[(p.topic, p.partition)] = time.monotonic() + backoff_s
                 continue
+            if step.appended:
+                appended.append(p)
             if step.beyond_epoch:
                 log.warning(
                     "%s: the leader sent a batch of an epoch above %d; it is fetched again",
@@ -335,7 +339,17 @@ class ReplicaFetcher:
                 self._delayed[(p.topic, p.partition)] = time.monotonic() + backoff_s
             if step.truncated_to >= 0:
                 log.info("%s: truncated to %d", p, step.truncated_to)
+        await self._wait_written(appended)
         return True
+
+    async def _wait_written(self, appended: list[Partition]) -> None:
+        """The next Fetch reports our log end to the leader, which counts it toward the high
+        watermark: it goes only once the log writer has put these appends in the file."""
+        for p in appended:
+            code = await p.wait_written(p.log.log_end_offset, _WRITE_WAIT_S)
+            if code != ErrorCode.none:
+                log.warning("%s: appends not written (%s); fetching later", p, code.name)
+                self._delayed[(p.topic, p.partition)] = time.monotonic() + _WRITE_WAIT_S
 
     async def _reset_offsets(self, p: Partition) -> None:
         """After OFFSET_OUT_OF_RANGE: the leader's log start and end (ListOffsets as a replica,

@@ -29,6 +29,10 @@ class ReplicaLog:
         return self._log.log_end_offset
 
     @property
+    def written_end_offset(self) -> int:
+        return self._log.written_end_offset
+
+    @property
     def high_watermark(self) -> int:
         return self._log.high_watermark
 

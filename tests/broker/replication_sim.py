@@ -199,6 +199,10 @@ class MemLog:
         return self.start + len(self.recs)
 
     @property
+    def written_end_offset(self) -> int:
+        return self.log_end_offset  # appends are written at once here
+
+    @property
     def high_watermark(self) -> int:
         return self.hw
 
