@@ -220,9 +220,9 @@ class ThreadedWriter:
             return
         try:
             job.write()
-        except OSError as exc:
+        except Exception as exc:  # never let the thread die: the loop may wait on it
             self._failed.add(key)
-            job.error = exc
+            job.error = exc if isinstance(exc, OSError) else OSError(str(exc))
             log.error("log write of %d bytes at %d failed: %s", job.nbytes, job.position, exc)
 
     def _wake_loop(self) -> None:

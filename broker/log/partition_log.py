@@ -750,7 +750,7 @@ class PartitionLog:
             self._segments.pop()
             self._bases.pop()
         else:
-            active.on_become_inactive()
+            active.on_become_inactive()  # drains its writes first (see there)
             self._roll_flush_offset = new_base
             self._want_background()
         seg = self._make_segment(new_base, now)

@@ -7,9 +7,9 @@ batch (ListOffsets is not a hot path).
 Appends go through a ``LogWriter`` (see log_writer). With a threaded one, ``size`` counts the
 bytes assigned and ``written`` those in the file; the chunks between them stay in memory
 (``_pending``, FIFO and contiguous) and every read overlays them, so readers see an append at
-once. Whatever needs the file whole (truncation, recovery, close, delete, fsync, a copy)
-first ``drain``s the segment, and the descriptor stays owned, never in the LRU cache, while
-writes are pending (a sealed segment hands it over once they are done).
+once. Whatever needs the file whole (truncation, recovery, roll, close, delete, fsync, a copy)
+first ``drain``s the segment (a short blocking wait), so only the active segment ever has
+writes pending, and its descriptor is owned, never in the LRU cache.
 """
 
 from __future__ import annotations
@@ -151,7 +151,6 @@ class LogSegment:
         self._owner = owner
         self._pending: deque[WriteJob] = deque()  # submitted, not yet known written
         self._done_seq = 0  # the last job whose completion was applied
-        self._seal_when_written = False  # sealed with writes pending: disown once done
         self.write_error: OSError | None = None
         self.log_path = directory / file_name(base_offset, LOG_SUFFIX)
         # Owned by appends, else in the bounded cache of log.max.open.files (segment_file).
@@ -256,9 +255,6 @@ class LogSegment:
             while pending and pending[0].seq <= job.seq:
                 pending.popleft()
             self.written = job.end
-        if not pending and self._seal_when_written:
-            self._seal_when_written = False
-            self._file.disown()
         owner = self._owner
         if owner is None:
             return None
@@ -573,10 +569,10 @@ class LogSegment:
         self.time_index.maybe_append(ts.timestamp, ts.offset, skip_full_check=True)
         self.index.trim()  # writes the entries out; the flush the roll schedules fsyncs them
         self.time_index.trim()
-        if self._pending:
-            self._seal_when_written = True  # the writer still uses the descriptor
-        else:
-            self._file.disown()
+        # Written before the next segment's file exists: a kill -9 must not leave a segment
+        # short of its last batches with a later one after it (a gap recovery cannot see).
+        self.drain()
+        self._file.disown()
 
     def sync_paths(self) -> list[Path]:
         """The files a flush fsyncs (the log and its two indexes, whose pending entries are

@@ -144,20 +144,25 @@ def test_truncation_with_writes_pending(tmp_path: Path) -> None:
     assert all_bytes(plog)[:kept] == before[:kept]
 
 
-def test_roll_with_writes_pending_keeps_the_descriptor_until_written(tmp_path: Path) -> None:
+def test_roll_with_writes_pending_drains_the_sealed_segment(tmp_path: Path) -> None:
+    """Only the active segment ever has writes pending: a kill must not leave a sealed
+    segment short of batches with the next segment's file after it."""
     writer = ManualWriter()
     plog = open_log(tmp_path, small_config(**{"segment.bytes": "1024"}), writer=writer)
     for i in range(12):
         plog.append_as_leader(batch(3, tag=i), 0, now_ms=T0)
-    segs = plog.segments
-    assert len(segs) > 2
-    sealed = segs[0]
-    assert sealed.writes_pending and sealed._file.owned is not None  # the writer uses it
+    *sealed, active = plog.segments
+    assert len(sealed) >= 2
+    for seg in sealed:
+        assert not seg.writes_pending and os.path.getsize(seg.log_path) == seg.size
+        assert seg._file.owned is None  # back to the LRU cache
+    assert active.writes_pending
+    assert plog.written_end_offset < plog.log_end_offset == 36
     expected = all_bytes(plog)
     writer.complete()
-    assert not sealed.writes_pending and sealed._file.owned is None  # back to the LRU cache
     assert all_bytes(plog) == expected
     assert plog.written_end_offset == plog.log_end_offset == 36
+    assert file_size(plog) == plog.size_bytes
 
 
 def test_flush_plan_waits_for_the_writer(tmp_path: Path) -> None:
