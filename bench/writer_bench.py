@@ -87,6 +87,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=15.0, help="flood duration")
     parser.add_argument("--alone", type=float, default=4.0, help="probe-only duration")
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--profile", type=Path, help="py-spy raw profile of the node (flood)")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="kmirror-writer-bench-"))
     node = Node(
@@ -107,8 +108,32 @@ def main() -> None:
         cpu0, wall0 = cpu_seconds(node.proc.pid), time.perf_counter()
         proc = flood(node.bootstrap, args.seconds)
         time.sleep(1.0)  # the flood reaches full speed
+        spy = None
+        if args.profile is not None:
+            spy = subprocess.Popen(
+                [
+                    str(Path(sys.executable).with_name("py-spy")),
+                    "record",
+                    "--pid",
+                    str(node.proc.pid),
+                    "--duration",
+                    str(int(args.seconds - 3)),
+                    "--format",
+                    "raw",
+                    "--output",
+                    str(args.profile),
+                    "--threads",
+                    "--idle",
+                    "--rate",
+                    "200",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
         lat = probe(node.bootstrap, args.seconds - 2.0)
         out, _ = proc.communicate(timeout=120)
+        if spy is not None:
+            spy.wait(60)
         wall = time.perf_counter() - wall0
         result["with_flood"] = percentiles(lat)
         stats = json.loads(out.strip().splitlines()[-1])

@@ -138,6 +138,11 @@ class ProduceApi:
                     row["error_code"] = denied
                     continue
                 hosted = s.replicas.get(name, p.index) if name is not None else None
+                # The log writer is behind and this log has much queued: wait, then look again
+                # (waiters resume together; each looks again, so they go in under the bound).
+                while hosted is not None and (room := hosted.log.writer_room()) is not None:
+                    await room
+                    hosted = s.replicas.get(name, p.index) if name is not None else None
                 if topic is None or hosted is None:
                     row["error_code"] = (
                         missing

@@ -1,13 +1,14 @@
 """Log appends off the event loop: a segment hands its bytes to a writer, which ``pwrite``s them.
 
 ``InlineWriter`` (the default: unit tests, tools) writes at once. ``ThreadedWriter`` (the
-node) queues ``WriteJob``s FIFO for one thread, so the loop never waits for the disk on an
-append and network and disk overlap. Ordering: one queue per node, so a log's jobs complete
-in the order they were submitted. Completions return to the loop in batches: after each write
-the thread adds the job to a done list and wakes the loop only if no wake-up is pending, so a
-busy loop gets one ``call_soon_threadsafe`` per drained batch, not one per write. The bytes
-queued are bounded: over the bound ``submit`` blocks the loop until the thread is below it,
-which is no worse than writing inline (today's behaviour under page-cache pressure).
+node) queues ``WriteJob``s for one thread, so the loop never waits for the disk on an append
+and network and disk overlap. Ordering: a FIFO queue per log, so a log's jobs complete in the
+order they were submitted; the queues are served round-robin. Completions return to the loop
+in batches: after each write the thread adds the job to a done list and wakes the loop only
+if no wake-up is pending, so a busy loop gets one ``call_soon_threadsafe`` per drained batch,
+not one per write. The bytes queued are bounded: appenders that can wait await ``room()``
+past a soft bound, and over the hard bound ``submit`` blocks the loop until the thread is
+below it, which is no worse than writing inline (the behaviour before the writer).
 
 Until a job completes its bytes live in the segment (``LogSegment`` overlays them on reads)
 and in the job; the owner learns of the completion on the loop (``WriteSink``), where all
@@ -36,6 +37,12 @@ log = logging.getLogger(__name__)
 Buffer = bytes | bytearray | memoryview
 
 DEFAULT_MAX_QUEUED_BYTES: Final = 64 << 20
+# A log with less than this queued never waits for room: a small produce is not held back
+# because another log filled the queue.
+SMALL_QUEUE_BYTES: Final = 1 << 20
+# Nor does one log queue more than this: enough to keep the disk busy, and what a roll or a
+# truncation of that log may have to wait for (they drain it on the loop).
+LOG_QUEUE_BYTES: Final = 16 << 20
 
 
 class WriteSink(Protocol):
@@ -51,14 +58,23 @@ class WriteNotify(Protocol):
 
 
 class WriteJob:
-    """``data`` goes to ``fd`` at ``position``; ``seq`` orders jobs (FIFO, node-wide)."""
+    """``data`` goes to ``fd`` at ``position``. Jobs of one ``queue`` (a log) are written in
+    the order submitted; ``seq`` numbers them node-wide, in submission order."""
 
-    __slots__ = ("data", "end_offset", "error", "fd", "position", "seq", "sink")
+    __slots__ = ("data", "done", "end_offset", "error", "fd", "position", "queue", "seq", "sink")
 
     def __init__(
-        self, sink: WriteSink, fd: int, position: int, data: Buffer, end_offset: int
+        self,
+        sink: WriteSink,
+        fd: int,
+        position: int,
+        data: Buffer,
+        end_offset: int,
+        queue: object = None,
     ) -> None:
         self.sink = sink
+        self.queue = sink if queue is None else queue
+        self.done = False  # set by the writer thread (under its lock) once written or failed
         self.fd = fd
         self.position = position
         self.data = data
@@ -99,6 +115,11 @@ class LogWriter(Protocol):
         """A wait, for another thread, until everything submitted so far is written."""
         ...
 
+    def room(self, queue: object) -> asyncio.Future[None] | None:
+        """Back-pressure for appenders to ``queue`` (a log) that can wait: None to go ahead,
+        else await it."""
+        ...
+
 
 def _no_wait() -> None:
     return None
@@ -118,29 +139,43 @@ class InlineWriter:
     def barrier(self) -> Callable[[], None]:
         return _no_wait
 
+    def room(self, queue: object) -> asyncio.Future[None] | None:
+        return None
+
 
 INLINE: Final = InlineWriter()
 
 
 class ThreadedWriter:
-    """One writer thread (per node), started at the first ``submit`` from the loop."""
+    """One writer thread (per node), started at the first ``submit`` from the loop.
+
+    Jobs queue per log (``WriteJob.queue``) and the thread serves the queues round-robin, a
+    job at a time: a log's writes stay in order, and a small produce is not written behind
+    megabytes another log queued (one FIFO made the probe of bench/writer_bench wait for the
+    whole backlog). Back-pressure comes in two steps: past ``soft_bytes`` appenders that can
+    wait (produce, the fetchers) ``await room()``; past ``max_queued_bytes`` ``submit`` blocks.
+    """
 
     inline = False
 
     def __init__(self, max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES) -> None:
         self.max_queued_bytes = max_queued_bytes
+        self.soft_bytes = max_queued_bytes * 3 // 4
         self._cond = threading.Condition()
-        self._queue: deque[WriteJob] = deque()
+        self._queues: dict[object, deque[WriteJob]] = {}
+        self._bytes_of: dict[object, int] = {}  # bytes queued per queue
+        self._ready: deque[object] = deque()  # keys of non-empty queues, served in turn
+        self._current: WriteJob | None = None  # being written
         self._queued_bytes = 0
         self._submitted = 0  # seq of the last job submitted
-        self._finished = 0  # seq of the last job the thread is done with
         self._done: list[WriteJob] = []  # finished, not yet handed to the loop
         self._wake_pending = False
-        self._failed: set[int] = set()  # id() of sinks with a failed write: later jobs skipped
+        self._failed: set[object] = set()  # queues with a failed write: later jobs skipped
         self._stopping = False
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.blocked_submits = 0  # submits that waited for the bound (a metric for tests/benches)
+        self._room: list[asyncio.Future[None]] = []  # appenders waiting under ``soft_bytes``
+        self.blocked_submits = 0  # submits that waited for the hard bound (tests, benches)
 
     @property
     def queued_bytes(self) -> int:
@@ -150,6 +185,19 @@ class ThreadedWriter:
         self._loop = asyncio.get_running_loop()
         self._thread = threading.Thread(target=self._run, name="log-writer", daemon=True)
         self._thread.start()
+
+    def room(self, queue: object) -> asyncio.Future[None] | None:
+        """None while ``queue`` has little queued, or less than ``LOG_QUEUE_BYTES`` with the
+        writer under ``soft_bytes``; else a future done at the next completions (then look
+        again)."""
+        mine = self._bytes_of.get(queue, 0)
+        if mine < SMALL_QUEUE_BYTES or (
+            mine < LOG_QUEUE_BYTES and self._queued_bytes < self.soft_bytes
+        ):
+            return None
+        fut = asyncio.get_running_loop().create_future()
+        self._room.append(fut)
+        return fut
 
     def submit(self, job: WriteJob) -> None:
         if self._thread is None:
@@ -164,22 +212,31 @@ class ThreadedWriter:
                     self._cond.wait()
             self._submitted += 1
             job.seq = self._submitted
-            self._queue.append(job)
+            queue = self._queues.get(job.queue)
+            if queue is None:
+                queue = self._queues[job.queue] = deque()
+            if not queue:
+                self._ready.append(job.queue)
+            queue.append(job)
             self._queued_bytes += n
+            self._bytes_of[job.queue] = self._bytes_of.get(job.queue, 0) + n
             self._cond.notify_all()
 
     def wait(self, job: WriteJob) -> None:
         with self._cond:
-            while self._finished < job.seq:
+            while not job.done:
                 self._cond.wait()
 
     def barrier(self) -> Callable[[], None]:
         with self._cond:
-            target = self._submitted
+            # A queue's newest job done means its older ones are: wait for each queue's tail.
+            tails = [q[-1] for q in self._queues.values() if q]
+            if self._current is not None:
+                tails.append(self._current)
 
         def wait() -> None:
             with self._cond:
-                while self._finished < target and not self._stopping:
+                while not all(job.done for job in tails) and not self._stopping:
                     self._cond.wait()
 
         return wait
@@ -192,20 +249,38 @@ class ThreadedWriter:
             self._cond.notify_all()
         if thread is not None:
             thread.join()
+            log.info(
+                "log writer stopped: %d appends waited for the %d MiB bound",
+                self.blocked_submits,
+                self.max_queued_bytes >> 20,
+            )
 
     # -- the thread ----------------------------------------------------------------------
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._queue and not self._stopping:
+                while not self._ready and not self._stopping:
                     self._cond.wait()
-                if not self._queue:
+                if not self._ready:
                     return
-                job = self._queue.popleft()
+                key = self._ready.popleft()
+                queue = self._queues[key]
+                job = self._current = queue.popleft()
+                if queue:
+                    self._ready.append(key)  # its next job after the other queues' turns
+                else:
+                    del self._queues[key]
             self._write(job)
             with self._cond:
-                self._queued_bytes -= job.nbytes
-                self._finished = job.seq
+                n = job.nbytes
+                self._queued_bytes -= n
+                left = self._bytes_of[job.queue] - n
+                if left:
+                    self._bytes_of[job.queue] = left
+                else:
+                    del self._bytes_of[job.queue]
+                self._current = None
+                job.done = True
                 self._done.append(job)
                 wake = not self._wake_pending
                 self._wake_pending = True
@@ -214,14 +289,13 @@ class ThreadedWriter:
                 self._wake_loop()
 
     def _write(self, job: WriteJob) -> None:
-        key = id(job.sink)
-        if key in self._failed:
+        if job.queue in self._failed:
             job.error = OSError(f"an earlier write to fd {job.fd} failed")
             return
         try:
             job.write()
         except Exception as exc:  # never let the thread die: the loop may wait on it
-            self._failed.add(key)
+            self._failed.add(job.queue)
             job.error = exc if isinstance(exc, OSError) else OSError(str(exc))
             log.error("log write of %d bytes at %d failed: %s", job.nbytes, job.position, exc)
 
@@ -238,6 +312,11 @@ class ThreadedWriter:
         with self._cond:
             jobs, self._done = self._done, []
             self._wake_pending = False
+        if self._room:  # each looks again (``room``)
+            waiting, self._room = self._room, []
+            for fut in waiting:
+                if not fut.done():
+                    fut.set_result(None)
         apply_completions(jobs)
 
 

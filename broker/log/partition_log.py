@@ -13,6 +13,7 @@ appends, HW moves, truncation and the log start. Recovery rebuilds index entries
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import logging
 import random
@@ -426,9 +427,10 @@ class PartitionLog:
         """A failed write: the log refuses appends (KAFKA_STORAGE_ERROR) from then on."""
         return self._write_error
 
-    @property
-    def writer(self) -> LogWriter:
-        return self._writer
+    def writer_room(self) -> asyncio.Future[None] | None:
+        """Back-pressure from the log writer (``LogWriter.room``): None to append now, else a
+        future to await first (this log has much queued while the writer is behind)."""
+        return self._writer.room(self)
 
     # -- completions from the writer (on the loop) -----------------------------------------
     def on_segment_written(self, job: WriteJob) -> None:

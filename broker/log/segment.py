@@ -345,7 +345,7 @@ class LogSegment:
         writer = self._writer
         if not writer.inline and not owned and not isinstance(data, bytes):
             data = bytes(data)
-        job = WriteJob(self, fd, physical, data, end_offset)
+        job = WriteJob(self, fd, physical, data, end_offset, self._owner)  # queued per log
         writer.submit(job)  # inline: written now; else may block while the queue is full
         pending = not writer.inline
         if pending:

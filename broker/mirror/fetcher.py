@@ -535,6 +535,16 @@ class MirrorFetcherManager:
                     m.fetchers[(fid, sp.leader_id)] = f
                 f.assign(p)
 
+    def writer_room(self, parts: Iterable[_Partition]) -> asyncio.Future[None] | None:
+        """Back-pressure from the node's log writer (``LogWriter.room``): None to go on."""
+        for p in parts:
+            part = self.get_partition(p.topic, p.partition)
+            if part is not None:
+                room = part.log.writer_room()
+                if room is not None:
+                    return room
+        return None
+
     # -- applying fetched data (synchronous: no other task runs in between) --------------
     def _apply(
         self, p: _Partition, sent: _Sent, data: FetchPartitionData, fetcher: _Fetcher
@@ -816,6 +826,10 @@ class _Fetcher:
             self.wake.clear()
             await self.wake.wait()
             return
+        room = self.mgr.writer_room(self.parts.values())
+        if room is not None:  # the node's log writer is behind: fetch once it caught up
+            await room
+            return  # and look again (``room`` wakes every waiter at once)
         wait = self.source_throttle_until - time.monotonic()
         if wait > 0:  # the source throttled us: no Fetch to it until the time is up
             await asyncio.sleep(wait)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.log import ManualClock, PartitionLog
 from broker.log.errors import KAFKA_STORAGE_ERROR, LogAppendError
-from broker.log.log_writer import ThreadedWriter, WriteJob, apply_completions
+from broker.log.log_writer import LOG_QUEUE_BYTES, ThreadedWriter, WriteJob, apply_completions
 from broker.replication.partition import sole_leader
 from protocol.records import scan_batches
 from tests.broker.log_helpers import T0, batch, open_log, small_config
@@ -43,6 +44,7 @@ class ManualWriter:
         while self.queue and self.queue[0].seq <= seq:
             job = self.queue.pop(0)
             job.write()
+            job.done = True
             self.finished.append(job)
 
     def wait(self, job: WriteJob) -> None:
@@ -51,6 +53,9 @@ class ManualWriter:
     def barrier(self) -> Callable[[], None]:
         target = self.seq
         return lambda: self._write_through(target)
+
+    def room(self, queue: object) -> None:
+        return None
 
     def complete(self, count: int | None = None) -> None:
         todo = self.queue if count is None else self.queue[:count]
@@ -317,3 +322,55 @@ def test_threaded_writer_bounds_the_queued_bytes(tmp_path: Path) -> None:
 
 def _clock() -> ManualClock:
     return ManualClock(T0)
+
+
+class _Recording(WriteJob):
+    """A job that records when it is written instead of writing, the first one held until
+    ``gate`` opens (the thread is busy while the test queues more)."""
+
+    __slots__ = ("gate", "name", "order")
+
+    def __init__(self, name: str, queue: object, order: list[str], gate: threading.Event, n: int):
+        super().__init__(_NoSink(), -1, 0, b"x" * n, 0, queue)
+        self.name, self.order, self.gate = name, order, gate
+
+    def write(self) -> None:
+        self.gate.wait(5)
+        self.order.append(self.name)
+
+
+class _NoSink:
+    def on_write_done(self, job: WriteJob) -> None:
+        return None
+
+
+def test_threaded_writer_serves_logs_in_turn_and_holds_back_a_full_log() -> None:
+    """A log's jobs stay in order, but another log's job is not written behind its backlog;
+    back-pressure (``room``) holds the log with much queued, never one with little."""
+    writer = ThreadedWriter()
+    order: list[str] = []
+    gate = threading.Event()
+    a, b = object(), object()
+
+    async def run() -> tuple[bool, bool]:
+        jobs = [
+            _Recording("a1", a, order, gate, 1),
+            _Recording("a2", a, order, gate, LOG_QUEUE_BYTES),
+            _Recording("a3", a, order, gate, 1),
+            _Recording("b1", b, order, gate, 1),
+        ]
+        writer.submit(jobs[0])
+        while writer._current is None:  # the thread holds a1
+            await asyncio.sleep(0.001)
+        for job in jobs[1:]:
+            writer.submit(job)
+        held = writer.room(a) is not None  # a has 16 MiB queued
+        free = writer.room(b) is None  # b has a byte
+        gate.set()
+        await asyncio.get_running_loop().run_in_executor(None, writer.barrier())
+        return held, free
+
+    held, free = asyncio.run(run())
+    writer.stop()
+    assert held and free
+    assert order == ["a1", "a2", "b1", "a3"]
