@@ -43,6 +43,8 @@ SMALL_QUEUE_BYTES: Final = 1 << 20
 # Nor does one log queue more than this: enough to keep the disk busy, and what a roll or a
 # truncation of that log may have to wait for (they drain it on the loop).
 LOG_QUEUE_BYTES: Final = 16 << 20
+# Writes up to this size go straight to the file while the writer thread is idle.
+INLINE_BYTES: Final = 64 << 10
 
 
 class WriteSink(Protocol):
@@ -105,7 +107,9 @@ class LogWriter(Protocol):
         """Writes happen inside ``submit``: no job ever stays pending."""
         ...
 
-    def submit(self, job: WriteJob) -> None: ...
+    def submit(self, job: WriteJob) -> bool:
+        """Queue ``job``; True when it was written at once (no completion follows)."""
+        ...
 
     def wait(self, job: WriteJob) -> None:
         """Block until ``job`` (and every job before it) is written or failed."""
@@ -130,8 +134,9 @@ class InlineWriter:
 
     inline = True
 
-    def submit(self, job: WriteJob) -> None:
+    def submit(self, job: WriteJob) -> bool:
         job.write()
+        return True
 
     def wait(self, job: WriteJob) -> None:
         return None
@@ -158,8 +163,11 @@ class ThreadedWriter:
 
     inline = False
 
-    def __init__(self, max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES) -> None:
+    def __init__(
+        self, max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES, inline_bytes: int = INLINE_BYTES
+    ) -> None:
         self.max_queued_bytes = max_queued_bytes
+        self.inline_bytes = inline_bytes
         self.soft_bytes = max_queued_bytes * 3 // 4
         self._cond = threading.Condition()
         self._queues: dict[object, deque[WriteJob]] = {}
@@ -199,10 +207,16 @@ class ThreadedWriter:
         self._room.append(fut)
         return fut
 
-    def submit(self, job: WriteJob) -> None:
+    def submit(self, job: WriteJob) -> bool:
+        n = job.nbytes
+        if n <= self.inline_bytes and not self._queued_bytes and not self._stopping:
+            # The thread is idle, so the disk keeps up: a small write costs less here than
+            # the round trip to the thread (acks=1 waits for it). Raises as InlineWriter does.
+            job.write()
+            job.done = True
+            return True
         if self._thread is None:
             self._start()
-        n = job.nbytes
         with self._cond:
             if self._stopping:
                 raise RuntimeError("the log writer is stopped")
@@ -221,6 +235,7 @@ class ThreadedWriter:
             self._queued_bytes += n
             self._bytes_of[job.queue] = self._bytes_of.get(job.queue, 0) + n
             self._cond.notify_all()
+        return False
 
     def wait(self, job: WriteJob) -> None:
         with self._cond:

@@ -346,8 +346,8 @@ class LogSegment:
         if not writer.inline and not owned and not isinstance(data, bytes):
             data = bytes(data)
         job = WriteJob(self, fd, physical, data, end_offset, self._owner)  # queued per log
-        writer.submit(job)  # inline: written now; else may block while the queue is full
-        pending = not writer.inline
+        # Written at once (inline), or queued: then may block while the queue is full.
+        pending = not writer.submit(job)
         if pending:
             self._pending.append(job)
         else:

@@ -35,10 +35,11 @@ class ManualWriter:
         self.finished: list[WriteJob] = []  # written, completion not yet delivered
         self.seq = 0
 
-    def submit(self, job: WriteJob) -> None:
+    def submit(self, job: WriteJob) -> bool:
         self.seq += 1
         job.seq = self.seq
         self.queue.append(job)
+        return False
 
     def _write_through(self, seq: int) -> None:
         while self.queue and self.queue[0].seq <= seq:
@@ -255,7 +256,7 @@ def test_acks1_waits_until_written(tmp_path: Path) -> None:
 
 
 def test_threaded_writer_keeps_order_and_batches_completions(tmp_path: Path) -> None:
-    writer = ThreadedWriter()
+    writer = ThreadedWriter(inline_bytes=0)  # every write through the thread
     logs = [
         PartitionLog.open(tmp_path, f"t{i}", 0, None, small_config(), _clock(), writer=writer)
         for i in range(3)
@@ -293,7 +294,7 @@ def test_threaded_writer_keeps_order_and_batches_completions(tmp_path: Path) -> 
 
 
 def test_threaded_writer_bounds_the_queued_bytes(tmp_path: Path) -> None:
-    writer = ThreadedWriter(max_queued_bytes=4096)
+    writer = ThreadedWriter(max_queued_bytes=4096, inline_bytes=0)
     plog = PartitionLog.open(
         tmp_path,
         "t",
@@ -347,7 +348,7 @@ class _NoSink:
 def test_threaded_writer_serves_logs_in_turn_and_holds_back_a_full_log() -> None:
     """A log's jobs stay in order, but another log's job is not written behind its backlog;
     back-pressure (``room``) holds the log with much queued, never one with little."""
-    writer = ThreadedWriter()
+    writer = ThreadedWriter(inline_bytes=0)
     order: list[str] = []
     gate = threading.Event()
     a, b = object(), object()
@@ -374,3 +375,18 @@ def test_threaded_writer_serves_logs_in_turn_and_holds_back_a_full_log() -> None
     writer.stop()
     assert held and free
     assert order == ["a1", "a2", "b1", "a3"]
+
+
+def test_small_writes_go_straight_to_the_file_while_the_thread_is_idle(tmp_path: Path) -> None:
+    writer = ThreadedWriter()
+    plog = PartitionLog.open(tmp_path, "t", 0, None, small_config(), _clock(), writer=writer)
+
+    async def run() -> None:
+        plog.append_as_leader(batch(2), 0, now_ms=T0)
+        assert plog.written_end_offset == 2  # no round trip to the thread
+        assert writer._thread is None
+
+    asyncio.run(run())
+    assert file_size(plog) == plog.size_bytes
+    plog.close()
+    writer.stop()
