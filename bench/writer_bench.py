@@ -6,7 +6,9 @@ for --seconds while a probe producer in this process sends one 100-byte record a
 ``probe`` (acks=1, linger.ms=0, waits for each delivery). Printed: the probe's latency
 percentiles alone and beside the flood, the flood's MB/s, and the node's CPU time over the
 wall time. The node writes its log appends on the loop (before issue 18 item 6) or in its
-writer thread (after): the same bench on both trees compares them.
+writer thread (after): the same bench on both trees compares them. A page cache under
+pressure (writes throttled to the disk's speed) is what made appends on the loop stall every
+connection; ``--disk-mb-s`` emulates it on a machine whose page cache keeps up.
 """
 
 from __future__ import annotations
@@ -82,14 +84,51 @@ def flood(bootstrap: str, seconds: float) -> subprocess.Popen[str]:
     )
 
 
+_SLOW_PWRITE = """\
+import os, time
+
+_rate = float(os.environ["KMIRROR_BENCH_DISK_BYTES_S"])
+_pwrite = os.pwrite
+
+
+def _slow_pwrite(fd, data, offset):
+    n = _pwrite(fd, data, offset)
+    if n >= 4096:
+        time.sleep(n / _rate)  # like balance_dirty_pages pausing the writer
+    return n
+
+
+os.pwrite = _slow_pwrite
+"""
+
+
+def slow_disk(site: Path, mb_s: float) -> None:
+    """Nodes started from now on see log writes of a disk of ``mb_s`` MB/s (sitecustomize)."""
+    site.mkdir(parents=True)
+    (site / "sitecustomize.py").write_text(_SLOW_PWRITE)
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p
+    )
+    os.environ["KMIRROR_BENCH_DISK_BYTES_S"] = str(mb_s * MiB)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=15.0, help="flood duration")
     parser.add_argument("--alone", type=float, default=4.0, help="probe-only duration")
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument(
+        "--disk-mb-s",
+        type=float,
+        default=0.0,
+        help="emulate a disk under page-cache pressure: every log write of 4 KiB or more "
+        "blocks for its size at this rate (os.pwrite wrapped in the node, GIL released)",
+    )
     parser.add_argument("--profile", type=Path, help="py-spy raw profile of the node (flood)")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="kmirror-writer-bench-"))
+    if args.disk_mb_s > 0:
+        slow_disk(workdir / "site", args.disk_mb_s)
     node = Node(
         workdir / "node", message__max__bytes=str(2 * MiB), auto__create__topics__enable="false"
     )
