@@ -254,7 +254,8 @@ class LogSegment:
         else:
             while pending and pending[0].seq <= job.seq:
                 pending.popleft()
-            self.written = job.end
+            # max: a small append may have gone straight to the file after this job
+            self.written = max(self.written, job.end)
         owner = self._owner
         if owner is None:
             return None
