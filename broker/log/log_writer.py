@@ -9,6 +9,8 @@ if no wake-up is pending, so a busy loop gets one ``call_soon_threadsafe`` per d
 not one per write. The bytes queued are bounded: appenders that can wait await ``room()``
 past a soft bound, and over the hard bound ``submit`` blocks the loop until the thread is
 below it, which is no worse than writing inline (the behaviour before the writer).
+While the thread is idle (the disk keeps up) a write of up to 64 KiB is done in ``submit``
+itself: cheaper than the round trip to the thread that an acks=1 produce would wait for.
 
 Until a job completes its bytes live in the segment (``LogSegment`` overlays them on reads)
 and in the job; the owner learns of the completion on the loop (``WriteSink``), where all
@@ -17,7 +19,7 @@ operations that must see the file whole: truncation, close, recovery, fsync), an
 ``barrier`` gives a flush thread the same wait for everything submitted so far.
 
 A failed ``pwrite`` (EIO, ENOSPC) is logged; the job completes with its error, the writer
-skips the segment's later jobs (they cannot land after a hole), and the owner refuses further
+skips the log's later jobs (they cannot land after a hole), and the owner refuses further
 appends to that log with KAFKA_STORAGE_ERROR.
 """
 
