@@ -18,6 +18,7 @@ skips CRC recovery. The process around the node (signals, exit codes, the storag
 
 import asyncio
 import logging
+import os
 import time
 import uuid
 from collections.abc import Awaitable, Iterator, Mapping, Sequence
@@ -106,7 +107,7 @@ from .log import file_cache
 from .log.cleaner import CleanerConfig, LogCleaner
 from .log.clock import SystemClock
 from .log.config import LogConfig
-from .log.log_writer import ThreadedWriter
+from .log.log_writer import INLINE_BYTES, ThreadedWriter
 from .log.manager import LogManager, LogSchedule
 from .metadata.image import (
     METADATA_TOPIC,
@@ -243,7 +244,7 @@ class Node:
             producer_expiry_check_ms=config.producer_id_expiration_check_interval_ms,
         )
         # Appends are written by one thread, so the loop never waits for the disk (log_writer).
-        self.log_writer = ThreadedWriter()
+        self.log_writer = ThreadedWriter(inline_bytes=_writer_inline_bytes())
         self.logs = LogManager(
             log_dirs, self.default_log_config, self.clock, schedule=schedule, writer=self.log_writer
         )
@@ -1089,3 +1090,17 @@ class _TopicsView(Mapping[str, tuple[uuid.UUID, int]]):
 
     def __len__(self) -> int:
         return len(self._topics)
+
+
+def _writer_inline_bytes() -> int:
+    """``KMIRROR_WRITER_INLINE_BYTES``: appends up to this size go straight to the file while
+    the writer thread is idle (default 64 KiB). The fault tests set 0 so every append goes
+    through the thread, the path a busy node takes."""
+    value = os.environ.get("KMIRROR_WRITER_INLINE_BYTES")
+    if value is None:
+        return INLINE_BYTES
+    try:
+        return max(0, int(value))
+    except ValueError:
+        log.warning("KMIRROR_WRITER_INLINE_BYTES=%r is not a number: ignored", value)
+        return INLINE_BYTES
