@@ -595,40 +595,30 @@ class MirrorMetadataSync:
         except Exception as e:
             self._error(mirror, "groups", f"listing source groups: {e or type(e).__name__}")
             return
+        # (groups, metric kind, the source RPC's name, read at the source, apply here)
+        kinds = (
+            (wanted, "groups", "OffsetFetch", client.committed_offsets, self._commit_group),
+            (shares, "share_groups", "DescribeShareGroupOffsets", client.share_group_offsets,
+             self._alter_share_group),
+        )  # fmt: skip
         ensured = False
-        for gid in wanted:
-            node = coordinators.get(gid)
-            if node is None:
-                self._error(mirror, "groups", f"group {gid} has no coordinator at the source")
-                continue
-            try:
-                offsets = await self._call(client.committed_offsets(node, gid, topics))
-            except Exception as e:
-                self._error(mirror, "groups", f"OffsetFetch {gid}: {e or type(e).__name__}")
-                continue
-            if not offsets:
-                continue
-            if not ensured and self._ensure_offsets_topic is not None:
-                await self._ensure_offsets_topic()
-                ensured = True
-            await self._commit_group(mirror, gid, offsets)
-        for gid in shares:
-            node = coordinators.get(gid)
-            if node is None:
-                self._error(mirror, "share_groups", f"group {gid} has no coordinator at the source")
-                continue
-            try:
-                starts = await self._call(client.share_group_offsets(node, gid, topics))
-            except Exception as e:
-                why = e or type(e).__name__
-                self._error(mirror, "share_groups", f"DescribeShareGroupOffsets {gid}: {why}")
-                continue
-            if not starts:
-                continue
-            if not ensured and self._ensure_offsets_topic is not None:
-                await self._ensure_offsets_topic()
-                ensured = True
-            await self._alter_share_group(mirror, gid, starts)
+        for gids, kind, rpc, read, apply in kinds:
+            for gid in gids:
+                node = coordinators.get(gid)
+                if node is None:
+                    self._error(mirror, kind, f"group {gid} has no coordinator at the source")
+                    continue
+                try:
+                    offsets = await self._call(read(node, gid, topics))
+                except Exception as e:
+                    self._error(mirror, kind, f"{rpc} {gid}: {e or type(e).__name__}")
+                    continue
+                if not offsets:
+                    continue
+                if not ensured and self._ensure_offsets_topic is not None:
+                    await self._ensure_offsets_topic()
+                    ensured = True
+                await apply(mirror, gid, offsets)
 
     async def _alter_share_group(
         self, mirror: str, gid: str, starts: Mapping[tuple[str, int], int]
