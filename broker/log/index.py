@@ -56,12 +56,17 @@ class TimestampOffset(NamedTuple):
 class _Index:
     entry_size: ClassVar[int]
 
-    def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
+    def __init__(
+        self, path: Path, base_offset: int, max_index_size: int, *, lazy: bool = False
+    ) -> None:
         self.path = path
         self.base_offset = base_offset
         self.max_index_size = max_index_size
         existed = path.exists()
         self.newly_created = not existed
+        # A missing file is created when first needed (an entry written, a flush, a close):
+        # thousands of new, still empty partitions cost no index files (Kafka's LazyIndex).
+        self._on_disk = existed or not lazy
         if existed:
             fd = os.open(path, os.O_RDONLY)
             try:
@@ -83,11 +88,8 @@ class _Index:
             if max_index_size < self.entry_size:
                 raise ValueError(f"invalid max index size {max_index_size}")
             self._file_len = self._round(max_index_size)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                os.ftruncate(fd, self._file_len)
-            finally:
-                os.close(fd)
+            if self._on_disk:
+                self._create_file()
             self._data = bytearray()
             self._length_ok = True
         self.entries = len(self._data) // self.entry_size
@@ -95,6 +97,28 @@ class _Index:
         self._dirty = True  # the file may differ from what was last fsynced
         self._closed = False
         self._gone = False
+
+    def _create_file(self) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            os.ftruncate(fd, self._file_len)
+        finally:
+            os.close(fd)
+        self._on_disk = True
+
+    @property
+    def on_disk(self) -> bool:
+        """The file exists (a lazy index's is created when first needed)."""
+        return self._on_disk
+
+    def materialize(self) -> None:
+        """Create a lazy index's file now (preallocated as usual)."""
+        if not self._on_disk and not self._gone:
+            try:
+                self._create_file()
+            except FileNotFoundError:  # its directory was removed under the node
+                log.warning("%s is gone; its index entries stay in memory only", self.path)
+                self._gone = True
 
     def _round(self, size: int) -> int:
         return size - size % self.entry_size
@@ -136,6 +160,7 @@ class _Index:
         under the node: as with a held descriptor of an unlinked file, writes go nowhere)."""
         if self._gone:
             return None
+        self.materialize()
         try:
             return default_cache().open_file(self.path, os.O_WRONLY)
         except FileNotFoundError:
@@ -144,7 +169,7 @@ class _Index:
             return None
 
     def _truncate_file(self, size: int) -> None:
-        if not self._gone:
+        if self._on_disk and not self._gone:
             try:
                 os.truncate(self.path, size)
             except FileNotFoundError:
@@ -237,6 +262,7 @@ class _Index:
 
     def close(self) -> None:
         if not self._closed:
+            self.materialize()
             self.trim()
             self.flush()
             self._closed = True
@@ -250,7 +276,8 @@ class _Index:
         self.path.unlink(missing_ok=True)
 
     def rename(self, new_path: Path) -> None:
-        os.replace(self.path, new_path)
+        if self._on_disk:
+            os.replace(self.path, new_path)
         self.path = new_path
 
     def raw(self) -> bytes:
@@ -348,8 +375,10 @@ class OffsetIndex(_Index):
 class TimeIndex(_Index):
     entry_size = _TIME_ENTRY.size
 
-    def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
-        super().__init__(path, base_offset, max_index_size)
+    def __init__(
+        self, path: Path, base_offset: int, max_index_size: int, *, lazy: bool = False
+    ) -> None:
+        super().__init__(path, base_offset, max_index_size, lazy=lazy)
         self._last = self._read_last()
 
     def _read_last(self) -> TimestampOffset:

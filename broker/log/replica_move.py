@@ -333,6 +333,7 @@ def _open_segment(seg: LogSegment) -> list[_FileCopy]:
         # Index entries only: an active segment's preallocated tail would read as entries
         # (the copy is opened as after a clean shutdown, whose indexes are trimmed).
         for index in (seg.index, seg.time_index):
+            index.materialize()  # a new segment's is created when first needed
             index.write_pending()  # an active segment's newest entries are in memory only
             fd = os.open(index.path, os.O_RDONLY)
             files.append(_FileCopy(index.path.name, fd, index.size_in_bytes))

@@ -159,10 +159,16 @@ class LogSegment:
         self.written = self.size  # bytes in the file; ``size`` - ``written`` are pending
         try:
             self.index = OffsetIndex(
-                directory / file_name(base_offset, INDEX_SUFFIX), base_offset, max_index_size
+                directory / file_name(base_offset, INDEX_SUFFIX),
+                base_offset,
+                max_index_size,
+                lazy=True,
             )
             self.time_index = TimeIndex(
-                directory / file_name(base_offset, TIME_INDEX_SUFFIX), base_offset, max_index_size
+                directory / file_name(base_offset, TIME_INDEX_SUFFIX),
+                base_offset,
+                max_index_size,
+                lazy=True,
             )
         except BaseException:
             self._file.close()
@@ -580,8 +586,9 @@ class LogSegment:
         written now), for a worker thread; the transaction index, rarely written, is flushed
         here."""
         self.txn_index.flush()
-        self.index.write_pending()
-        self.time_index.write_pending()
+        for index in (self.index, self.time_index):
+            index.materialize()  # a lazy one's file must exist to be fsynced
+            index.write_pending()
         return [self.log_path, self.index.path, self.time_index.path]
 
     def flush(self) -> None:
@@ -598,8 +605,11 @@ class LogSegment:
         if self._max_ts is not None:
             ts = self._max_ts
             self.time_index.maybe_append(ts.timestamp, ts.offset, skip_full_check=True)
-        self.index.close()
-        self.time_index.close()
+        for index in (self.index, self.time_index):
+            if self.size == 0 and not index.on_disk:
+                index.close_handle()  # nothing to index: a lazy file stays uncreated
+            else:
+                index.close()
         self.txn_index.flush()
         self.txn_index.close()
         self._file.close()

@@ -210,8 +210,7 @@ def test_sealed_index_files_are_complete_and_active_ones_written_at_flush(
     assert (tmp_path / "topic-0" / sealed.index.path.name).read_bytes() == sealed.index.raw()
     assert sealed.time_index.path.read_bytes() == sealed.time_index.raw()
     assert active.index.entries > 0
-    on_disk = active.index.path.read_bytes()
-    assert on_disk[: active.index.size_in_bytes] != active.index.raw()  # not yet written
+    assert not active.index.path.exists()  # created when first needed: here, the flush
     plog.flush()
     on_disk = active.index.path.read_bytes()
     assert on_disk[: active.index.size_in_bytes] == active.index.raw()
@@ -356,3 +355,21 @@ def test_a_partition_whose_log_cannot_be_opened_is_retried_and_the_others_hosted
     rm.check_isrs()  # the periodic pass tries again
     assert rm.get("t", 1) is not None
     logs.close()
+
+
+def test_a_new_empty_log_creates_no_index_files_until_needed(tmp_path: Path) -> None:
+    plog = open_log(tmp_path)
+    names = sorted(p.name for p in (tmp_path / "topic-0").iterdir())
+    assert not [n for n in names if n.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX))], names
+    plog.close()  # still empty: closing creates none either
+    again = open_log(tmp_path, clean_shutdown=True)
+    assert not [
+        p for p in (tmp_path / "topic-0").iterdir() if p.name.endswith((INDEX_SUFFIX, ".timeindex"))
+    ]
+    fill(again, 3)
+    again.close()  # records: the close writes both indexes
+    seg = again.segments[-1]
+    assert seg.index.path.exists() and seg.time_index.path.exists()
+    reopened = open_log(tmp_path, clean_shutdown=True)
+    assert reopened.read(0, 1 << 20).records
+    reopened.close()

@@ -132,9 +132,12 @@ def test_index_lookups_after_many_rolls(tmp_path: Path) -> None:
         off, pos = seg.index.entry(i)
         header = next(seg.headers(pos))
         assert header.last_offset == off
-    # Inactive segments' indexes are trimmed to their entries, the active one is preallocated.
+    # Inactive segments' indexes are trimmed to their entries; the active one's file is
+    # created at its first flush, preallocated.
     assert os.path.getsize(seg.index.path) == seg.index.entries * 8
     active = plog.active_segment
+    assert not active.index.path.exists()
+    plog.flush()
     assert os.path.getsize(active.index.path) == 4096
     for offset in (0, 1, 57, 200, 359):
         (first,) = views(plog.read(offset, 1).records)
