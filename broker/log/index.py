@@ -6,7 +6,8 @@ relative offset (of the last offset of the batch holding that max timestamp so f
 
 Like Kafka, a new index file is preallocated to ``segment.index.bytes`` (rounded down to whole
 entries; sparse on Linux) and trimmed to its entries when the segment becomes inactive or is
-closed. Valid entries live in memory (a bytearray) so lookups never touch the disk, and no
+closed. A segment's indexes are lazy: their files are created when first needed (entries to
+write, a flush, a roll, a close with records), so a new partition costs no index files. Valid entries live in memory (a bytearray) so lookups never touch the disk, and no
 descriptor is held between operations (a partition must cost one descriptor at most):
 appended entries stay in memory until the segment flushes, rolls (``trim``) or closes, which
 write them in one ``pwrite`` through a short-lived descriptor. A kill -9 loses only entries of
