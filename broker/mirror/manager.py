@@ -60,6 +60,7 @@ TRUNCATION_WAIT_S = 5.0
 FULL_SWEEP_S = 30.0
 # How long STOPPING waits for this node's metadata to show the bumped leader epoch.
 EPOCH_APPLY_WAIT_S = 10.0
+EPOCH_RECHECK_S = 0.25
 
 Key = tuple[str, int]  # (topic, partition)
 
@@ -196,11 +197,16 @@ class MirrorManager:
         self._verify_locks: dict[str, asyncio.Lock] = {}
         self._now_ms = now_ms
         self._info: dict[Key, PartitionInfo] = {}
+        # per mirror, the connection settings its fetchers were started with: a change of
+        # its bookkeeping keys alone (a failover remembers removed topics) restarts nothing
+        self._started_with: dict[str, dict[str, str]] = {}
         self._locks: dict[Key, asyncio.Lock] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._fetching: set[Key] = set()
         # epoch bumps started on entering STOPPING, awaited before the marker is written
         self._bumping: dict[Key, asyncio.Task[None]] = {}
+        # bumps waiting for this node to apply the new epoch, woken by `on_metadata`
+        self._epoch_waiters: dict[Key, list[asyncio.Future[None]]] = {}
         self._closed = False
         self._last_error: dict[Key, str] = {}
         # partitions some work touched since the last retry (see reconcile_all)
@@ -242,11 +248,23 @@ class MirrorManager:
         # at all the topic's partitions for each was thousands of tasks per batch)
         changed: dict[str, list[int]] = {}
         for name, p in delta.changed_partitions:
+            for woken in self._epoch_waiters.get((name, p), ()):
+                if not woken.done():
+                    woken.set_result(None)
             if name not in topics:
                 changed.setdefault(name, []).append(p)
         for gone in delta.deleted_topics:
             for p in gone.partitions:
                 self._info.pop((gone.name, p), None)
+        mirrors_changed = {
+            m
+            for m in mirrors_changed
+            if m in self._started_with
+            and mirror_config.client_settings(image.config(MIRROR_RESOURCE, m))
+            != self._started_with[m]
+        }
+        for m in mirrors_changed:
+            self._started_with[m] = mirror_config.client_settings(image.config(MIRROR_RESOURCE, m))
         if mirrors_changed:
             # a mirror's connection settings changed: restart its fetchers so they reconnect
             for key, info in list(self._info.items()):
@@ -557,8 +575,22 @@ class MirrorManager:
         target = max(lme if lme is not None else -1, hosted.leader_epoch) + 1
         await self._bump(key[0], key[1], target)
         deadline = time.monotonic() + EPOCH_APPLY_WAIT_S
-        while hosted.leader_epoch < target and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
+        # Woken by the metadata change that names the partition (polling every 10 ms was
+        # 100 wake-ups a second for each of a failover's thousands of partitions); the
+        # timeout is a backstop for a change applied without passing through `on_metadata`.
+        while hosted.leader_epoch < target and (left := deadline - time.monotonic()) > 0:
+            changed = asyncio.get_running_loop().create_future()
+            waiters = self._epoch_waiters.setdefault(key, [])
+            waiters.append(changed)
+            try:
+                await asyncio.wait_for(changed, min(left, EPOCH_RECHECK_S))
+            except TimeoutError:
+                pass
+            finally:
+                if changed in waiters:
+                    waiters.remove(changed)
+                if not waiters:
+                    self._epoch_waiters.pop(key, None)
 
     async def _do_stopping(self, key: Key, info: PartitionInfo, hosted: Any) -> None:
         """Failover's second half, from STOPPING to STOPPED (the KIP's order): the bump
@@ -646,6 +678,7 @@ class MirrorManager:
             return  # the settings changed during the check: the change restarts this fetcher
         await self._fetchers.add(info.mirror, source, {key: info.topic_id})
         self._fetching.add(key)
+        self._started_with[info.mirror] = source
 
     async def _source_ok(self, key: Key, info: PartitionInfo) -> bool:
         """The KIP's cluster-id guard before anything is truncated or fetched: once per mirror

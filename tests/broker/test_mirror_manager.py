@@ -265,6 +265,42 @@ def test_restart_in_mirroring_restarts_the_fetcher(world: Any) -> None:
     asyncio.run(run())
 
 
+def test_only_a_connection_setting_change_restarts_the_fetchers(world: Any) -> None:
+    """A failover writes the mirror's bookkeeping keys (the removed topics): restarting
+    every fetcher of the mirror for that was thousands of tasks racing the failover."""
+
+    class Counting(Fetchers):
+        def __init__(self) -> None:
+            super().__init__()
+            self.adds = 0
+
+        async def add(self, mirror: str, source: Any, partitions: Any) -> None:
+            self.adds += 1
+            await super().add(mirror, source, partitions)
+
+    def mirror_config(name: str, value: str) -> None:
+        delta = world["commit"](
+            [ConfigRecord(resource_type=MIRROR_RESOURCE, resource_name="m", name=name, value=value)]
+        )
+        world["manager"].on_metadata(world["image"], delta)
+
+    async def run() -> None:
+        fetchers = Counting()
+        m: MirrorManager = world["manager"]
+        m._fetchers = fetchers
+        m.reconcile_all()
+        await _settle(m)
+        assert fetchers.adds == 1
+        mirror_config("internal.removed.topics", "gone")
+        await _settle(m)
+        assert fetchers.adds == 1, "bookkeeping only: the fetcher keeps its connection"
+        mirror_config("client.id", "other")
+        await _settle(m)
+        assert fetchers.adds == 2 and ("t", 0) in fetchers.active
+
+    asyncio.run(run())
+
+
 def test_the_periodic_retry_leaves_settled_partitions_alone(world: Any) -> None:
     async def run() -> None:
         m: MirrorManager = world["manager"]
