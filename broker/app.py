@@ -566,6 +566,7 @@ class Node:
             self.cluster_api.ensure_share_state_topic,
         )
         self.share_offsets = ShareOffsetsAdmin(self.groups, self.share_persister)
+        self.groups.share_state_deleter = self.share_offsets.delete_state
         # client quotas (KIP-13/219), from the image's ClientQuotaRecords
         self.client_throttle = ClientThrottle(
             lambda: self.image,
