@@ -240,7 +240,7 @@ class ShareGroups:
                 ErrorCode.none,
                 member_id=member.member_id,
                 member_epoch=member.epoch,
-                heartbeat_interval_ms=self.config.share_heartbeat_interval_ms,
+                heartbeat_interval_ms=self.config.share_heartbeat_ms(p.group_id),
                 assignment=dict(member.assignment) if send else None,
             ),
             records,
@@ -306,7 +306,7 @@ class ShareGroups:
     def _schedule_session(self, group_id: str, member_id: str) -> None:
         self.ctx.schedule(
             _session_key(group_id, member_id),
-            self.config.share_session_timeout_ms,
+            self.config.share_session_ms(group_id),
             lambda s: s.share.expire_member(group_id, member_id),
         )
 
