@@ -998,6 +998,9 @@ class Node:
         self.metrics.watch_quotas(
             read_on_loop(loop, self.client_throttle.metrics_snapshot, "quota metrics")
         )
+        self.metrics.watch_groups(
+            read_on_loop(loop, self.groups.metrics_snapshot, "group coordinator metrics")
+        )
         self.metrics.watch_image(lambda: image_info(self.image))  # immutable: any thread
         self.metrics.watch_log_files(lambda: LogFileStats(*file_cache.stats()))  # any thread
         self.metrics.watch_cleaner(

@@ -7,6 +7,7 @@ from typing import TypeVar
 
 from kio.schema.errors import ErrorCode
 
+from broker.coordinator.group import group_stats
 from broker.coordinator.group import share_state_partitions as ssp
 from broker.coordinator.group.classic import JoinResult, SyncResult
 from broker.coordinator.group.config import GroupConfig
@@ -37,6 +38,7 @@ from broker.coordinator.runtime import (
     ShardContext,
 )
 from broker.coordinator.timer import LoopScheduler, Scheduler
+from broker.metrics.group_metrics import GroupCounters, GroupSnapshot
 
 T = TypeVar("T")
 
@@ -65,6 +67,8 @@ class GroupCoordinator:
         # set by the node once the share persister exists: DeleteGroups of a share group
         # deletes its state in __share_group_state first (None: nothing to delete there)
         self.share_state_deleter: ShareStateDeleter | None = None
+        # what the coordinator metrics count (group_stats)
+        self.counters = GroupCounters()
 
     # -- shard ownership (driven by __consumer_offsets leadership) ----------------------------
 
@@ -72,7 +76,7 @@ class GroupCoordinator:
         return self.runtime.partition_for(group_id)
 
     async def load(self, partition: int, log: RecordLog) -> None:
-        await self.runtime.load(partition, log)
+        await self.runtime.load(partition, group_stats.CountingLog(log, self.counters))
 
     async def unload(self, partition: int) -> None:
         await self.runtime.unload(partition)
@@ -315,6 +319,11 @@ class GroupCoordinator:
             except CoordinatorError:
                 continue  # unloaded meanwhile
         return error, groups
+
+    def metrics_snapshot(self) -> GroupSnapshot:
+        """The groups of the loaded shards and the counters (on the event loop)."""
+        listed = [g for s in self.runtime.loaded_states() for g in s.list_groups()]
+        return group_stats.snapshot(listed, self.counters)
 
     async def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
         by_partition: dict[int, list[str]] = {}
