@@ -38,7 +38,7 @@ def _leave(member: str) -> ShareHeartbeatParams:
 
 
 async def _parts(c: GroupCoordinator) -> ssp.StatePartitions | None:
-    return await c.runtime.read(c.partition_for("g"), lambda s: s.share.state_parts.get("g"))
+    return await c.runtime.read(c.partition_for("g"), lambda s: s.share.states.parts.get("g"))
 
 
 def _state_records(env: Env, group: str) -> list[bytes | None]:

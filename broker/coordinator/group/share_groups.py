@@ -7,7 +7,7 @@ and current epoch and assignment), so it survives a restart or a coordinator mov
 `consumer_shard`, state changes in place before the append and the runtime rebuilds the shard
 from the log if the append fails. Members share partitions, so there is no revocation: a
 member moves to the group's target assignment at once and its epoch follows the group epoch.
-Which share-partitions have state is kept per group too (`share_state_partitions`, record 15):
+Which share-partitions have state is kept per group too (`share_partition_states`, record 15):
 what an empty group's offsets are described from and what DeleteGroups deletes.
 """
 
@@ -23,6 +23,7 @@ from broker.coordinator.group import share_state_partitions as ssp
 from broker.coordinator.group.config import GroupConfig
 from broker.coordinator.group.consumer_describe import NamedPartitions
 from broker.coordinator.group.consumer_group import TopicsView
+from broker.coordinator.group.share_partition_states import SharePartitionStates
 from broker.coordinator.runtime import Record, ShardContext, WriteResult
 
 if TYPE_CHECKING:
@@ -128,12 +129,6 @@ def simple_assign(
     return {m: {t: frozenset(ps) for t, ps in a.items()} for m, a in out.items()}
 
 
-def _marker(
-    topics: dict[uuid.UUID, str],
-) -> Callable[[ssp.StatePartitions, int], ssp.StatePartitions]:
-    return lambda sp, _: ssp.mark_deleting(sp, topics)
-
-
 def _session_key(group_id: str, member_id: str) -> str:
     return f"sg-session-{group_id}-{member_id}"
 
@@ -162,7 +157,7 @@ class ShareGroups:
         # whether a classic or consumer group holds the id (a share group cannot take it)
         self.other_type = other_type
         self.groups: dict[str, ShareGroup] = {}
-        self.state_parts: dict[str, ssp.StatePartitions] = {}
+        self.states = SharePartitionStates(ctx, topics)
 
     # -- ShareGroupHeartbeat ---------------------------------------------------------------------
 
@@ -258,25 +253,10 @@ class ShareGroups:
         group.epoch += 1
         group.topology = topology
         group.assignment_epoch = group.epoch
-        assigned = {t: (name, range(count)) for name, t, count in topology}
         return [
             (srec.group_metadata_key(group.group_id), srec.group_metadata_value(group.epoch)),
-            *self._set_parts(
-                group.group_id, lambda sp, now: ssp.add_initialized(sp, assigned, now)
-            ),
+            *self.states.assigned(group.group_id, topology),
         ]
-
-    def _set_parts(
-        self, group_id: str, change: Callable[[ssp.StatePartitions, int], ssp.StatePartitions]
-    ) -> list[Record]:
-        """The group's state partitions changed by `change` (given the time, to stamp what it
-        adds): its record 15 if they differ."""
-        old = self.state_parts.get(group_id, ssp.StatePartitions())
-        new = change(old, self.ctx.now_ms())
-        if new == old:
-            return []
-        self.state_parts[group_id] = new
-        return [(ssp.key(group_id), ssp.value(new))]
 
     def _leave(
         self, group: ShareGroup | None, p: ShareHeartbeatParams
@@ -369,15 +349,13 @@ class ShareGroups:
             return ErrorCode.group_id_not_found, []
         if group.members:
             return ErrorCode.non_empty_group, []
-        records: list[Record] = [(srec.group_metadata_key(group_id), None)]
-        if group_id in self.state_parts:
-            records.append((ssp.key(group_id), None))
+        records = [(srec.group_metadata_key(group_id), None), *self.states.tombstones(group_id)]
         return ErrorCode.none, records
 
     def forget(self, group_id: str) -> None:
         """A deleted group leaves nothing behind (its tombstones are committed)."""
         self.groups.pop(group_id, None)
-        self.state_parts.pop(group_id, None)
+        self.states.parts.pop(group_id, None)
 
     def prepare_delete(
         self, group_ids: list[str]
@@ -387,7 +365,6 @@ class ShareGroups:
         returned for the share coordinator to drop; NON_EMPTY_GROUP for one with members."""
         out: dict[str, tuple[ErrorCode, list[tuple[uuid.UUID, int]]]] = {}
         records: list[Record] = []
-        counts = {t: count for t, count in self.topics().values()}
         for gid in group_ids:
             group = self.groups.get(gid)
             if group is None:
@@ -395,21 +372,16 @@ class ShareGroups:
             if group.members:
                 out[gid] = (ErrorCode.non_empty_group, [])
                 continue
-            sp = self.state_parts.get(gid, ssp.StatePartitions())
-            keys = {(t, p) for t, tp in sp.known().items() for p in tp.partitions}
-            for t in sp.deleting:  # an earlier attempt's: every partition the topic has
-                keys |= {(t, p) for p in range(counts.get(t, 0))}
-            doomed = {t: tp.name for t, tp in sp.known().items()}
-            records += self._set_parts(gid, _marker(doomed))
-            out[gid] = (ErrorCode.none, sorted(keys))
+            keys, marked = self.states.prepare_delete(gid)
+            records += marked
+            out[gid] = (ErrorCode.none, keys)
         return WriteResult(out, records)
 
     def initialized(self, group_id: str) -> dict[uuid.UUID, ssp.TopicParts] | None:
         """The share-partitions with initialized state; None when it is no share group."""
         if group_id not in self.groups:
             return None
-        sp = self.state_parts.get(group_id)
-        return dict(sp.initialized) if sp is not None else {}
+        return self.states.initialized(group_id)
 
     def state_change_done(
         self,
@@ -418,16 +390,11 @@ class ShareGroups:
         failed: ssp.Parts,
         deleted: list[uuid.UUID],
     ) -> WriteResult[ErrorCode]:
-        """After the share coordinator answered an alter or delete of offsets: initialized
-        partitions recorded, failed ones forgotten, deleted topics out of the deleting set."""
-
-        def change(sp: ssp.StatePartitions, now: int) -> ssp.StatePartitions:
-            sp = ssp.drop_initializing(sp, failed)
-            return ssp.drop_deleting(ssp.add_initialized(sp, initialized, now), deleted)
-
+        """After the share coordinator answered an alter or delete of offsets (see
+        `SharePartitionStates.done`)."""
         if group_id not in self.groups:
             return WriteResult(ErrorCode.group_id_not_found)
-        return WriteResult(ErrorCode.none, self._set_parts(group_id, change))
+        return WriteResult(ErrorCode.none, self.states.done(group_id, initialized, failed, deleted))
 
     def offsets_change(
         self,
@@ -440,19 +407,10 @@ class ShareGroups:
         Kafka) or DeleteShareGroupOffsets may go ahead: only without members. If so, the
         partitions to initialize or topics to delete are marked so in record 15 (the caller
         calls `state_change_done` once the share coordinator answered)."""
-
-        names = {t: name for name, (t, _) in self.topics().items()}  # for callers without
-
-        def mark(sp: ssp.StatePartitions, now: int) -> ssp.StatePartitions:
-            named = {t: (name or names.get(t, ""), ps) for t, (name, ps) in initializing.items()}
-            sp = ssp.add_initializing(sp, named, now)
-            return ssp.mark_deleting(
-                sp, {t: name or names.get(t, "") for t, name in deleting.items()}
-            )
-
         result = self._offsets_change(group_id, create)
         if result.response[0] == ErrorCode.none:
-            result.records = [*result.records, *self._set_parts(group_id, mark)]
+            marked = self.states.mark(group_id, initializing, deleting)
+            result.records = [*result.records, *marked]
         return result
 
     def _offsets_change(self, group_id: str, create: bool) -> WriteResult[tuple[ErrorCode, str]]:
@@ -475,10 +433,7 @@ class ShareGroups:
 
     def replay(self, k: srec.ShareRecordKey, value: bytes | None) -> None:
         if k.record_type == srec.STATE_PARTITIONS:
-            if value is None:
-                self.state_parts.pop(k.group, None)
-            else:
-                self.state_parts[k.group] = ssp.decode_value(value)
+            self.states.replay(k.group, value)
             return
         if k.record_type == srec.GROUP_METADATA:
             if value is None:
@@ -515,4 +470,4 @@ class ShareGroups:
 
     def on_unloaded(self) -> None:
         self.groups.clear()
-        self.state_parts.clear()
+        self.states.parts.clear()
