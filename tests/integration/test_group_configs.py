@@ -150,3 +150,14 @@ def test_share_group_starts_where_its_own_reset_says(node: Node) -> None:
         assert sorted(got) == list(range(5))
     finally:
         c.close()
+
+
+def test_describe_every_group(node: Node) -> None:
+    """Without --entity-name: every group ListGroups reports, each with its own configs."""
+    p = _tool("--bootstrap-server", node.bootstrap, "--describe", "--entity-type", "groups")
+    assert p.returncode == 0, p.stderr
+    assert (
+        "Dynamic configs for group sg-early are:\n"
+        "  share.auto.offset.reset=earliest sensitive=false "
+        "synonyms={GROUP_CONFIG:share.auto.offset.reset=earliest}\n"
+    ) in p.stdout
