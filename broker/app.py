@@ -70,6 +70,8 @@ from .api.topic_partitions import TopicPartitionsApi
 from .api.topics import TopicsApi
 from .api.txn import TxnApi
 from .cluster_view import ClusterView, PeerClients
+from .config import group_configs
+from .config.group_configs import GROUP_RESOURCE, GroupConfigDefaults
 from .config.server_config import ServerConfig
 from .controller.acls import AclController
 from .controller.active_duties import ActiveControllerDuties
@@ -205,6 +207,8 @@ class Node:
         self.clock = SystemClock()
         self.metrics = BrokerMetrics()
         self.image = MetadataImage()
+        # per-group dynamic configs fall back to these broker values, within these bounds
+        self.group_defaults = GroupConfigDefaults.from_static(config.static_values)
         self._loaded = False  # the first committed records load the image (load_metadata)
         self.cluster_view = ClusterView(lambda: self.image, config)
         self.peers = PeerClients(config.node_id)
@@ -342,6 +346,7 @@ class Node:
                 default_replication_factor=config.default_replication_factor,
                 secrets=self.config_secrets,
                 replica_budget=self.replica_budget,
+                group_defaults=self.group_defaults,
             ),
             config.node_id,
             ready=self.quorum.wait_writable,
@@ -406,6 +411,7 @@ class Node:
                 share_session_timeout_ms=config.group_share_session_timeout_ms,
                 share_heartbeat_interval_ms=config.group_share_heartbeat_interval_ms,
                 share_max_size=config.group_share_max_size,
+                group_overrides=lambda gid: self.image.config(GROUP_RESOURCE, gid),
             ),
             LoopScheduler(),
             self._topics_view,
@@ -533,6 +539,9 @@ class Node:
                 config, self.image.config(TOPIC_RESOURCE, name)
             ),
             describe_broker_configs=lambda: describe_broker_configs(config, self.image),
+            describe_group_configs=lambda name: group_configs.describe_rows(
+                self.image.config(GROUP_RESOURCE, name), self.group_defaults
+            ),
             authorizer=self.authorizer,
             controller_endpoints=lambda: [
                 (v.node_id, v.host, v.port) for v in config.controller_quorum_voters
@@ -566,6 +575,7 @@ class Node:
             self.cluster_api.ensure_share_state_topic,
         )
         self.share_offsets = ShareOffsetsAdmin(self.groups, self.share_persister)
+        self.groups.share_state_deleter = self.share_offsets.delete_state
         # client quotas (KIP-13/219), from the image's ClientQuotaRecords
         self.client_throttle = ClientThrottle(
             lambda: self.image,
@@ -718,7 +728,14 @@ class Node:
             c.group_share_max_share_sessions, evict_idle_ms=c.group_share_session_timeout_ms
         )
         persister = self.share_persister
-        fetch = ShareFetchApi(self.services, share, c.share_auto_offset_reset, sessions, persister)
+        fetch = ShareFetchApi(
+            self.services,
+            share,
+            c.share_auto_offset_reset,
+            sessions,
+            persister,
+            group_overrides=lambda gid: self.image.config(GROUP_RESOURCE, gid),
+        )
         return [
             *ShareGroupApi(self.groups, self.authorizer).apis(),
             *ShareOffsetsApi(self.services, self.groups, persister).apis(),
@@ -980,6 +997,9 @@ class Node:
         )
         self.metrics.watch_quotas(
             read_on_loop(loop, self.client_throttle.metrics_snapshot, "quota metrics")
+        )
+        self.metrics.watch_groups(
+            read_on_loop(loop, self.groups.metrics_snapshot, "group coordinator metrics")
         )
         self.metrics.watch_image(lambda: image_info(self.image))  # immutable: any thread
         self.metrics.watch_log_files(lambda: LogFileStats(*file_cache.stats()))  # any thread

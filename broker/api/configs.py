@@ -1,5 +1,6 @@
-"""DescribeConfigs v1-v5, AlterConfigs v0-v2, IncrementalAlterConfigs v0-v2 for topics, brokers and
-mirrors (resource type 64, KIP-1279; also accepted on the older versions, as the prototype does).
+"""DescribeConfigs v1-v5, AlterConfigs v0-v2, IncrementalAlterConfigs v0-v2 for topics, brokers,
+groups (resource type 32, KIP-848/932 dynamic group configs) and mirrors (resource type 64,
+KIP-1279; also accepted on the older versions, as the prototype does).
 
 Describe rows come from the composition root's config describers as dicts with keys name, value,
 read_only, source, sensitive, synonyms ([{name, value, source}]) and type (Kafka's ConfigType).
@@ -7,7 +8,8 @@ Sensitive values are reported as null, as Kafka does. Changes go through the con
 validates every key and value (INVALID_CONFIG with the reason otherwise).
 
 With an authorizer, describing needs DESCRIBE_CONFIGS and changing ALTER_CONFIGS: on the topic
-(TOPIC_AUTHORIZATION_FAILED), on the CLUSTER_MIRROR resource of that name (KIP-1279,
+(TOPIC_AUTHORIZATION_FAILED), on the group (GROUP_AUTHORIZATION_FAILED), on the
+CLUSTER_MIRROR resource of that name (KIP-1279,
 MIRROR_AUTHORIZATION_FAILED), or on the cluster for broker resources (CLUSTER_AUTHORIZATION_FAILED).
 """
 
@@ -19,6 +21,7 @@ from protocol.build import build
 from protocol.errors import MirrorErrorCode
 from protocol.registry import REGISTRY
 
+from ..config.group_configs import GROUP_RESOURCE
 from ..controller import mirror_config
 from ..controller.controller import SET, ConfigChange, ResourceResult
 from ..metadata.image import (
@@ -60,6 +63,10 @@ class ConfigsApi:
             if allowed(authz, ctx, op, ResourceType.TOPIC, name):
                 return None
             return ErrorCode.topic_authorization_failed, f"Topic authorization failed: {name}"
+        if resource_type == GROUP_RESOURCE:
+            if allowed(authz, ctx, op, ResourceType.GROUP, name):
+                return None
+            return ErrorCode.group_authorization_failed, f"Group authorization failed: {name}"
         if resource_type == MIRROR_RESOURCE:
             if allowed(authz, ctx, op, ResourceType.CLUSTER_MIRROR, name):
                 return None
@@ -85,6 +92,10 @@ class ConfigsApi:
             return ErrorCode.none, None, self.s.describe_broker_configs()
         if resource_type == BROKER_LOGGER_RESOURCE:
             return ErrorCode.none, None, []
+        if resource_type == GROUP_RESOURCE:
+            if not name:
+                return ErrorCode.invalid_request, "Group name must not be empty", []
+            return ErrorCode.none, None, self.s.describe_group_configs(name)
         if resource_type == MIRROR_RESOURCE:
             explicit = self.s.image().config(MIRROR_RESOURCE, name)
             if not explicit:

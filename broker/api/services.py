@@ -24,6 +24,8 @@ class Services:
     # Topic-level config description rows for DescribeConfigs / CreateTopics v5+
     describe_topic_configs: Callable[[str], list[dict[str, Any]]] = lambda name: []
     describe_broker_configs: Callable[[], list[dict[str, Any]]] = lambda: []
+    # a group's dynamic config rows (resource type GROUP, 32)
+    describe_group_configs: Callable[[str], list[dict[str, Any]]] = lambda name: []
     # (topic, partition) -> may Produce/DeleteRecords write there? Replaced by the mirror
     # manager's state-aware check; None: any topic with a mirror.name is read-only.
     mirror_writable: Callable[[str, int], bool] | None = None

@@ -29,7 +29,7 @@ import datetime
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,13 +99,14 @@ class ShareFetchApi:
         sessions: ShareSessions | None = None,
         persister: SharePersister | None = None,
         clock: Callable[[], int] = _monotonic_ms,
+        group_overrides: Callable[[str], Mapping[str, str]] | None = None,
     ) -> None:
         self.s = services
         self.config = config or ShareConfig()
         self.sessions = sessions or ShareSessions()
         self.clock = clock
         # the share-partitions this node serves as leader (persister None: in memory only)
-        self.states = LeaderShareStates(self.config, auto_offset_reset, persister)
+        self.states = LeaderShareStates(self.config, auto_offset_reset, persister, group_overrides)
         # long-polling fetches, woken when records may be acquirable again
         self._waiters: set[asyncio.Future[None]] = set()
 
@@ -138,7 +139,7 @@ class ShareFetchApi:
             if isinstance(session, ErrorCode):
                 error = session
         if error is not None or not isinstance(session, ShareSession):
-            return self._fetch_response(error or ErrorCode.unknown_server_error, [])
+            return self._fetch_response(error or ErrorCode.unknown_server_error, [], group)
         requested = [(t.topic_id, int(p.partition_index)) for t in req.topics for p in t.partitions]
         session.partitions.update(requested)
         for ft in req.forgotten_topics_data:
@@ -148,7 +149,7 @@ class ShareFetchApi:
         if epoch == FINAL_EPOCH:
             await self._close(group, member)
             rows = {k: _Row(k[1], ack_error=code) for k, code in ack_results.items()}
-            return self._fetch_response(ErrorCode.none, list(rows.items()))
+            return self._fetch_response(ErrorCode.none, list(rows.items()), group)
         full = epoch == INITIAL_EPOCH
         deadline = time.monotonic() + max(0, _ms(req.max_wait)) / 1000
         max_records = int(getattr(req, "max_records", 0)) or 500
@@ -175,9 +176,11 @@ class ShareFetchApi:
             for k, r in rows.items()
             if full or r.acquired or r.error or r.ack_error is not None
         ]
-        return self._fetch_response(ErrorCode.none, shown)
+        return self._fetch_response(ErrorCode.none, shown, group)
 
-    def _fetch_response(self, error: ErrorCode, rows: list[tuple[TopicPartitionId, _Row]]) -> Any:
+    def _fetch_response(
+        self, error: ErrorCode, rows: list[tuple[TopicPartitionId, _Row]], group: str
+    ) -> Any:
         cls = REGISTRY.spec(SHARE_FETCH).response_type(VERSION)
         mod = __import__(
             cls.__module__,
@@ -208,7 +211,7 @@ class ShareFetchApi:
             throttle_time=_NO_THROTTLE,
             error_code=error,
             acquisition_lock_timeout=i32Timedelta.parse(
-                datetime.timedelta(milliseconds=self.config.lock_duration_ms)
+                datetime.timedelta(milliseconds=self.states.config_for(group).lock_duration_ms)
             ),
             responses=tuple(
                 mod.ShareFetchableTopicResponse(topic_id=t, partitions=tuple(ps))

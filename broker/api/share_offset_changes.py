@@ -127,7 +127,7 @@ class ShareOffsetChangesApi:
                 else:
                     valid[ShareKey(req.group_id, topic.topic_id, index)] = start
                     names[topic.topic_id] = t.topic_name
-        (error, message), done = await self.admin.alter(req.group_id, valid)
+        (error, message), done = await self.admin.alter(req.group_id, valid, names)
         if error != ErrorCode.none:
             return everywhere(error, message)
         for key, outcome in done.items():
@@ -162,6 +162,7 @@ class ShareOffsetChangesApi:
         if error is not None:
             return failed(error)
         keys: list[ShareKey] = []
+        names: dict[uuid.UUID, str] = {}
         outcome: dict[str, tuple[ErrorCode, str | None] | None] = {}
         for t in req.topics:
             topic = img.topics.get(t.topic_name)
@@ -172,10 +173,11 @@ class ShareOffsetChangesApi:
                 outcome[t.topic_name] = (ErrorCode.unknown_topic_or_partition, msg)
             else:
                 outcome[t.topic_name] = None
+                names[topic.topic_id] = t.topic_name
                 keys += [
                     ShareKey(req.group_id, topic.topic_id, p) for p in sorted(topic.partitions)
                 ]
-        (error, message), done = await self.admin.delete(req.group_id, keys)
+        (error, message), done = await self.admin.delete(req.group_id, keys, names)
         if error != ErrorCode.none:
             return failed(error, message)
         out = []

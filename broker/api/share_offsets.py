@@ -2,7 +2,9 @@
 each share-partition's start offset, read from the share coordinator (`__share_group_state`,
 this node or another), with the partition's current leader epoch.
 
-Topics null means the topics the group's members subscribe to. A partition without stored state
+Topics null means the share-partitions the group has initialized state for (record 15, so also
+when it has no members, as Kafka 4.1), and the topics its members subscribe to (whole, for a
+group written before record 15 was). A partition without stored state
 has start offset -1, as in Kafka; one whose state cannot be read carries the share
 coordinator's error. A group id that is no share group: GROUP_ID_NOT_FOUND (NOT_COORDINATOR on
 a node not coordinating it). With an authorizer (as Kafka): DESCRIBE on the group
@@ -62,12 +64,19 @@ class ShareOffsetsApi:
         error, subscribed = await self.groups.share_group_topics(g.group_id)
         if error != ErrorCode.none:
             return failed(error, f"Group {g.group_id} is not a share group.")
-        wanted: list[tuple[str, list[int] | None]] = (
-            [(n, None) for n in subscribed]
-            if g.topics is None
-            else [(t.topic_name, [int(p) for p in t.partitions]) for t in g.topics]
-        )
         img = self.s.image()
+        wanted: list[tuple[str, list[int] | None]]
+        if g.topics is None:
+            error, initialized = await self.groups.share_group_initialized(g.group_id)
+            if error != ErrorCode.none:
+                return failed(error, f"Group {g.group_id} is not a share group.")
+            names = {t.topic_id: name for name, t in img.topics.items()}
+            known = {names[t]: sorted(tp.partitions) for t, tp in initialized.items() if t in names}
+            wanted = [
+                (n, None if n in subscribed else known[n]) for n in sorted({*known, *subscribed})
+            ]
+        else:
+            wanted = [(t.topic_name, [int(p) for p in t.partitions]) for t in g.topics]
         topics = []
         for name, partitions in wanted:
             if not allowed(authz, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name):

@@ -1,5 +1,6 @@
-"""``kafka-configs.sh``: describe and alter the dynamic configs of topics, brokers and cluster
-mirrors (KIP-1279 resource type 64), with Apache Kafka's flags, messages and output format.
+"""``kafka-configs.sh``: describe and alter the dynamic configs of topics, brokers, groups
+(KIP-848/932 group configs, resource type 32) and cluster mirrors (KIP-1279 resource type 64),
+with Apache Kafka's flags, messages and output format.
 
 ``--describe`` is DescribeConfigs (with synonyms; only the entity's dynamic configs unless
 ``--all``); ``--alter`` is IncrementalAlterConfigs: ``--delete-config`` keys (which must be set,
@@ -9,8 +10,9 @@ as Kafka does. A broker's own configs are read and written on that broker (found
 
 ``--entity-type users`` manages SASL/SCRAM credentials (``SCRAM-SHA-256``/``SCRAM-SHA-512`` keys,
 see configs_scram.py) and user quotas; ``clients``, ``users`` + ``clients`` and ``ips`` client
-quotas (configs_quotas.py). ``broker-loggers``, ``client-metrics`` and ``groups`` are refused (no
-such config resources here). Exit code 0 on success, 1 on any error.
+quotas (configs_quotas.py). ``broker-loggers`` and ``client-metrics`` are refused (no such
+config resources here). Groups without ``--entity-name`` are those ListGroups reports on every
+broker. Exit code 0 on success, 1 on any error.
 """
 
 from __future__ import annotations
@@ -39,17 +41,22 @@ from broker.cli.admin import (
 )
 from protocol.errors import MirrorErrorCode
 
-METADATA, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, LIST_MIRRORS = 3, 32, 44, 98
-TOPIC_RESOURCE, BROKER_RESOURCE, MIRROR_RESOURCE = 2, 4, 64
+METADATA, LIST_GROUPS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, LIST_MIRRORS = 3, 16, 32, 44, 98
+TOPIC_RESOURCE, BROKER_RESOURCE, GROUP_RESOURCE, MIRROR_RESOURCE = 2, 4, 32, 64
 SET, DELETE = 0, 1
 
-TOPICS, BROKERS, MIRRORS, USERS = "topics", "brokers", "mirrors", "users"
-SERVED: Final = (TOPICS, BROKERS, MIRRORS)
+TOPICS, BROKERS, GROUPS, MIRRORS, USERS = "topics", "brokers", "groups", "mirrors", "users"
+SERVED: Final = (TOPICS, BROKERS, GROUPS, MIRRORS)
 QUOTA_TYPES: Final = ("users", "clients", "ips")
 # Kafka's other entity types, which this broker has no config resource for
-OTHER_TYPES: Final = ("broker-loggers", "client-metrics", "groups")
+OTHER_TYPES: Final = ("broker-loggers", "client-metrics")
 ENTITY_TYPES: Final = (*SERVED, *QUOTA_TYPES, *OTHER_TYPES)
-RESOURCE = {TOPICS: TOPIC_RESOURCE, BROKERS: BROKER_RESOURCE, MIRRORS: MIRROR_RESOURCE}
+RESOURCE = {
+    TOPICS: TOPIC_RESOURCE,
+    BROKERS: BROKER_RESOURCE,
+    GROUPS: GROUP_RESOURCE,
+    MIRRORS: MIRROR_RESOURCE,
+}
 
 # Kafka's ConfigSource names (DescribeConfigs config_source codes)
 SOURCES: Final = {
@@ -92,8 +99,8 @@ _KV_SEP = re.compile(r"\s*=\s*" + _OUTSIDE_BRACKETS)
 _KEY = re.compile(r"[$a-zA-Z0-9._-]*")
 
 HELP = """\
-This tool helps to manipulate and describe entity config for a topic, broker, cluster mirror,
-user, client or ip.
+This tool helps to manipulate and describe entity config for a topic, broker, group, cluster
+mirror, user, client or ip.
 Option                                  Description
 ------                                  -----------
 --add-config <String>                   Key Value pairs of configs to add.
@@ -119,9 +126,10 @@ Option                                  Description
                                           brokers/ips.
 --entity-name <String>                  Name of entity (topic name/client id/
                                           user principal name/broker id/ip/
-                                          mirror name)
+                                          group name/mirror name)
 --entity-type <String>                  Type of entity (topics/clients/users/
-                                          brokers/ips/mirrors)
+                                          brokers/ips/groups/mirrors)
+--group <String>                        The group's ID.
 --help                                  Print usage information.
 --ip <String>                           The IP address.
 --ip-defaults                           The config defaults for all IPs.
@@ -143,7 +151,7 @@ controller_mutation_rate; connection_creation_rate for ips), --delete-config KEY
 
 @dataclass(frozen=True, slots=True)
 class Entity:
-    kind: str  # topics / brokers / mirrors
+    kind: str  # topics / brokers / groups / mirrors
     name: str | None  # None: every entity of the kind; "": the default entity
 
     @property
@@ -324,6 +332,8 @@ def _is_dynamic(entity: Entity, source: int) -> bool:
         return source == 1
     if entity.kind == BROKERS:
         return source == (3 if entity.name == "" else 2)
+    if entity.kind == GROUPS:
+        return source == 8  # GROUP_CONFIG
     return source not in (STATIC, DEFAULT)  # a mirror's own keys: everything it stores
 
 
@@ -398,12 +408,23 @@ class Tool:
             return sorted(str(t.name) for t in resp.topics if t.name)
         if kind == BROKERS:
             return [*(str(b) for b in sorted(await self.brokers())), ""]
+        if kind == GROUPS:
+            return await self.group_names()
         resp = await self.s.call(LIST_MIRRORS, {})
         if code(resp.error_code):
             raise CommandError(
                 f"{resp.error_message or 'ListMirrors failed'} ({code_name(code(resp.error_code))})"
             )
         return sorted(str(m.mirror_name) for m in resp.mirrors)
+
+    async def group_names(self) -> list[str]:
+        """Every group, from ListGroups on each broker (each lists those it coordinates)."""
+        found: set[str] = set()
+        for node in sorted(await self.brokers()):
+            s = await self.session_for(Entity(BROKERS, str(node)))
+            resp = await s.call(LIST_GROUPS, {"states_filter": [], "types_filter": []})
+            found |= {str(g.group_id) for g in resp.groups}
+        return sorted(found)
 
     async def describe(self, entity: Entity, describe_all: bool) -> int:
         if entity.name is None:

@@ -115,6 +115,12 @@ IMPLEMENTED_KEYS: frozenset[str] = frozenset(
         "group.share.record.lock.duration.ms", "group.share.delivery.count.limit",
         "group.share.partition.max.record.locks", "share.auto.offset.reset",
         "group.share.max.share.sessions",
+        # the bounds of per-group configs (group_configs)
+        "group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms",
+        "group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms",
+        "group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms",
+        "group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms",
+        "group.share.min.record.lock.duration.ms", "group.share.max.record.lock.duration.ms",
         "share.coordinator.state.topic.num.partitions",
         "share.coordinator.state.topic.replication.factor",
         "share.coordinator.state.topic.min.isr",

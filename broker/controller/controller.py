@@ -18,6 +18,8 @@ from kio.schema.errors import ErrorCode
 from protocol.errors import MirrorErrorCode
 from protocol.metadata_records import latest_type
 
+from ..config import group_configs
+from ..config.group_configs import GROUP_RESOURCE, GroupConfigDefaults, GroupConfigError
 from ..metadata.image import BROKER_RESOURCE, MIRROR_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from ..metadata.mirror_states import MIRROR_NAME_CONFIG
 from . import mirror_config
@@ -113,6 +115,8 @@ class Validators:
     secrets: "ConfigSealer | None" = None
     # the partition replicas one node's open-file limit allows (fd_budget); None: no bound
     replica_budget: ReplicaBudget | None = None
+    # the broker's group config defaults and bounds (GROUP resources); None: Kafka's defaults
+    group_defaults: GroupConfigDefaults | None = None
 
 
 class ControllerLock:
@@ -484,7 +488,19 @@ class Controller:
             if why:
                 raise ConfigValidationError(why)
             return value
+        if resource_type == GROUP_RESOURCE:
+            try:
+                return group_configs.check_value(key, value)
+            except GroupConfigError as e:
+                raise ConfigValidationError(str(e)) from None
         return self._v.broker_config(key, value)
+
+    def _check_group(self, wanted: dict[str, str]) -> None:
+        defaults = self._v.group_defaults or GroupConfigDefaults.kafka()
+        try:
+            group_configs.check_group(wanted, defaults)
+        except GroupConfigError as e:
+            raise ConfigValidationError(str(e)) from None
 
     def _list_keys(self, resource_type: int) -> frozenset[str]:
         if resource_type == MIRROR_RESOURCE:
@@ -518,6 +534,11 @@ class Controller:
                     if internal:
                         res.error = ErrorCode.invalid_config
                         res.message = f"Mirror config {internal[0]} is internal to the broker"
+                        continue
+                elif ch.resource_type == GROUP_RESOURCE:
+                    if not ch.resource_name:
+                        res.error = ErrorCode.invalid_request
+                        res.message = "Group name must not be empty"
                         continue
                 elif ch.resource_type == BROKER_RESOURCE:
                     if ch.resource_name not in ("", str(self._node_id)) and not (
@@ -571,6 +592,8 @@ class Controller:
                         why = mirror_config.missing_required(wanted)
                         if why:
                             raise ConfigValidationError(why)
+                    if ch.resource_type == GROUP_RESOURCE:
+                        self._check_group(wanted)
                     changed = {
                         key: self.seal(ch.resource_type, ch.resource_name, key, value)
                         for key, value in wanted.items()

@@ -303,6 +303,10 @@ class CoordinatorRuntime(Generic[S]):
     def loaded_partitions(self) -> list[int]:
         return sorted(p for p, s in self._slots.items() if s.state is not None)
 
+    def loaded_states(self) -> list[S]:
+        """The loaded shards' states, for a synchronous look on the event loop (metrics)."""
+        return [s.state for _, s in sorted(self._slots.items()) if s.state is not None]
+
     def is_loading(self, partition: int) -> bool:
         slot = self._slots.get(partition)
         return slot is not None and slot.state is None

@@ -19,6 +19,7 @@ from protocol.errors import MirrorErrorCode
 from protocol.registry import REGISTRY
 
 from .cleaner_metrics import CleanerCollector, CleanerSnapshot
+from .group_metrics import GroupCollector, GroupSnapshot
 from .image_metrics import ImageCollector, ImageInfo
 from .log_file_metrics import LogFileCollector, LogFileStats
 from .mirror_metrics import MirrorCollector, MirrorSnapshot
@@ -321,6 +322,10 @@ class BrokerMetrics:
     def watch_quotas(self, read: Callable[[], QuotaSnapshot | None]) -> None:
         """Client quota series (``quota_metrics``), from the snapshot ``read`` returns."""
         self.registry.register(QuotaCollector(read))
+
+    def watch_groups(self, read: Callable[[], GroupSnapshot | None]) -> None:
+        """The group coordinator's ``kafka_server_group_coordinator_metrics_*`` series."""
+        self.registry.register(GroupCollector(read))
 
     def watch_image(self, read: Callable[[], ImageInfo | None]) -> None:
         """``kmirror_metadata_image_info{digest,offset}``, from ``read`` per scrape."""

@@ -21,8 +21,8 @@ API_KEYS: dict[int, str] = {
 
 # schema type (metadata, coordinator-key, ...) -> record api key -> message name
 RECORD_KEYS: dict[str, dict[int, str]] = {
-    'coordinator-key': {0: 'TransactionLogKey', 1: 'OffsetCommitKey', 2: 'MirrorPartitionStateKey', 3: 'ConsumerGroupMetadataKey', 5: 'ConsumerGroupMemberMetadataKey', 6: 'ConsumerGroupTargetAssignmentMetadataKey', 7: 'ConsumerGroupTargetAssignmentMemberKey', 8: 'ConsumerGroupCurrentMemberAssignmentKey', 10: 'ShareGroupMemberMetadataKey', 11: 'ShareGroupMetadataKey', 14: 'ShareGroupCurrentMemberAssignmentKey'},
-    'coordinator-value': {0: 'TransactionLogValue', 1: 'OffsetCommitValue', 2: 'MirrorPartitionStateValue', 3: 'ConsumerGroupMetadataValue', 5: 'ConsumerGroupMemberMetadataValue', 6: 'ConsumerGroupTargetAssignmentMetadataValue', 7: 'ConsumerGroupTargetAssignmentMemberValue', 8: 'ConsumerGroupCurrentMemberAssignmentValue', 10: 'ShareGroupMemberMetadataValue', 11: 'ShareGroupMetadataValue', 14: 'ShareGroupCurrentMemberAssignmentValue'},
+    'coordinator-key': {0: 'TransactionLogKey', 1: 'OffsetCommitKey', 2: 'MirrorPartitionStateKey', 3: 'ConsumerGroupMetadataKey', 5: 'ConsumerGroupMemberMetadataKey', 6: 'ConsumerGroupTargetAssignmentMetadataKey', 7: 'ConsumerGroupTargetAssignmentMemberKey', 8: 'ConsumerGroupCurrentMemberAssignmentKey', 10: 'ShareGroupMemberMetadataKey', 11: 'ShareGroupMetadataKey', 14: 'ShareGroupCurrentMemberAssignmentKey', 15: 'ShareGroupStatePartitionMetadataKey'},
+    'coordinator-value': {0: 'TransactionLogValue', 1: 'OffsetCommitValue', 2: 'MirrorPartitionStateValue', 3: 'ConsumerGroupMetadataValue', 5: 'ConsumerGroupMemberMetadataValue', 6: 'ConsumerGroupTargetAssignmentMetadataValue', 7: 'ConsumerGroupTargetAssignmentMemberValue', 8: 'ConsumerGroupCurrentMemberAssignmentValue', 10: 'ShareGroupMemberMetadataValue', 11: 'ShareGroupMetadataValue', 14: 'ShareGroupCurrentMemberAssignmentValue', 15: 'ShareGroupStatePartitionMetadataValue'},
     'metadata': {0: 'RegisterBrokerRecord', 1: 'UnregisterBrokerRecord', 2: 'TopicRecord', 3: 'PartitionRecord', 4: 'ConfigRecord', 5: 'PartitionChangeRecord', 7: 'FenceBrokerRecord', 8: 'UnfenceBrokerRecord', 9: 'RemoveTopicRecord', 11: 'UserScramCredentialRecord', 12: 'FeatureLevelRecord', 14: 'ClientQuotaRecord', 15: 'ProducerIdsRecord', 17: 'BrokerRegistrationChangeRecord', 18: 'AccessControlEntryRecord', 19: 'RemoveAccessControlEntryRecord', 20: 'NoOpRecord', 22: 'RemoveUserScramCredentialRecord', 23: 'BeginTransactionRecord', 24: 'EndTransactionRecord'},
 }
 
@@ -167,6 +167,12 @@ TYPES: dict[str, dict[int, dict[str, str]]] = {
     },
     'ShareGroupMetadataValue': {
         0: {'data': 'protocol.generated.share_group_metadata_value.v0.data:ShareGroupMetadataValue'},
+    },
+    'ShareGroupStatePartitionMetadataKey': {
+        0: {'data': 'protocol.generated.share_group_state_partition_metadata_key.v0.data:ShareGroupStatePartitionMetadataKey'},
+    },
+    'ShareGroupStatePartitionMetadataValue': {
+        0: {'data': 'protocol.generated.share_group_state_partition_metadata_value.v0.data:ShareGroupStatePartitionMetadataValue'},
     },
     'ShareSnapshotKey': {
         0: {'data': 'protocol.generated.share_snapshot_key.v0.data:ShareSnapshotKey'},

@@ -12,6 +12,7 @@ from broker.api.context import RequestContext
 from broker.api.mirror import MirrorApi
 from broker.api.services import Services
 from broker.api.topics import TopicsApi
+from broker.config.group_configs import GROUP_RESOURCE
 from broker.controller.acls import AclController
 from broker.metadata.image import BROKER_RESOURCE, MIRROR_RESOURCE, TOPIC_RESOURCE
 from broker.security.acls import (
@@ -228,3 +229,58 @@ def test_topic_admin_needs_create_delete_alter() -> None:
     assert [(r.name, int(r.error_code)) for r in grown.results] == [
         ("a", ErrorCode.topic_authorization_failed.value)
     ]
+
+
+def test_group_configs_need_describe_and_alter_configs_on_the_group() -> None:
+    _q, _mc, s = _setup(_allow(Res.GROUP, "mine", Op.ALTER_CONFIGS))
+    api = ConfigsApi(s)
+
+    def describe(name: str) -> Any:
+        req = _req(
+            32,
+            4,
+            {
+                "resources": [
+                    {
+                        "resource_type": GROUP_RESOURCE,
+                        "resource_name": name,
+                        "configuration_keys": None,
+                    }
+                ],
+                "include_synonyms": False,
+                "include_documentation": False,
+            },
+        )
+        (r,) = run(api.describe_configs(_ctx(4), req)).results
+        return r
+
+    assert int(describe("mine").error_code) == 0
+    assert int(describe("theirs").error_code) == ErrorCode.group_authorization_failed.value
+    alter = _req(
+        44,
+        1,
+        {
+            "resources": [
+                {
+                    "resource_type": GROUP_RESOURCE,
+                    "resource_name": n,
+                    "configs": [
+                        {
+                            "name": "share.auto.offset.reset",
+                            "config_operation": 0,
+                            "value": "earliest",
+                        }
+                    ],
+                }
+                for n in ("mine", "theirs")
+            ],
+            "validate_only": False,
+        },
+    )
+    resp = run(api.incremental_alter_configs(_ctx(1), alter))
+    assert [int(r.error_code) for r in resp.responses] == [
+        0,
+        ErrorCode.group_authorization_failed.value,
+    ]
+    assert s.image().config(GROUP_RESOURCE, "mine") == {"share.auto.offset.reset": "earliest"}
+    assert not s.image().config(GROUP_RESOURCE, "theirs")

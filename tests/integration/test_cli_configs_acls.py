@@ -362,7 +362,7 @@ def test_client_quotas_served(cluster: Cluster, kind: str) -> None:
         (("--alter", "--topic", "nope", "--add-config", "retention.ms=1"), "UNKNOWN_TOPIC"),
         (("--describe", "--topic", "cfg-t", "--entity-name", "cfg-t"), "conjunction"),
         (("--describe", "--topic", "cfg-t", "--entity-type", "topics"), "Duplicate entity type"),
-        (("--describe", "--entity-type", "groups", "--entity-name", "g"), "not supported"),
+        (("--describe", "--entity-type", "client-metrics", "--entity-name", "g"), "not supported"),
         (("--describe", "--topic", "cfg-t", "--command-config", "/no/such"), "cannot read"),
     ],
 )

@@ -14,7 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    AcknowledgeType,
+    Consumer,
+    KafkaError,
+    Producer,
+    ShareConsumer,
+    TopicPartition,
+)
+
+from broker.coordinator.share import state_records
 
 from .clients import create_topic
 from .node import ROOT, Node
@@ -144,10 +154,15 @@ def test_describe_offsets(tool: Tool) -> None:
         "\nsg-active       queue           1          0             3"
         "\n"
     )
-    # an Empty group: the node answers DescribeShareGroupOffsets (all topics) with the topics
-    # its members subscribe to, none here (Kafka 4.1 remembers the partitions it initialized)
+    # an Empty group: its members are gone, but the coordinator remembers the partitions it
+    # has share state for (record 15, as Kafka 4.1): DescribeShareGroupOffsets for all topics
     p = tool.ok("--describe", "--group", EMPTY, "--verbose")
-    assert p.stdout == "\nGROUP           TOPIC           PARTITION  LEADER-EPOCH  START-OFFSET\n"
+    assert p.stdout == (
+        "\nGROUP           TOPIC           PARTITION  LEADER-EPOCH  START-OFFSET"
+        "\nsg-empty        queue           0          0             10"
+        "\nsg-empty        queue           1          0             0"
+        "\n"
+    )
     assert p.stderr == ""  # Kafka 4.1 prints no state note with the offsets
     # no such share group: the offsets cannot be listed, a command error (exit 1, one line)
     p = tool.run("--describe", "--group", "nope")
@@ -156,8 +171,18 @@ def test_describe_offsets(tool: Tool) -> None:
         "Error while executing share group command: org.apache.kafka.common.errors."
         "GroupIdNotFoundException: Group nope is not a share group.\n"
     )
-    header_only = "\nGROUP           TOPIC           PARTITION  START-OFFSET\n"
-    assert tool.ok("--describe", "--all-groups").stdout == expected + header_only * 2
+    everything = tool.ok("--describe", "--all-groups").stdout
+    assert expected in everything
+    assert "\nsg-empty        queue           0          10\n" in everything
+    assert "\nsg-doomed       queue           1          1\n" in everything
+    # --reset-offsets without --topic: the partitions the Empty group has state for
+    p = tool.ok("--reset-offsets", "--group", EMPTY, "--to-earliest", "--dry-run")
+    assert p.stdout == (
+        "\nGROUP           TOPIC           PARTITION  NEW-OFFSET"
+        "\nsg-empty        queue           0          0"
+        "\nsg-empty        queue           1          0"
+        "\n"
+    )
 
 
 def test_describe_members(tool: Tool) -> None:
@@ -227,10 +252,48 @@ def test_delete(tool: Tool) -> None:
     p = tool.ok("--delete", "--group", DOOMED)
     assert p.stdout == f"Deletion of requested share groups ('{DOOMED}') was successful.\n"
     assert DOOMED not in tool.ok("--list").stdout.split()
-    # the group's share-partition state went with it: one made anew starts from the beginning
     assert tool.ok("--describe", "--group", DOOMED, "--state").stdout.startswith(
         f"\nError: Share group '{DOOMED}' does not exist.\n"
     )
+    # its share-partition state went with it, as tombstones in __share_group_state ...
+    assert _state_tombstones(tool.node, DOOMED) == {0, 1}
+    # ... so one made anew under the name starts from the beginning (share.auto.offset.reset
+    # earliest), not at the old group's start offsets (1 and 1)
+    c = _member(tool.node, DOOMED, "share-3")
+    try:
+        assert len(_consume(c, PARTS * PER_PARTITION)) == PARTS * PER_PARTITION
+    finally:
+        c.close()
+
+
+def _state_tombstones(node: Node, group: str) -> set[int]:
+    """The partitions of TOPIC whose share state of `group` ends in a tombstone."""
+    c = Consumer(
+        {
+            "bootstrap.servers": node.bootstrap,
+            "group.id": "state-reader",
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+        }
+    )
+    c.assign([TopicPartition("__share_group_state", 0, OFFSET_BEGINNING)])
+    last: dict[int, bytes | None] = {}
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error() is not None:
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    break
+                continue
+            k = state_records.decode_key(m.key())
+            if k is not None and k.group_id == group:
+                last[k.partition] = m.value()
+    finally:
+        c.close()
+    return {p for p, v in last.items() if v is None}
 
 
 @pytest.mark.parametrize(
@@ -357,6 +420,14 @@ def test_reset_offsets(tool: Tool) -> None:
     )  # fmt: skip
     assert p.stdout == PLAN_HEADER + row + "0\n"
     assert _take(tool.node, RESET_GROUP, 13) == list(range(13))
+    _empty(tool, RESET_GROUP)
+    # without --topic: the partitions the group has share state for (record 15)
+    p = tool.ok("--reset-offsets", "--group", RESET_GROUP, "--to-latest", "--execute")
+    assert p.stdout == PLAN_HEADER + row + "13\n"
+    for i in range(13, 15):
+        producer.produce(RESET_TOPIC, value=b"r%d" % i, partition=0)
+    assert producer.flush(20) == 0
+    assert _take(tool.node, RESET_GROUP, 2) == [13, 14]
     _empty(tool, RESET_GROUP)
     # a group with a member is refused before anything is planned
     member = ShareConsumer({"bootstrap.servers": tool.node.bootstrap, "group.id": RESET_GROUP})

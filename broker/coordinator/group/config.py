@@ -1,6 +1,14 @@
-"""Group coordinator settings (Kafka's broker config names in the comments)."""
+"""Group coordinator settings (Kafka's broker config names in the comments), and a group's own
+overrides of some (per-group dynamic configs, `broker.config.group_configs`)."""
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+
+from broker.config import group_configs as gc
+
+
+def _no_overrides(group_id: str) -> Mapping[str, str]:
+    return {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,3 +32,21 @@ class GroupConfig:
     # Extra real-time slack past a rebalance timeout before an awaiting call gives up;
     # timers normally answer first, this only guarantees nothing waits forever.
     wait_guard_ms: int = 30_000
+    # a group's dynamic configs (GROUP ConfigRecords in the metadata image), read when used
+    group_overrides: Callable[[str], Mapping[str, str]] = _no_overrides
+
+    def _int(self, group_id: str, name: str, default: int) -> int:
+        value = self.group_overrides(group_id).get(name)
+        return int(value) if value is not None else default
+
+    def consumer_session_ms(self, group_id: str) -> int:
+        return self._int(group_id, gc.CONSUMER_SESSION, self.consumer_session_timeout_ms)
+
+    def consumer_heartbeat_ms(self, group_id: str) -> int:
+        return self._int(group_id, gc.CONSUMER_HEARTBEAT, self.consumer_heartbeat_interval_ms)
+
+    def share_session_ms(self, group_id: str) -> int:
+        return self._int(group_id, gc.SHARE_SESSION, self.share_session_timeout_ms)
+
+    def share_heartbeat_ms(self, group_id: str) -> int:
+        return self._int(group_id, gc.SHARE_HEARTBEAT, self.share_heartbeat_interval_ms)

@@ -314,7 +314,7 @@ class ConsumerGroups(ConsumerOffsetChecks):
             ErrorCode.none,
             member_id=mid,
             member_epoch=after.epoch,
-            heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
+            heartbeat_interval_ms=self.config.consumer_heartbeat_ms(gid),
             assignment=dict(after.assigned) if send else None,
         )
 
@@ -413,7 +413,7 @@ class ConsumerGroups(ConsumerOffsetChecks):
     def _schedule_session(self, group_id: str, member_id: str) -> None:
         self.ctx.schedule(
             _session_key(group_id, member_id),
-            self.config.consumer_session_timeout_ms,
+            self.config.consumer_session_ms(group_id),
             lambda s: s.consumer.expire_member(group_id, member_id, None),
         )
 

@@ -1,11 +1,14 @@
 """The group coordinator service: routes each group to its shard and awaits long waits."""
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TypeVar
 
 from kio.schema.errors import ErrorCode
 
+from broker.coordinator.group import group_stats
+from broker.coordinator.group import share_state_partitions as ssp
 from broker.coordinator.group.classic import JoinResult, SyncResult
 from broker.coordinator.group.config import GroupConfig
 from broker.coordinator.group.consumer_describe import DescribedConsumerGroup
@@ -35,8 +38,13 @@ from broker.coordinator.runtime import (
     ShardContext,
 )
 from broker.coordinator.timer import LoopScheduler, Scheduler
+from broker.metrics.group_metrics import GroupCounters, GroupSnapshot
 
 T = TypeVar("T")
+
+# drops one share-partition's state at the share coordinator: (group, topic id, partition);
+# raises CoordinatorError
+ShareStateDeleter = Callable[[str, uuid.UUID, int], Awaitable[None]]
 
 
 class GroupCoordinator:
@@ -56,6 +64,11 @@ class GroupCoordinator:
         self.runtime: CoordinatorRuntime[GroupShard] = CoordinatorRuntime(
             cfg.num_partitions, factory, scheduler or LoopScheduler()
         )
+        # set by the node once the share persister exists: DeleteGroups of a share group
+        # deletes its state in __share_group_state first (None: nothing to delete there)
+        self.share_state_deleter: ShareStateDeleter | None = None
+        # what the coordinator metrics count (group_stats)
+        self.counters = GroupCounters()
 
     # -- shard ownership (driven by __consumer_offsets leadership) ----------------------------
 
@@ -63,7 +76,7 @@ class GroupCoordinator:
         return self.runtime.partition_for(group_id)
 
     async def load(self, partition: int, log: RecordLog) -> None:
-        await self.runtime.load(partition, log)
+        await self.runtime.load(partition, group_stats.CountingLog(log, self.counters))
 
     async def unload(self, partition: int) -> None:
         await self.runtime.unload(partition)
@@ -181,17 +194,50 @@ class GroupCoordinator:
         return ErrorCode.none, names
 
     async def share_group_offsets_change(
-        self, group_id: str, create: bool
+        self,
+        group_id: str,
+        create: bool,
+        initializing: ssp.Parts | None = None,
+        deleting: Mapping[uuid.UUID, str] | None = None,
     ) -> tuple[ErrorCode, str | None]:
         """See `ShareGroups.offsets_change`: (error, message) for the group."""
         partition = self.partition_for(group_id)
         error, message = await self._call(
             lambda: self.runtime.write(
-                partition, lambda s: s.share.offsets_change(group_id, create)
+                partition,
+                lambda s: s.share.offsets_change(
+                    group_id, create, initializing or {}, deleting or {}
+                ),
             ),
             lambda code: (code, ""),
         )
         return error, message or None
+
+    async def share_state_change_done(
+        self, group_id: str, initialized: ssp.Parts, failed: ssp.Parts, deleted: list[uuid.UUID]
+    ) -> ErrorCode:
+        """See `ShareGroups.state_change_done`."""
+        partition = self.partition_for(group_id)
+        return await self._call(
+            lambda: self.runtime.write(
+                partition,
+                lambda s: s.share.state_change_done(group_id, initialized, failed, deleted),
+            ),
+            lambda code: code,
+        )
+
+    async def share_group_initialized(
+        self, group_id: str
+    ) -> tuple[ErrorCode, dict[uuid.UUID, ssp.TopicParts]]:
+        """A share group's share-partitions with initialized state (record 15)."""
+        partition = self.partition_for(group_id)
+        try:
+            found = await self.runtime.read(partition, lambda s: s.share.initialized(group_id))
+        except CoordinatorError as exc:
+            return exc.code, {}
+        if found is None:
+            return ErrorCode.group_id_not_found, {}
+        return ErrorCode.none, found
 
     # -- offsets ----------------------------------------------------------------------------------
 
@@ -274,14 +320,44 @@ class GroupCoordinator:
                 continue  # unloaded meanwhile
         return error, groups
 
+    def metrics_snapshot(self) -> GroupSnapshot:
+        """The groups of the loaded shards and the counters (on the event loop)."""
+        listed = [g for s in self.runtime.loaded_states() for g in s.list_groups()]
+        return group_stats.snapshot(listed, self.counters)
+
     async def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
         by_partition: dict[int, list[str]] = {}
         for gid in group_ids:
             by_partition.setdefault(self.partition_for(gid), []).append(gid)
         results: dict[str, ErrorCode] = {}
         for partition, gids in by_partition.items():
-            results.update(await self._delete_on(partition, gids))
+            failed = await self._delete_share_states(partition, gids)
+            results.update(failed)
+            rest = [g for g in gids if g not in failed]
+            if rest:
+                results.update(await self._delete_on(partition, rest))
         return results
+
+    async def _delete_share_states(self, partition: int, gids: list[str]) -> dict[str, ErrorCode]:
+        """As Kafka: the share groups among `gids` first have their share-partitions marked
+        deleting (record 15) and their state deleted at the share coordinator; a group whose
+        state could not all be deleted is not deleted (its error returned)."""
+        prepared: dict[str, tuple[ErrorCode, list[tuple[uuid.UUID, int]]]] = await self._call(
+            lambda: self.runtime.write(partition, lambda s: s.share.prepare_delete(gids)),
+            lambda code: {g: (code, []) for g in gids},
+        )
+        failed: dict[str, ErrorCode] = {}
+        for gid, (code, keys) in prepared.items():
+            if code != ErrorCode.none:
+                failed[gid] = code
+                continue
+            try:
+                for topic_id, p in keys:
+                    if self.share_state_deleter is not None:
+                        await self.share_state_deleter(gid, topic_id, p)
+            except CoordinatorError as exc:
+                failed[gid] = exc.code
+        return failed
 
     async def _delete_on(self, partition: int, gids: list[str]) -> dict[str, ErrorCode]:
         return await self._call(

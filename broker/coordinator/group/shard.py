@@ -1131,7 +1131,7 @@ class GroupShard:
 
     def _delete_group(self, group_id: str) -> None:
         self.consumer.groups.pop(group_id, None)
-        self.share.groups.pop(group_id, None)
+        self.share.forget(group_id)
         group = self.groups.pop(group_id, None)
         if group is not None:
             group.transition(GroupState.DEAD, self._now())

@@ -7,6 +7,8 @@ and current epoch and assignment), so it survives a restart or a coordinator mov
 `consumer_shard`, state changes in place before the append and the runtime rebuilds the shard
 from the log if the append fails. Members share partitions, so there is no revocation: a
 member moves to the group's target assignment at once and its epoch follows the group epoch.
+Which share-partitions have state is kept per group too (`share_partition_states`, record 15):
+what an empty group's offsets are described from and what DeleteGroups deletes.
 """
 
 import uuid
@@ -17,9 +19,11 @@ from typing import TYPE_CHECKING
 from kio.schema.errors import ErrorCode
 
 from broker.coordinator.group import share_records as srec
+from broker.coordinator.group import share_state_partitions as ssp
 from broker.coordinator.group.config import GroupConfig
 from broker.coordinator.group.consumer_describe import NamedPartitions
 from broker.coordinator.group.consumer_group import TopicsView
+from broker.coordinator.group.share_partition_states import SharePartitionStates
 from broker.coordinator.runtime import Record, ShardContext, WriteResult
 
 if TYPE_CHECKING:
@@ -153,6 +157,7 @@ class ShareGroups:
         # whether a classic or consumer group holds the id (a share group cannot take it)
         self.other_type = other_type
         self.groups: dict[str, ShareGroup] = {}
+        self.states = SharePartitionStates(ctx, topics)
 
     # -- ShareGroupHeartbeat ---------------------------------------------------------------------
 
@@ -230,7 +235,7 @@ class ShareGroups:
                 ErrorCode.none,
                 member_id=member.member_id,
                 member_epoch=member.epoch,
-                heartbeat_interval_ms=self.config.share_heartbeat_interval_ms,
+                heartbeat_interval_ms=self.config.share_heartbeat_ms(p.group_id),
                 assignment=dict(member.assignment) if send else None,
             ),
             records,
@@ -248,7 +253,10 @@ class ShareGroups:
         group.epoch += 1
         group.topology = topology
         group.assignment_epoch = group.epoch
-        return [(srec.group_metadata_key(group.group_id), srec.group_metadata_value(group.epoch))]
+        return [
+            (srec.group_metadata_key(group.group_id), srec.group_metadata_value(group.epoch)),
+            *self.states.assigned(group.group_id, topology),
+        ]
 
     def _leave(
         self, group: ShareGroup | None, p: ShareHeartbeatParams
@@ -278,7 +286,7 @@ class ShareGroups:
     def _schedule_session(self, group_id: str, member_id: str) -> None:
         self.ctx.schedule(
             _session_key(group_id, member_id),
-            self.config.share_session_timeout_ms,
+            self.config.share_session_ms(group_id),
             lambda s: s.share.expire_member(group_id, member_id),
         )
 
@@ -341,11 +349,71 @@ class ShareGroups:
             return ErrorCode.group_id_not_found, []
         if group.members:
             return ErrorCode.non_empty_group, []
-        return ErrorCode.none, [(srec.group_metadata_key(group_id), None)]
+        records = [(srec.group_metadata_key(group_id), None), *self.states.tombstones(group_id)]
+        return ErrorCode.none, records
 
-    def offsets_change(self, group_id: str, create: bool) -> WriteResult[tuple[ErrorCode, str]]:
+    def forget(self, group_id: str) -> None:
+        """A deleted group leaves nothing behind (its tombstones are committed)."""
+        self.groups.pop(group_id, None)
+        self.states.parts.pop(group_id, None)
+
+    def prepare_delete(
+        self, group_ids: list[str]
+    ) -> WriteResult[dict[str, tuple[ErrorCode, list[tuple[uuid.UUID, int]]]]]:
+        """DeleteGroups, first step for the share groups among `group_ids` (others are left
+        out): an empty one's known share-partitions move to deleting (record 15), and are
+        returned for the share coordinator to drop; NON_EMPTY_GROUP for one with members."""
+        out: dict[str, tuple[ErrorCode, list[tuple[uuid.UUID, int]]]] = {}
+        records: list[Record] = []
+        for gid in group_ids:
+            group = self.groups.get(gid)
+            if group is None:
+                continue
+            if group.members:
+                out[gid] = (ErrorCode.non_empty_group, [])
+                continue
+            keys, marked = self.states.prepare_delete(gid)
+            records += marked
+            out[gid] = (ErrorCode.none, keys)
+        return WriteResult(out, records)
+
+    def initialized(self, group_id: str) -> dict[uuid.UUID, ssp.TopicParts] | None:
+        """The share-partitions with initialized state; None when it is no share group."""
+        if group_id not in self.groups:
+            return None
+        return self.states.initialized(group_id)
+
+    def state_change_done(
+        self,
+        group_id: str,
+        initialized: ssp.Parts,
+        failed: ssp.Parts,
+        deleted: list[uuid.UUID],
+    ) -> WriteResult[ErrorCode]:
+        """After the share coordinator answered an alter or delete of offsets (see
+        `SharePartitionStates.done`)."""
+        if group_id not in self.groups:
+            return WriteResult(ErrorCode.group_id_not_found)
+        return WriteResult(ErrorCode.none, self.states.done(group_id, initialized, failed, deleted))
+
+    def offsets_change(
+        self,
+        group_id: str,
+        create: bool,
+        initializing: ssp.Parts,
+        deleting: Mapping[uuid.UUID, str],
+    ) -> WriteResult[tuple[ErrorCode, str]]:
         """Whether AlterShareGroupOffsets (`create`: a group not there yet is made, empty, as
-        Kafka) or DeleteShareGroupOffsets may go ahead: only without members."""
+        Kafka) or DeleteShareGroupOffsets may go ahead: only without members. If so, the
+        partitions to initialize or topics to delete are marked so in record 15 (the caller
+        calls `state_change_done` once the share coordinator answered)."""
+        result = self._offsets_change(group_id, create)
+        if result.response[0] == ErrorCode.none:
+            marked = self.states.mark(group_id, initializing, deleting)
+            result.records = [*result.records, *marked]
+        return result
+
+    def _offsets_change(self, group_id: str, create: bool) -> WriteResult[tuple[ErrorCode, str]]:
         group = self.groups.get(group_id)
         if group is None:
             if self.other_type(group_id):
@@ -364,6 +432,9 @@ class ShareGroups:
     # -- loading ---------------------------------------------------------------------------------
 
     def replay(self, k: srec.ShareRecordKey, value: bytes | None) -> None:
+        if k.record_type == srec.STATE_PARTITIONS:
+            self.states.replay(k.group, value)
+            return
         if k.record_type == srec.GROUP_METADATA:
             if value is None:
                 self.groups.pop(k.group, None)
@@ -399,3 +470,4 @@ class ShareGroups:
 
     def on_unloaded(self) -> None:
         self.groups.clear()
+        self.states.parts.clear()

@@ -1,4 +1,5 @@
-"""`__consumer_offsets` records of KIP-932 share groups (record types 10, 11, 14).
+"""`__consumer_offsets` records of KIP-932 share groups (record types 10, 11, 14; 15 is in
+`share_state_partitions`).
 
 Kafka's share group records, as far as we write them: ShareGroupMemberMetadata (10: rack,
 client, subscription), ShareGroupMetadata (11: group epoch, with the metadata hash tagged as
@@ -25,10 +26,12 @@ from protocol.generated.share_group_metadata_key.v0.data import ShareGroupMetada
 from protocol.generated.share_group_metadata_value.v0 import data as meta
 
 from ..record_framing import I16, RecordFormatError, decode_prefixed, encode_prefixed
+from . import share_state_partitions as ssp
 
 MEMBER_METADATA = 10
 GROUP_METADATA = 11
 CURRENT_MEMBER = 14
+STATE_PARTITIONS = ssp.STATE_PARTITIONS
 
 Assignment = dict[uuid.UUID, frozenset[int]]
 
@@ -58,6 +61,8 @@ def decode_key(key: bytes) -> ShareRecordKey | None:
     if t in (MEMBER_METADATA, CURRENT_MEMBER):
         k = decode_prefixed(MemberKey if t == MEMBER_METADATA else CurrentKey, key)
         return ShareRecordKey(t, k.group_id, k.member_id)
+    if t == STATE_PARTITIONS:
+        return ShareRecordKey(t, ssp.decode_group(key))
     return None
 
 

@@ -4,14 +4,20 @@ One `SharePartition` per (group, topic id, partition), valid for the leader epoc
 in: a new epoch (this node leading again, or anew) means loading again. Loading reads the
 state from the share coordinator through the persister (none stored: a new share-partition at
 the reset point, `latest` = the high watermark or `earliest` = the log start, written at once so
-that a leader change keeps that point). `persist` writes the current state; one load or write
+that a leader change keeps that point). The reset point and the acquisition lock duration are
+the group's own when it sets them (share.auto.offset.reset, share.record.lock.duration.ms group
+configs), else the broker's. `persist` writes the current state; one load or write
 at a time per share-partition, so snapshots land in order. Without a persister (tests) the
 state is in memory only.
 """
 
 import asyncio
+import dataclasses
 import uuid
+from collections.abc import Callable, Mapping
 from typing import Any
+
+from broker.config import group_configs as gc
 
 from .partition import ShareConfig, SharePartition
 from .persister import SharePersister
@@ -26,23 +32,36 @@ class LeaderShareStates:
         config: ShareConfig,
         auto_offset_reset: str = "latest",
         persister: SharePersister | None = None,
+        group_overrides: Callable[[str], Mapping[str, str]] | None = None,
     ) -> None:
         self.config = config
         self.reset = auto_offset_reset
         self.persister = persister
+        self.group_overrides = group_overrides or (lambda _: {})
         # state -> (leader epoch it was loaded in, the share-partition)
         self.states: dict[StateKey, tuple[int, SharePartition]] = {}
         # the state epoch the share coordinator holds for each (0 until it says otherwise)
         self._state_epochs: dict[StateKey, int] = {}
         self._locks: dict[StateKey, asyncio.Lock] = {}
 
+    def config_for(self, group: str) -> ShareConfig:
+        """The share config of a group: the broker's, with the group's lock duration."""
+        lock = self.group_overrides(group).get(gc.SHARE_LOCK)
+        if lock is None or int(lock) == self.config.lock_duration_ms:
+            return self.config
+        return dataclasses.replace(self.config, lock_duration_ms=int(lock))
+
+    def reset_for(self, group: str) -> str:
+        return self.group_overrides(group).get(gc.SHARE_RESET, self.reset)
+
     def current(self, skey: StateKey, hosted: Any) -> SharePartition | None:
         """The share-partition loaded in the partition's current leader epoch, if any (its
-        start moved up to the log start first)."""
+        start moved up to the log start first, its config the group's as it is now)."""
         entry = self.states.get(skey)
         if entry is None or entry[0] != hosted.leader_epoch:
             return None
         entry[1].move_start(hosted.log.log_start_offset)
+        entry[1].config = self.config_for(skey[0])
         return entry[1]
 
     def peek(self, skey: StateKey) -> SharePartition | None:
@@ -83,11 +102,12 @@ class LeaderShareStates:
                     (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
                     for b in found.batches
                 ]
-                sp = SharePartition.restore(found.start_offset, runs, self.config)
+                sp = SharePartition.restore(found.start_offset, runs, self.config_for(skey[0]))
                 self._state_epochs[skey] = found.state_epoch
             else:
-                start = plog.log_start_offset if self.reset == "earliest" else plog.high_watermark
-                sp = SharePartition(start, self.config)
+                earliest = self.reset_for(skey[0]) == "earliest"
+                start = plog.log_start_offset if earliest else plog.high_watermark
+                sp = SharePartition(start, self.config_for(skey[0]))
                 self._state_epochs[skey] = 0
             sp.move_start(plog.log_start_offset)
             self.states[skey] = (hosted.leader_epoch, sp)

@@ -6,8 +6,12 @@ Alter makes a group that does not exist yet, as Kafka, then writes each share-pa
 state epoch at its start offset with nothing in flight (InitializeShareGroupState at the share
 coordinator): a partition leader that cached the old state drops it on the next new share
 session, and its own writes with the old state epoch are fenced. Delete drops the states.
+Around the share coordinator's work the group's record 15 says what is going on, as Kafka's:
+altered partitions are initializing, then initialized (or forgotten if that failed); deleted
+topics are deleting, then gone (kept as deleting if a partition's delete failed).
 """
 
+import uuid
 from collections.abc import Iterable, Mapping
 
 from kio.schema.errors import ErrorCode
@@ -26,19 +30,38 @@ class ShareOffsetsAdmin:
         self.persister = persister
 
     async def alter(
-        self, group_id: str, starts: Mapping[ShareKey, int]
+        self,
+        group_id: str,
+        starts: Mapping[ShareKey, int],
+        names: Mapping[uuid.UUID, str] | None = None,
     ) -> tuple[Outcome, dict[ShareKey, Outcome]]:
         """(the group's outcome, each share-partition's); none of the latter if the former
-        is an error."""
-        group = await self.groups.share_group_offsets_change(group_id, create=True)
+        is an error. `names`: the topics' names, for record 15."""
+        parts = _parts(starts, names or {})
+        group = await self.groups.share_group_offsets_change(
+            group_id, create=True, initializing=parts
+        )
         if group[0] != ErrorCode.none:
             return group, {}
-        return group, {k: await self._initialize(k, start) for k, start in starts.items()}
+        out = {k: await self._initialize(k, start) for k, start in starts.items()}
+        ok = [k for k, (code, _) in out.items() if code == ErrorCode.none]
+        bad = [k for k in out if k not in ok]
+        await self.groups.share_state_change_done(
+            group_id, _parts(ok, names or {}), _parts(bad, names or {}), []
+        )
+        return group, out
 
     async def delete(
-        self, group_id: str, keys: Iterable[ShareKey]
+        self,
+        group_id: str,
+        keys: Iterable[ShareKey],
+        names: Mapping[uuid.UUID, str] | None = None,
     ) -> tuple[Outcome, dict[ShareKey, Outcome]]:
-        group = await self.groups.share_group_offsets_change(group_id, create=False)
+        keys = list(keys)
+        topics = {k.topic_id: (names or {}).get(k.topic_id, "") for k in keys}
+        group = await self.groups.share_group_offsets_change(
+            group_id, create=False, deleting=topics
+        )
         if group[0] != ErrorCode.none:
             return group, {}
         out: dict[ShareKey, Outcome] = {}
@@ -48,7 +71,15 @@ class ShareOffsetsAdmin:
                 out[k] = (ErrorCode.none, None)
             except CoordinatorError as exc:
                 out[k] = (exc.code, str(exc))
+        failed = {k.topic_id for k, (code, _) in out.items() if code != ErrorCode.none}
+        await self.groups.share_state_change_done(
+            group_id, {}, {}, [t for t in topics if t not in failed]
+        )
         return group, out
+
+    async def delete_state(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None:
+        """One share-partition's state dropped (DeleteGroups of a share group)."""
+        await self.persister.delete(ShareKey(group_id, topic_id, partition))
 
     async def start_offset(self, k: ShareKey) -> int | None:
         """The stored SPSO; None without state. Raises `CoordinatorError`."""
@@ -72,3 +103,12 @@ class ShareOffsetsAdmin:
         except CoordinatorError as exc:
             return exc.code, str(exc)
         return ErrorCode.none, None
+
+
+def _parts(
+    keys: Iterable[ShareKey], names: Mapping[uuid.UUID, str]
+) -> dict[uuid.UUID, tuple[str, list[int]]]:
+    out: dict[uuid.UUID, tuple[str, list[int]]] = {}
+    for k in keys:
+        out.setdefault(k.topic_id, (names.get(k.topic_id, ""), []))[1].append(k.partition)
+    return out
