@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from broker.coordinator.group.assignors import MemberSpec
+from broker.coordinator.group.consumer_records import ClassicMeta
 from broker.coordinator.group.reconcile import Assignment, MemberAssignment, MemberState
 
 # topic name -> (topic id, partition count), from the cluster's metadata image
@@ -74,6 +75,8 @@ class ConsumerMember:
     topic_regex: str | None = None
     rebalance_timeout_ms: int = 300_000
     server_assignor: str | None = None
+    # set for a member that uses the classic protocol (JoinGroup/SyncGroup) in this group
+    classic: ClassicMeta | None = None
     current: MemberAssignment = field(
         default_factory=lambda: MemberAssignment(0, 0, MemberState.STABLE)
     )

@@ -88,6 +88,7 @@ def _member_records(group_id: str, m: ConsumerMember) -> Record:
         m.topic_regex,
         m.rebalance_timeout_ms,
         m.server_assignor,
+        m.classic,
     )
     return crec.member_metadata_key(group_id, m.member_id), crec.member_metadata_value(value)
 
