@@ -169,3 +169,10 @@ def metadata_hash(names: Iterable[str], topics: TopicsView) -> int:
         h.update(f"{name}\0{topic_id}\0{count}\n".encode())
     value = int.from_bytes(h.digest(), "big", signed=True)
     return value or 1  # 0 is Kafka's "no hash"
+
+
+def can_downgrade(cg: ConsumerGroup, leaving: set[str], enabled: bool, max_size: int) -> bool:
+    """Kafka's validateOnlineDowngrade: once `leaving` are gone, only classic members remain
+    (at least one), the policy allows it and a classic group may be that large."""
+    rest = [m for mid, m in cg.members.items() if mid not in leaving]
+    return bool(rest) and all(m.classic for m in rest) and enabled and len(rest) <= max_size

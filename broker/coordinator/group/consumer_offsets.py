@@ -26,6 +26,9 @@ class ConsumerOffsetChecks:
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.unknown_member_id
+        if member.classic is not None:
+            # a classic member commits with the generation its JoinGroup gave: its epoch
+            return None if member_epoch == member.current.epoch else ErrorCode.illegal_generation
         if api_version < 9:
             return ErrorCode.unsupported_version
         if member_epoch != member.current.epoch:

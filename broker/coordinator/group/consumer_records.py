@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
+from protocol.encoders.primitives import uvarint
+from protocol.errors import CorruptRecordError
 from protocol.generated.consumer_group_current_member_assignment_key.v0.data import (
     ConsumerGroupCurrentMemberAssignmentKey as CurrentKey,
 )
@@ -35,9 +37,6 @@ from protocol.generated.consumer_group_target_assignment_metadata_key.v0.data im
     ConsumerGroupTargetAssignmentMetadataKey as TargetMetaKey,
 )
 from protocol.generated.consumer_group_target_assignment_metadata_value.v0 import data as tmeta
-
-from protocol.encoders.primitives import uvarint
-from protocol.errors import CorruptRecordError
 from protocol.records.varint import decode_uvarint
 
 from ..record_framing import I16, RecordFormatError, decode_prefixed, encode_prefixed
