@@ -4,6 +4,7 @@ Heartbeat, the downgrade when the last consumer-protocol member leaves, the migr
 and the records that bring a mixed group back on reload."""
 
 import asyncio
+import struct
 import uuid
 from typing import Any
 
@@ -60,8 +61,12 @@ def _sub(owned: set[int] | None = None) -> bytes:
     )
 
 
-def _assignment(parts: set[int]) -> bytes:
-    return encode_assignment({T1: frozenset(parts)} if parts else {}, TOPICS, _sub())
+def _assignment(parts: set[int], user_data: bytes | None = None) -> bytes:
+    plain = encode_assignment({T1: frozenset(parts)} if parts else {}, TOPICS, _sub())
+    if user_data is None:
+        return plain
+    # the same layout with user data in place of the null (-1) at its end
+    return plain[:-4] + struct.pack(">i", len(user_data)) + user_data
 
 
 def _join(
@@ -90,7 +95,7 @@ def _hb(member: str, epoch: int, owned: set[int] | None = None) -> HeartbeatPara
     return HeartbeatParams("g", member, epoch, owned={T1: frozenset(owned or set())})
 
 
-async def _classic_group(env: Env) -> tuple[str, str]:
+async def _classic_group(env: Env, user_data: bytes | None = None) -> tuple[str, str]:
     """Two classic members, a with partitions 0-1 and b with 2-3, stable at generation 1."""
     c = env.coord
     tasks = [start_join(env, _join()) for _ in range(2)]
@@ -99,7 +104,7 @@ async def _classic_group(env: Env) -> tuple[str, str]:
     joins: list[JoinResult] = [await t for t in tasks]
     assert {j.error for j in joins} == {E.none} and joins[0].generation_id == 1
     a, b = sorted(j.member_id for j in joins)
-    plan = {a: _assignment({0, 1}), b: _assignment({2, 3})}
+    plan = {a: _assignment({0, 1}, user_data), b: _assignment({2, 3})}
     leader = joins[0].leader
     syncs = [
         asyncio.ensure_future(
@@ -231,6 +236,10 @@ async def test_policy_refuses_conversions_it_does_not_allow() -> None:
     assert await c.heartbeat("g", 1, a, None) == E.none  # the classic group goes on
     env = await _env(consumer_migration_policy="downgrade")
     await _classic_group(env)
+    assert (await env.coord.consumer_group_heartbeat(_hb("c", 0))).error == E.group_id_not_found
+    # a custom assignor's user data in an assignment would be lost: no upgrade
+    env = await _env()
+    await _classic_group(env, user_data=b"sticky")
     assert (await env.coord.consumer_group_heartbeat(_hb("c", 0))).error == E.group_id_not_found
     # upgrade only: the consumer member leaving does not turn the group back
     env = await _env(consumer_migration_policy="upgrade")

@@ -116,8 +116,12 @@ def decode_subscription(data: bytes) -> Subscription | None:
     )
 
 
-def decode_assignment(data: bytes) -> dict[str, frozenset[int]] | None:
-    """The partitions in a ConsumerProtocolAssignment by topic name ({} for no bytes)."""
+def decode_assignment(
+    data: bytes, refuse_user_data: bool = False
+) -> dict[str, frozenset[int]] | None:
+    """The partitions in a ConsumerProtocolAssignment by topic name ({} for no bytes); None
+    when it does not parse, or carries user data and `refuse_user_data` (a custom assignor's
+    data an upgrade would lose: Kafka refuses it)."""
     if not data:
         return {}
     version = _version(data)
@@ -126,6 +130,8 @@ def decode_assignment(data: bytes) -> dict[str, frozenset[int]] | None:
     try:
         a, _ = lenient.decode(_ASSIGNMENTS[min(version, 3)], data, 2)
     except Exception:
+        return None
+    if refuse_user_data and a.user_data:
         return None
     out: dict[str, frozenset[int]] = {}
     for tp in a.assigned_partitions:
@@ -171,7 +177,8 @@ def can_upgrade(group: ClassicGroup, enabled: bool, max_size: int) -> bool:
 def from_classic(group: ClassicGroup, topics: TopicsView, now_ms: int) -> ConsumerGroup | None:
     """The consumer group a classic group becomes: every member keeps its current assignment
     (its target too) at the generation, as a stable classic member. None when a member's
-    subscription or assignment does not parse (Kafka then refuses the upgrade)."""
+    subscription or assignment does not parse, or the assignment has user data (Kafka then
+    refuses the upgrade)."""
     gen = group.generation
     cg = ConsumerGroup(group.group_id, epoch=gen, assignment_epoch=gen, state_timestamp=now_ms)
     for m in group.members.values():
@@ -179,7 +186,7 @@ def from_classic(group: ClassicGroup, topics: TopicsView, now_ms: int) -> Consum
         if not meta and m.protocols:
             meta = m.protocols[0][1]
         sub = decode_subscription(meta)
-        named = decode_assignment(m.assignment)
+        named = decode_assignment(m.assignment, refuse_user_data=True)
         if sub is None or named is None:
             return None
         assigned = to_ids(named, topics)
