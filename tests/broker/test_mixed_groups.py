@@ -197,6 +197,10 @@ async def test_upgrade_keeps_assignments_and_rebalances_through_classic_rejoins(
     assert await c.commit_offsets(CommitParams("g", 1, a, None, -1, item, 8)) == [
         E.illegal_generation
     ]
+    fetched = await c.fetch_offsets("g", [("t1", [min(pa)])], member=(a, 2))
+    assert fetched[0] == E.none and fetched[1][0][1][0].offset == 5
+    assert (await c.fetch_offsets("g", None, member=(a, 1)))[0] == E.illegal_generation
+    assert (await c.fetch_offsets("g", None, member=("c", 1)))[0] == E.stale_member_epoch
 
 
 @async_test

@@ -78,7 +78,8 @@ class ConsumerOffsetChecks:
         if member is None:
             return ErrorCode.unknown_member_id
         if member_epoch != member.current.epoch:
-            return ErrorCode.stale_member_epoch
+            # a classic member's epoch is its generation
+            return ErrorCode.illegal_generation if member.classic else ErrorCode.stale_member_epoch
         return None
 
     def delete_records(self, group_id: str) -> list[Record]:
