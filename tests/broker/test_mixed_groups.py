@@ -138,10 +138,15 @@ async def _classic_round(env: Env, member: str, owned: set[int]) -> tuple[int, s
     return j.generation_id, got, await c.heartbeat("g", j.generation_id, member, None)
 
 
-async def _settle_classic(env: Env, member: str, owned: set[int]) -> tuple[int, set[int]]:
-    """Join again until the heartbeat has nothing more to say (revocations done)."""
+async def _settle_classic(
+    env: Env, member: str, owned: set[int], rounds: list[tuple[int, set[int]]] | None = None
+) -> tuple[int, set[int]]:
+    """Join again until the heartbeat has nothing more to say (revocations done); `rounds`
+    collects each round's (generation, partitions synced)."""
     for _ in range(5):
         gen, owned, hb = await _classic_round(env, member, owned)
+        if rounds is not None:
+            rounds.append((gen, owned))
         if hb == E.none:
             return gen, owned
     raise AssertionError(f"{member} does not settle")
@@ -157,8 +162,19 @@ async def _mixed_group(env: Env) -> tuple[str, str, set[int], set[int], set[int]
     # the classic members' generation is behind: they must join again
     assert await c.heartbeat("g", 1, a, None) == E.rebalance_in_progress
     assert await c.heartbeat("g", 1, b, None) == E.rebalance_in_progress
-    _, pa = await _settle_classic(env, a, {0, 1})
-    _, pb = await _settle_classic(env, b, {2, 3})
+    ra: list[tuple[int, set[int]]] = []
+    rb: list[tuple[int, set[int]]] = []
+    _, pa = await _settle_classic(env, a, {0, 1}, ra)
+    _, pb = await _settle_classic(env, b, {2, 3}, rb)
+    # 4 partitions over 3 members: one classic member gives one up. Its first join leaves it at
+    # generation 1 with what it keeps (revoking); its next join, without the partition, moves
+    # it to generation 2. The other reaches generation 2 at once.
+    assert sorted([ra, rb], key=len) in (
+        [[(2, {0, 1})], [(1, {2}), (2, {2})]],
+        [[(2, {0, 1})], [(1, {3}), (2, {3})]],
+        [[(2, {2, 3})], [(1, {0}), (2, {0})]],
+        [[(2, {2, 3})], [(1, {1}), (2, {1})]],
+    ), (ra, rb)
     r = await c.consumer_group_heartbeat(_hb("c", 2, set()))
     assert r.error == E.none and r.assignment is not None
     pc = set(r.assignment.get(T1, frozenset()))
@@ -319,3 +335,32 @@ def _join_with(metadata: bytes) -> JoinParams:
     p = _join()
     p.protocols = [("range", metadata)]
     return p
+
+
+@async_test
+async def test_upgrade_during_a_classic_rebalance() -> None:
+    env = await _env()
+    c = env.coord
+    a, b = await _classic_group(env)
+    joining = start_join(env, _join())  # a third classic member starts a rebalance
+    await env.advance(0)
+    assert (await c.describe_group("g")).state == "PreparingRebalance"
+    r = await c.consumer_group_heartbeat(_hb("c", 0))
+    assert r.error == E.none
+    # the waiting join is told to join again: into the consumer group now
+    waited = await joining
+    assert waited.error == E.rebalance_in_progress and waited.member_id
+    d = waited.member_id
+    members = {m.member_id for m in (await c.consumer_group_describe("g")).members}
+    assert members == {a, b, "c", d}
+    owned = {a: {0, 1}, b: {2, 3}, d: set()}
+    got: set[int] = set()
+    for _ in range(4):
+        for m in (a, b, d):
+            _, owned[m] = await _settle_classic(env, m, owned[m])
+        r = await c.consumer_group_heartbeat(_hb("c", r.member_epoch, got))
+        got = set(r.assignment.get(T1, frozenset())) if r.assignment is not None else got
+        if all(len(owned[m]) == 1 for m in (a, b, d)) and len(got) == 1:
+            break
+    assert set().union(*owned.values(), got) == {0, 1, 2, 3}
+    assert [len(x) for x in (*owned.values(), got)] == [1, 1, 1, 1]
