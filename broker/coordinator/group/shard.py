@@ -24,6 +24,7 @@ from broker.coordinator.group.classic import (
     Member,
     SyncResult,
 )
+from broker.coordinator.group.classic_members import ClassicMembers
 from broker.coordinator.group.config import GroupConfig
 from broker.coordinator.group.consumer_describe import classic_bytes
 from broker.coordinator.group.consumer_group import ConsumerGroup, TopicsView
@@ -175,7 +176,7 @@ class GroupShard:
         self.offsets: dict[str, dict[TopicPartition, rec.OffsetValue]] = {}
         self.pending_txn = PendingTxnOffsets()
         self.consumer = ConsumerGroups(ctx, config, topics, self._take_classic, self._downgrade)
-        self.classic_members = migration.ClassicMembers(self.consumer)
+        self.classic_members = ClassicMembers(self.consumer)
         self.share = ShareGroups(ctx, config, topics, self._has_group)
 
     def _take_classic(self, group_id: str, may_convert: bool) -> ErrorCode | list[Record]:
