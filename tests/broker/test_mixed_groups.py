@@ -364,3 +364,44 @@ async def test_upgrade_during_a_classic_rebalance() -> None:
             break
     assert set().union(*owned.values(), got) == {0, 1, 2, 3}
     assert [len(x) for x in (*owned.values(), got)] == [1, 1, 1, 1]
+
+
+@async_test
+async def test_static_classic_member_replacing_the_last_consumer_member_downgrades() -> None:
+    env = await _env()
+    c = env.coord
+    s = await c.consumer_group_heartbeat(
+        HeartbeatParams(
+            "g",
+            "s",
+            0,
+            instance_id="i1",
+            rebalance_timeout_ms=20_000,
+            topic_names=("t1",),
+            owned={},
+        )
+    )
+    assert s.assignment == {T1: frozenset(range(4))}
+    a = (await c.join_group(_join())).member_id  # a classic member: waits for s to revoke
+    assert await c.heartbeat("g", 2, a, None) == E.none
+    # a classic member id cannot heartbeat through ConsumerGroupHeartbeat
+    assert (await c.consumer_group_heartbeat(_hb(a, 2, set()))).error == E.unknown_member_id
+    s = await c.consumer_group_heartbeat(_hb("s", 1, set(range(4))))
+    kept = set(s.assignment.get(T1, frozenset())) if s.assignment else set()
+    s = await c.consumer_group_heartbeat(_hb("s", 1, kept))
+    assert s.member_epoch == 2
+    _, pa = await _settle_classic(env, a, set())
+    assert pa == {0, 1, 2, 3} - kept
+    # the instance restarts as a classic consumer: the group becomes classic at once, stable
+    # (same subscription), the new member holding what s held
+    p = _join()
+    p.group_instance_id = "i1"
+    j = await c.join_group(p)
+    assert (j.error, j.generation_id) == (E.none, 2)
+    listed = (await c.list_groups())[1]
+    assert [(g.group_type, g.state) for g in listed] == [("classic", "Stable")]
+    synced = await c.sync_group(SyncParams("g", 2, j.member_id, "i1", "consumer", None, {}))
+    named = decode_assignment(synced.assignment)
+    assert synced.error == E.none and named == {"t1": frozenset(kept)}
+    assert await c.heartbeat("g", 2, a, None) == E.none
+    assert await c.heartbeat("g", 2, j.member_id, "i1") == E.none

@@ -17,7 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.coordinator.group import consumer_records as crec
 from broker.coordinator.group.classic import CONSUMER_PROTOCOL_TYPE, JoinResult, SyncResult
-from broker.coordinator.group.consumer_group import ConsumerGroup, ConsumerMember
+from broker.coordinator.group.consumer_group import ConsumerGroup, ConsumerMember, can_downgrade
 from broker.coordinator.group.consumer_shard import (
     HeartbeatParams,
     join_key,
@@ -105,22 +105,34 @@ class ClassicMembers:
         if sub is None:
             return fail(ErrorCode.inconsistent_group_protocol)
         records: list[Record] = []
-        member = self._join_member(cg, p, member_id, unknown, records)
+        static = self._static(cg, p.group_instance_id)
+        # a restarted static instance that used the consumer protocol comes back classic
+        replacing = (
+            static is not None and unknown and static.member_id != member_id and not static.classic
+        )
+        is_new = member_id not in cg.members and static is None
+        member = self._join_member(cg, p, member_id, unknown, static, records)
         if isinstance(member, ErrorCode):
             return fail(member)
-        bump = self._update(cg, member, p, sub, records)
+        bump = self._update(cg, member, p, sub, is_new, records)
         topics = consumer.topics()
         owned = to_ids(dict(sub.owned), topics)
         hb = HeartbeatParams(cg.group_id, member.member_id, -1, owned=owned)
         result = consumer.finish(cg, member, hb, records, bump)
         gid, mid = cg.group_id, member.member_id
         self._ctx.cancel(join_key(gid, mid))
-        # the member must come to SyncGroup within its rebalance timeout
-        self._ctx.schedule(
-            sync_key(gid, mid),
-            p.rebalance_timeout_ms,
-            lambda s: s.consumer.expire_member(gid, mid, None),
-        )
+        cfg = consumer.config
+        if replacing and can_downgrade(cg, set(), cfg.downgrade_enabled, cfg.max_group_size):
+            # it was the last consumer-protocol member: the group goes back to classic, and
+            # rebalances only if the subscription changed (Kafka's downgrade on replacement)
+            records += consumer.to_classic(cg, set(), rebalance=bump)
+        else:
+            # the member must come to SyncGroup within its rebalance timeout
+            self._ctx.schedule(
+                sync_key(gid, mid),
+                p.rebalance_timeout_ms,
+                lambda s: s.consumer.expire_member(gid, mid, None),
+            )
         response = JoinResult(
             ErrorCode.none,
             member_id=mid,
@@ -130,27 +142,30 @@ class ClassicMembers:
         )
         return WriteResult(_done(response), records)
 
+    @staticmethod
+    def _static(cg: ConsumerGroup, instance_id: str | None) -> ConsumerMember | None:
+        if instance_id is None:
+            return None
+        return next((m for m in cg.members.values() if m.instance_id == instance_id), None)
+
     def _join_member(
         self,
         cg: ConsumerGroup,
         p: "JoinParams",
         member_id: str,
         unknown: bool,
+        static: ConsumerMember | None,
         records: list[Record],
     ) -> ConsumerMember | ErrorCode:
-        if p.group_instance_id is not None:
-            static = next(
-                (m for m in cg.members.values() if m.instance_id == p.group_instance_id), None
-            )
-            if static is not None:
-                if static.member_id == member_id:
-                    return static
-                if not unknown:
-                    return ErrorCode.fenced_instance_id
-                # the instance restarted: the new member id takes its place and partitions
-                return self.consumer.replace_static(cg, static, member_id, records)
+        if static is not None:
+            if static.member_id == member_id:
+                return static
             if not unknown:
-                return ErrorCode.unknown_member_id
+                return ErrorCode.fenced_instance_id
+            # the instance restarted: the new member id takes its place and partitions
+            return self.consumer.replace_static(cg, static, member_id, records)
+        if p.group_instance_id is not None and not unknown:
+            return ErrorCode.unknown_member_id
         existing = cg.members.get(member_id)
         if existing is not None:
             return existing if existing.classic is not None else ErrorCode.unknown_member_id
@@ -164,10 +179,10 @@ class ClassicMembers:
         m: ConsumerMember,
         p: "JoinParams",
         sub: Subscription,
+        is_new: bool,
         records: list[Record],
     ) -> bool:
         """Take the JoinGroup's fields; True when the group epoch must move."""
-        is_new = m.classic is None
         before = (m.topic_names, m.topic_regex, m.server_assignor)
         old = (
             m.instance_id,

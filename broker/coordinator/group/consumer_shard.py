@@ -118,7 +118,7 @@ class ConsumerGroups(ConsumerOffsetChecks):
         config: GroupConfig,
         topics: Callable[[], TopicsView],
         take_classic: Callable[[str, bool], ErrorCode | list[Record]],
-        downgrade: Callable[[ConsumerGroup, set[str]], list[Record]] | None = None,
+        downgrade: Callable[[ConsumerGroup, set[str], bool], list[Record]] | None = None,
     ) -> None:
         self.ctx = ctx
         self.config = config
@@ -200,7 +200,8 @@ class ConsumerGroups(ConsumerOffsetChecks):
                 return WriteResult(joined)
             member, bump = joined
         else:
-            if member is None:
+            if member is None or member.classic is not None:
+                # (a member using the classic protocol heartbeats through Heartbeat)
                 return WriteResult(
                     HeartbeatResult(ErrorCode.unknown_member_id, f"Member {member_id} unknown.")
                 )
@@ -226,7 +227,7 @@ class ConsumerGroups(ConsumerOffsetChecks):
         if static is not None and static.member_id != member_id:
             # a static member comes back under a new member id: it takes the place (and the
             # partitions) of its previous incarnation, once that one has left temporarily
-            if static.current.epoch != STATIC_LEAVE_EPOCH:
+            if static.current.epoch != STATIC_LEAVE_EPOCH and static.classic is None:
                 msg = f"Instance {p.instance_id} is still in use by {static.member_id}."
                 return HeartbeatResult(ErrorCode.unreleased_instance_id, msg)
             return self.replace_static(group, static, member_id, records), False
@@ -289,6 +290,7 @@ class ConsumerGroups(ConsumerOffsetChecks):
         if p.server_assignor is not None:
             m.server_assignor = p.server_assignor
         m.client_id, m.client_host = p.client_id, p.client_host
+        m.classic = None  # it speaks the consumer protocol (maybe replacing a classic static)
         if is_new or before != m:
             records.append(member_record(group.group_id, m))
         return (before.topic_names, before.topic_regex, before.server_assignor) != (
@@ -402,16 +404,22 @@ class ConsumerGroups(ConsumerOffsetChecks):
     def _fence(self, group: ConsumerGroup, member_id: str) -> list[Record]:
         return self.fence_many(group, [member_id])
 
+    def to_classic(self, group: ConsumerGroup, leaving: set[str], rebalance: bool) -> list[Record]:
+        """The records turning the group into a classic one without `leaving` (their timers
+        and everyone else's go: the classic group keeps its own)."""
+        assert self.downgrade is not None
+        for mid in group.members:
+            for key in (_session_key, _revoke_key, join_key, sync_key):
+                self.ctx.cancel(key(group.group_id, mid))
+        return self.downgrade(group, leaving, rebalance)
+
     def fence_many(self, group: ConsumerGroup, member_ids: list[str]) -> list[Record]:
         """Remove members; when only classic members would remain, the group may go back
         to the classic protocol instead (Kafka's online downgrade)."""
-        if self.downgrade is not None and can_downgrade(
+        if can_downgrade(
             group, set(member_ids), self.config.downgrade_enabled, self.config.max_group_size
         ):
-            for mid in group.members:
-                for key in (_session_key, _revoke_key, join_key, sync_key):
-                    self.ctx.cancel(key(group.group_id, mid))
-            return self.downgrade(group, set(member_ids))
+            return self.to_classic(group, set(member_ids), rebalance=True)
         records: list[Record] = []
         for member_id in member_ids:
             records += self._remove_records(group, member_id)

@@ -222,10 +222,9 @@ class GroupShard:
             self.consumer.schedule_session(gid, mid)
         return [(rec.group_key(gid), None), *migration.consumer_group_records(converted)]
 
-    def _downgrade(self, cg: ConsumerGroup, leaving: set[str]) -> list[Record]:
-        """The consumer group's remaining (classic) members form a classic group, which
-        rebalances at once (Kafka's online downgrade when the last consumer-protocol member
-        leaves)."""
+    def _downgrade(self, cg: ConsumerGroup, leaving: set[str], rebalance: bool) -> list[Record]:
+        """The consumer group's remaining (classic) members form a classic group (Kafka's
+        online downgrade), which rebalances at once when a member left."""
         gid = cg.group_id
         records = migration.consumer_tombstones(cg)
         group = migration.to_classic(cg, leaving, self.consumer.topics(), self._now())
@@ -236,7 +235,7 @@ class GroupShard:
         )
         for member in group.members.values():
             self._reschedule_heartbeat(group, member)
-        return records + self._prepare_rebalance(group)
+        return records + (self._prepare_rebalance(group) if rebalance else [])
 
     def _has_group(self, group_id: str) -> bool:
         return group_id in self.groups or group_id in self.consumer.groups
