@@ -405,3 +405,30 @@ async def test_static_classic_member_replacing_the_last_consumer_member_downgrad
     assert synced.error == E.none and named == {"t1": frozenset(kept)}
     assert await c.heartbeat("g", 2, a, None) == E.none
     assert await c.heartbeat("g", 2, j.member_id, "i1") == E.none
+
+
+@async_test
+async def test_classic_member_must_rejoin_and_sync_within_its_rebalance_timeout() -> None:
+    env = await _env()
+    c = env.coord
+    await c.consumer_group_heartbeat(_hb("c", 0))
+    a = (await c.join_group(_join())).member_id
+    _, pa = await _settle_classic(env, a, set())
+    # a joins but never syncs: fenced after its rebalance timeout (20 s), heartbeats or not
+    j = await c.join_group(_join(a, pa))
+    assert j.error == E.none
+    for _ in range(5):
+        await env.advance(4500)
+        assert await c.heartbeat("g", j.generation_id, a, None) in (E.none, E.unknown_member_id)
+    assert a not in {m.member_id for m in (await c.consumer_group_describe("g")).members}
+    assert await c.heartbeat("g", j.generation_id, a, None) == E.unknown_member_id
+    # b is told to rejoin (d arrives) and keeps heartbeating instead: fenced all the same
+    b = (await c.join_group(_join())).member_id
+    gen, _ = await _settle_classic(env, b, set())
+    await c.consumer_group_heartbeat(_hb("d", 0))
+    assert await c.heartbeat("g", gen, b, None) == E.rebalance_in_progress  # 20 s from here
+    for _ in range(4):
+        await env.advance(4500)
+        assert await c.heartbeat("g", gen, b, None) == E.rebalance_in_progress
+    await env.advance(2500)
+    assert {m.member_id for m in (await c.consumer_group_describe("g")).members} == {"c", "d"}

@@ -322,7 +322,9 @@ class ConsumerGroups(ConsumerOffsetChecks):
         if after != before:
             group.set_current(mid, after)
             records.append(current_record(gid, mid, after))
-            if after.state is MemberState.UNREVOKED_PARTITIONS:
+            if member.classic is not None:
+                pass  # a classic member is bounded by its join and sync timers instead (Kafka)
+            elif after.state is MemberState.UNREVOKED_PARTITIONS:
                 self._schedule_revoke(gid, mid, after.epoch, member.rebalance_timeout_ms)
             else:
                 self.ctx.cancel(_revoke_key(gid, mid))
@@ -491,7 +493,8 @@ class ConsumerGroups(ConsumerOffsetChecks):
         for group in self.groups.values():
             for member in group.members.values():
                 self.schedule_session(group.group_id, member.member_id)
-                if member.current.state is MemberState.UNREVOKED_PARTITIONS:
+                revoking = member.current.state is MemberState.UNREVOKED_PARTITIONS
+                if revoking and member.classic is None:
                     self._schedule_revoke(
                         group.group_id,
                         member.member_id,
