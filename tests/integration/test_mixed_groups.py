@@ -10,6 +10,10 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupType, KafkaException, Message
+from kafka import KafkaConsumer  # type: ignore[import-untyped]
+from kafka.coordinator.assignors.range import (  # type: ignore[import-untyped]
+    RangePartitionAssignor,
+)
 
 from tests.waits import wait_for
 
@@ -39,9 +43,48 @@ def _consumer(node: Node, protocol: str, strategy: str = "") -> Consumer:
     return c
 
 
-def _poll(cs: list[Consumer], seen: Seen) -> bool:
+class _KafkaPython:
+    """kafka-python's classic consumer behind the few calls the test makes."""
+
+    def __init__(self, node: Node) -> None:
+        self.c = KafkaConsumer(
+            TOPIC,
+            bootstrap_servers=node.bootstrap,
+            group_id=GROUP,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=300,
+            partition_assignment_strategy=[RangePartitionAssignor],
+        )
+
+    def consume(self, num_messages: int, timeout: float) -> list[tuple[int, int]]:
+        got = self.c.poll(timeout_ms=int(timeout * 1000), max_records=num_messages)
+        return [(m.partition, m.offset) for ms in got.values() for m in ms]
+
+    def commit(self) -> None:
+        self.c.commit()
+
+    def assignment(self) -> set[int]:
+        return {tp.partition for tp in self.c.assignment()}
+
+    def close(self) -> None:
+        self.c.close()
+
+
+AnyConsumer = Consumer | _KafkaPython
+
+
+def _poll(cs: list[AnyConsumer], seen: Seen) -> bool:
     """One round: each consumer takes what it gets and commits it before its next poll."""
     for c in cs:
+        if isinstance(c, _KafkaPython):
+            got = c.consume(50, 0.05)
+            for key in got:
+                seen[key] += 1
+            if got:
+                c.commit()
+            continue
         msgs: list[Message] = c.consume(num_messages=50, timeout=0.05)
         for m in msgs:
             assert not m.error(), m.error()
@@ -51,9 +94,12 @@ def _poll(cs: list[Consumer], seen: Seen) -> bool:
     return True
 
 
-def _owned(cs: list[Consumer]) -> list[set[int]]:
+def _owned(cs: list[AnyConsumer]) -> list[set[int]]:
     out = []
     for c in cs:
+        if isinstance(c, _KafkaPython):
+            out.append(c.assignment())
+            continue
         try:
             out.append({tp.partition for tp in c.assignment()})
         except KafkaException:
@@ -61,7 +107,7 @@ def _owned(cs: list[Consumer]) -> list[set[int]]:
     return out
 
 
-def _until_owned(cs: list[Consumer], seen: Seen, sizes: list[int], what: str) -> None:
+def _until_owned(cs: list[AnyConsumer], seen: Seen, sizes: list[int], what: str) -> None:
     def ok() -> bool:
         _poll(cs, seen)
         a = _owned(cs)
@@ -70,7 +116,7 @@ def _until_owned(cs: list[Consumer], seen: Seen, sizes: list[int], what: str) ->
     wait_for(ok, 60, what, step=0)
 
 
-def _drain(cs: list[Consumer], seen: Seen, total: int) -> None:
+def _drain(cs: list[AnyConsumer], seen: Seen, total: int) -> None:
     wait_for(lambda: _poll(cs, seen) and len(seen) >= total, 45, f"{total} records", step=0)
 
 
@@ -83,9 +129,10 @@ def _group_type(node: Node) -> Any:
     return a.describe_consumer_groups([GROUP], request_timeout=10)[GROUP].result(15)
 
 
-# cooperative: the classic member revokes what it loses and joins again with what it kept;
-# eager (range): it gives up everything before each join
-@pytest.mark.parametrize("strategy", ["cooperative-sticky", "range"])
+# librdkafka cooperative: the classic member revokes what it loses and joins again with what it
+# kept; librdkafka eager (range): it gives up everything before each join; kafka-python (range,
+# eager, its own JoinGroup/SyncGroup versions and a subscription without owned partitions)
+@pytest.mark.parametrize("strategy", ["cooperative-sticky", "range", "kafka-python"])
 def test_classic_and_consumer_protocol_members_share_a_group(tmp_path: Path, strategy: str) -> None:
     node = Node(
         tmp_path / "n1",
@@ -94,12 +141,16 @@ def test_classic_and_consumer_protocol_members_share_a_group(tmp_path: Path, str
         group__initial__rebalance__delay__ms="0",
     )
     node.start()
-    cs: list[Consumer] = []
+    cs: list[AnyConsumer] = []
     try:
         create_topic(node.bootstrap, TOPIC, PARTS)
         _produce(node, "a", 120)
         seen: Seen = Counter()
-        cs = [_consumer(node, "classic", strategy)]
+        cs = [
+            _KafkaPython(node)
+            if strategy == "kafka-python"
+            else _consumer(node, "classic", strategy)
+        ]
         _until_owned(cs, seen, [PARTS], "the classic consumer to own every partition")
         assert _group_type(node).type == ConsumerGroupType.CLASSIC
         # the consumer-protocol member joins: the group is converted and the partitions split
