@@ -11,7 +11,7 @@ receive partitions.
 
 import asyncio
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 from kio.schema.errors import ErrorCode
 
@@ -31,15 +31,19 @@ from broker.coordinator.group.migration import (
     to_ids,
 )
 from broker.coordinator.group.reconcile import MemberState
-from broker.coordinator.runtime import Record, WriteResult
+from broker.coordinator.runtime import Record, ShardContext, WriteResult
 
 if TYPE_CHECKING:
     from broker.coordinator.group.consumer_shard import ConsumerGroups
-    from broker.coordinator.group.shard import JoinParams, SyncParams
+    from broker.coordinator.group.shard import GroupShard, JoinParams, SyncParams
 
 
-def _done(result: Any) -> "asyncio.Future[Any]":
-    fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+T = TypeVar("T")
+
+
+def _done(result: T) -> "asyncio.Future[T]":
+    """An answer ready at once: the node answers classic members itself, nobody to wait for."""
+    fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
     fut.set_result(result)
     return fut
 
@@ -51,7 +55,7 @@ class ClassicMembers:
         self.consumer = consumer
 
     @property
-    def _ctx(self) -> Any:
+    def _ctx(self) -> "ShardContext[GroupShard]":
         return self.consumer.ctx
 
     def _member(

@@ -118,14 +118,15 @@ class ConsumerGroups(ConsumerOffsetChecks):
         config: GroupConfig,
         topics: Callable[[], TopicsView],
         take_classic: Callable[[str, bool], ErrorCode | list[Record]],
-        downgrade: Callable[[ConsumerGroup, set[str], bool], list[Record]] | None = None,
+        downgrade: Callable[[ConsumerGroup, set[str], bool], list[Record]],
     ) -> None:
         self.ctx = ctx
         self.config = config
         self.topics = topics
         # converts a classic group of that id (True: may convert), or says why not
         self.take_classic = take_classic
-        # turns the group into a classic one without the leaving members (mixed groups)
+        # turns the group into a classic one without the leaving members (True: rebalance);
+        # Kafka's online downgrade of a mixed group
         self.downgrade = downgrade
         self.groups: dict[str, ConsumerGroup] = {}
 
@@ -409,7 +410,6 @@ class ConsumerGroups(ConsumerOffsetChecks):
     def to_classic(self, group: ConsumerGroup, leaving: set[str], rebalance: bool) -> list[Record]:
         """The records turning the group into a classic one without `leaving` (their timers
         and everyone else's go: the classic group keeps its own)."""
-        assert self.downgrade is not None
         for mid in group.members:
             for key in (_session_key, _revoke_key, join_key, sync_key):
                 self.ctx.cancel(key(group.group_id, mid))
