@@ -117,13 +117,14 @@ class ConsumerGroups(ConsumerOffsetChecks):
         ctx: "ShardContext[GroupShard]",
         config: GroupConfig,
         topics: Callable[[], TopicsView],
-        take_classic: Callable[[str, bool], ErrorCode | list[Record]],
+        take_classic: Callable[[str, bool], str | list[Record]],
         downgrade: Callable[[ConsumerGroup, set[str], bool], list[Record]],
     ) -> None:
         self.ctx = ctx
         self.config = config
         self.topics = topics
-        # converts a classic group of that id (True: may convert), or says why not
+        # converts a classic group of that id (True: may convert), or says why not (the
+        # GROUP_ID_NOT_FOUND message)
         self.take_classic = take_classic
         # turns the group into a classic one without the leaving members (True: rebalance);
         # Kafka's online downgrade of a mixed group
@@ -178,8 +179,8 @@ class ConsumerGroups(ConsumerOffsetChecks):
         group = self.groups.get(p.group_id)
         if group is None:
             taken = self.take_classic(p.group_id, p.member_epoch == 0)
-            if isinstance(taken, ErrorCode):
-                return WriteResult(HeartbeatResult(taken, f"Group {p.group_id} not found."))
+            if isinstance(taken, str):
+                return WriteResult(HeartbeatResult(ErrorCode.group_id_not_found, taken))
             records += taken
             group = self.groups.get(p.group_id)  # a converted classic group, else a new one
             if group is None:

@@ -142,15 +142,16 @@ def to_ids(named: dict[str, frozenset[int]], topics: TopicsView) -> Assignment:
 # -- upgrade: classic -> consumer -----------------------------------------------------------
 
 
-def can_upgrade(group: ClassicGroup, enabled: bool, max_size: int) -> bool:
-    """Kafka's validateOnlineUpgrade: allowed by the policy, a consumer-protocol group, and not
-    larger than a consumer group may be."""
-    return (
-        enabled
-        and not group.is_in(GroupState.DEAD)
-        and group.protocol_type == CONSUMER_PROTOCOL_TYPE
-        and len(group.members) <= max_size
-    )
+def upgrade_refusal(group: ClassicGroup, enabled: bool, max_size: int) -> str | None:
+    """Why Kafka's validateOnlineUpgrade refuses the group, None if it does not: the policy,
+    a group not using the consumer protocol, or one larger than a consumer group may be."""
+    if not enabled:
+        return "the online upgrade is disabled (group.consumer.migration.policy)"
+    if group.is_in(GroupState.DEAD) or group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+        return "the group does not use the consumer embedded protocol"
+    if len(group.members) > max_size:
+        return "the group is larger than group.consumer.max.size"
+    return None
 
 
 def from_classic(group: ClassicGroup, topics: TopicsView, now_ms: int) -> ConsumerGroup | None:

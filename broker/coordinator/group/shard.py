@@ -179,31 +179,35 @@ class GroupShard:
         self.classic_members = ClassicMembers(self.consumer)
         self.share = ShareGroups(ctx, config, topics, self._has_group)
 
-    def _take_classic(self, group_id: str, may_convert: bool) -> ErrorCode | list[Record]:
+    def _take_classic(self, group_id: str, may_convert: bool) -> str | list[Record]:
         """Make way for a consumer group: an empty classic group (maybe just offsets) is
         converted, as Kafka does, and so is one with members when the migration policy allows
-        (online upgrade); a share group keeps the id."""
+        (online upgrade); a share group keeps the id. A string says why not."""
         if group_id in self.share.groups:
-            return ErrorCode.group_id_not_found
+            return f"Group {group_id} is a share group."
         group = self.groups.get(group_id)
         if group is None:
-            return ErrorCode.group_id_not_found if not may_convert else []
+            return [] if may_convert else f"Group {group_id} not found."
         if not may_convert or (group.pending_join and group.is_in(GroupState.EMPTY)):
-            return ErrorCode.group_id_not_found
+            return f"Group {group_id} is not a consumer group."
         if not group.is_in(GroupState.EMPTY):
             return self._upgrade(group)
         del self.groups[group_id]
         return [(rec.group_key(group_id), None)]
 
-    def _upgrade(self, group: ClassicGroup) -> ErrorCode | list[Record]:
+    def _upgrade(self, group: ClassicGroup) -> str | list[Record]:
         """A classic group with members becomes a consumer group (a consumer-protocol member
         joins it): its members stay, as classic members keeping their partitions."""
         cfg = self.config
-        if not migration.can_upgrade(group, cfg.upgrade_enabled, cfg.consumer_max_size):
-            return ErrorCode.group_id_not_found
+        why = migration.upgrade_refusal(group, cfg.upgrade_enabled, cfg.consumer_max_size)
+        if why is not None:
+            return f"Cannot upgrade classic group {group.group_id} to consumer group: {why}."
         converted = migration.from_classic(group, self.consumer.topics(), self._now())
-        if converted is None:  # a subscription or assignment that does not parse
-            return ErrorCode.group_id_not_found
+        if converted is None:
+            return (
+                f"Cannot upgrade classic group {group.group_id} to consumer group: a member's "
+                "embedded consumer protocol is malformed or carries a custom assignor's user data."
+            )
         gid = group.group_id
         # members waiting in a rebalance join again, now into the consumer group
         for member in group.members.values():
