@@ -408,6 +408,7 @@ class Node:
                 consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
                 consumer_assignors=config.group_consumer_assignors,
                 consumer_max_size=config.group_consumer_max_size,
+                consumer_migration_policy=config.group_consumer_migration_policy,
                 share_session_timeout_ms=config.group_share_session_timeout_ms,
                 share_heartbeat_interval_ms=config.group_share_heartbeat_interval_ms,
                 share_max_size=config.group_share_max_size,

@@ -35,7 +35,7 @@ SERVED_VERSIONS: dict[int, range] = {
     CONSUMER_GROUP_DESCRIBE: range(0, 2),
 }
 
-_CONSUMER_MEMBER = i8(1)
+_CLASSIC_MEMBER, _CONSUMER_MEMBER = i8(0), i8(1)
 
 
 def _ms(value: Any) -> int:
@@ -140,7 +140,7 @@ class ConsumerGroupApi:
                 subscribed_topic_regex=m.topic_regex,
                 assignment=assignment(m.assignment),
                 target_assignment=assignment(m.target),
-                member_type=_CONSUMER_MEMBER,
+                member_type=_CLASSIC_MEMBER if m.classic else _CONSUMER_MEMBER,
             )
             for m in g.members
         )

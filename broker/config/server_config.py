@@ -109,7 +109,7 @@ IMPLEMENTED_KEYS: frozenset[str] = frozenset(
         "group.initial.rebalance.delay.ms", "group.min.session.timeout.ms",
         "group.max.session.timeout.ms", "group.max.size",
         "group.consumer.session.timeout.ms", "group.consumer.heartbeat.interval.ms",
-        "group.consumer.assignors", "group.consumer.max.size",
+        "group.consumer.assignors", "group.consumer.max.size", "group.consumer.migration.policy",
         "group.share.enable", "group.share.session.timeout.ms",
         "group.share.heartbeat.interval.ms", "group.share.max.size",
         "group.share.record.lock.duration.ms", "group.share.delivery.count.limit",
@@ -281,6 +281,9 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     group_consumer_heartbeat_interval_ms: int
     group_consumer_assignors: tuple[str, ...]
     group_consumer_max_size: int
+    # bidirectional, upgrade, downgrade or disabled (lower case): online conversions between
+    # classic and consumer groups with members (KIP-848 mixed groups)
+    group_consumer_migration_policy: str
     # KIP-932 share groups (served when group.share.enable, Kafka 4.1's preview switch)
     group_share_enable: bool
     group_share_session_timeout_ms: int
@@ -624,6 +627,13 @@ def parse_server_config(props: Properties) -> tuple[ServerConfig, list[str]]:
     if not assignors:
         raise fail("group.consumer.assignors", "at least one assignor needed")
 
+    migration = str(get("group.consumer.migration.policy")).strip().lower()
+    if migration not in ("bidirectional", "upgrade", "downgrade", "disabled"):
+        raise fail(
+            "group.consumer.migration.policy",
+            f"{migration!r} is not one of bidirectional, upgrade, downgrade, disabled",
+        )
+
     protocols = tuple(get("group.coordinator.rebalance.protocols") or [])
     if "classic" not in protocols or not set(protocols) <= {"classic", "consumer", "streams"}:
         raise fail(
@@ -639,6 +649,7 @@ def parse_server_config(props: Properties) -> tuple[ServerConfig, list[str]]:
             fields[name] = tuple(v) if isinstance(v, list) else v
     fields.update(
         group_consumer_assignors=tuple(assignors),
+        group_consumer_migration_policy=migration,
         node_id=node_id,
         process_roles=tuple(roles_list),
         listeners=tuple(listeners),

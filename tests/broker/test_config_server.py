@@ -319,6 +319,15 @@ def test_consumer_group_assignors_by_name_or_kafka_class() -> None:
         cfg("group.consumer.assignors=range,sticky\n")
 
 
+def test_consumer_group_migration_policy() -> None:
+    c, warnings = cfg()
+    assert c.group_consumer_migration_policy == "bidirectional" and warnings == []
+    c, warnings = cfg("group.consumer.migration.policy=Upgrade\n")
+    assert c.group_consumer_migration_policy == "upgrade" and warnings == []
+    with pytest.raises(ConfigError, match="not one of"):
+        cfg("group.consumer.migration.policy=sideways\n")
+
+
 def test_rebalance_protocols_must_keep_classic() -> None:
     c, warnings = cfg("group.coordinator.rebalance.protocols=classic\n")
     assert c.group_coordinator_rebalance_protocols == ("classic",) and warnings == []

@@ -117,3 +117,18 @@ async def test_acls_read_for_heartbeat_describe_for_describe() -> None:
     assert resp.error_code == E.group_authorization_failed  # DESCRIBE does not imply READ
     d = await api.handle_describe(_ctx(69, 1), _describe(1, "g", "other"))
     assert [g.error_code for g in d.groups] == [E.group_id_not_found, E.group_authorization_failed]
+
+
+@async_test
+async def test_describe_v1_tells_classic_members_apart() -> None:
+    from tests.broker.test_mixed_groups import _join
+
+    api = await _api()
+    await api.handle_heartbeat(_ctx(68, 1), _hb(1, "m1", 0))
+    joined = await api.coordinator.join_group(_join())  # a classic member in the consumer group
+    assert joined.error == E.none
+    req = _describe(1, "g")
+    d = await api.handle_describe(_ctx(69, 1), req)
+    _check(69, req, d)
+    types = {m.member_id: m.member_type for m in d.groups[0].members}
+    assert types == {"m1": 1, joined.member_id: 0}

@@ -184,10 +184,12 @@ async def test_empty_classic_group_converts_live_one_does_not() -> None:
 
 
 @async_test
-async def test_classic_join_takes_over_only_an_empty_consumer_group() -> None:
+async def test_classic_join_takes_over_an_empty_consumer_group() -> None:
     env = await _env({"t1": (T1, 1)})
     c = env.coord
     await c.consumer_group_heartbeat(_hb("a", 0))
+    # a classic member of a live consumer group needs a consumer protocol subscription
+    # (b"meta" is none); tests/broker/test_mixed_groups.py has the mixed groups
     joined = await c.join_group(join_params("g"))
     assert joined.error == E.inconsistent_group_protocol
     await c.consumer_group_heartbeat(_hb("a", -1))
@@ -196,6 +198,7 @@ async def test_classic_join_takes_over_only_an_empty_consumer_group() -> None:
     assert (await task).error == E.none
     assert (await c.list_groups())[1][0].group_type == "classic"
     assert (await c.consumer_group_describe("g")).error == E.group_id_not_found
+    # a live classic group whose member metadata does not parse is not upgraded
     assert (await c.consumer_group_heartbeat(_hb("b", 0))).error == E.group_id_not_found
 
 

@@ -53,9 +53,25 @@ def test_escaped_quantifier_is_not_taken_for_a_possessive_one() -> None:
     assert compile_regex(r"a\++").fullmatch("a++")
 
 
-def test_member_value_with_kafkas_classic_member_tag_loads() -> None:
+def test_member_value_with_kafkas_classic_member_tag() -> None:
     m = crec.MemberMetadata(None, None, "cid", "h", ("a",), None, 1000, None)
     value = crec.member_metadata_value(m)
-    assert value.endswith(b"\x00")  # no tagged fields from us
-    tagged = value[:-1] + b"\x01\x00\x02\x01\x00"  # tag 0 (ClassicMemberMetadata), 2 bytes
-    assert crec.decode_member_metadata(tagged) == m
+    assert value.endswith(b"\x00")  # no tagged fields for a consumer-protocol member
+    # tag 0 as Kafka's generated code writes a tagged nullable struct: size + 1, a presence
+    # byte, then ClassicMemberMetadata (SessionTimeoutMs, SupportedProtocols [Name, Metadata])
+    struct_bytes = (
+        struct.pack(">i", 45_000)
+        + b"\x02"  # one protocol
+        + b"\x06range"
+        + b"\x03\x00\x01"
+        + b"\x00"  # the protocol's tagged fields
+        + b"\x00"  # the struct's tagged fields
+    )
+    tagged = value[:-1] + b"\x01\x00" + bytes([len(struct_bytes) + 1]) + b"\x01" + struct_bytes
+    classic = crec.ClassicMeta(45_000, (("range", b"\x00\x01"),))
+    with_classic = crec.MemberMetadata(None, None, "cid", "h", ("a",), None, 1000, None, classic)
+    assert crec.decode_member_metadata(tagged) == with_classic
+    assert crec.member_metadata_value(with_classic) == tagged
+    # another tag (one a later Kafka might add) is skipped
+    other = value[:-1] + b"\x01\x07\x02\x01\x00"
+    assert crec.decode_member_metadata(other) == m

@@ -26,6 +26,9 @@ class GroupConfig:
     consumer_max_size: int = 2**31 - 1  # group.consumer.max.size
     # group.consumer.assignors: the first is the default when no member asks for one
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    # group.consumer.migration.policy: which online conversions of a group with members
+    # (classic <-> consumer) are allowed: bidirectional, upgrade, downgrade or disabled
+    consumer_migration_policy: str = "bidirectional"
     share_session_timeout_ms: int = 45_000  # group.share.session.timeout.ms
     share_heartbeat_interval_ms: int = 5_000  # group.share.heartbeat.interval.ms
     share_max_size: int = 200  # group.share.max.size
@@ -50,3 +53,11 @@ class GroupConfig:
 
     def share_heartbeat_ms(self, group_id: str) -> int:
         return self._int(group_id, gc.SHARE_HEARTBEAT, self.share_heartbeat_interval_ms)
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        return self.consumer_migration_policy in ("bidirectional", "upgrade")
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        return self.consumer_migration_policy in ("bidirectional", "downgrade")

@@ -29,6 +29,7 @@ class DescribedConsumer:
     topic_regex: str | None
     assignment: NamedPartitions
     target: NamedPartitions
+    classic: bool = False  # a member using the classic protocol (MemberType 0 in v1)
 
 
 @dataclass(slots=True)
@@ -64,6 +65,7 @@ def describe(group: ConsumerGroup, topics: TopicsView, assignor: str) -> Describ
             topic_regex=m.topic_regex,
             assignment=_named(m.current.assigned, names),
             target=_named(group.targets.get(m.member_id, {}), names),
+            classic=m.classic is not None,
         )
         for m in group.members.values()
     ]

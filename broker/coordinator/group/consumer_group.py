@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from broker.coordinator.group.assignors import MemberSpec
+from broker.coordinator.group.consumer_records import ClassicMeta
 from broker.coordinator.group.reconcile import Assignment, MemberAssignment, MemberState
 
 # topic name -> (topic id, partition count), from the cluster's metadata image
@@ -74,6 +75,8 @@ class ConsumerMember:
     topic_regex: str | None = None
     rebalance_timeout_ms: int = 300_000
     server_assignor: str | None = None
+    # set for a member that uses the classic protocol (JoinGroup/SyncGroup) in this group
+    classic: ClassicMeta | None = None
     current: MemberAssignment = field(
         default_factory=lambda: MemberAssignment(0, 0, MemberState.STABLE)
     )
@@ -166,3 +169,10 @@ def metadata_hash(names: Iterable[str], topics: TopicsView) -> int:
         h.update(f"{name}\0{topic_id}\0{count}\n".encode())
     value = int.from_bytes(h.digest(), "big", signed=True)
     return value or 1  # 0 is Kafka's "no hash"
+
+
+def can_downgrade(cg: ConsumerGroup, leaving: set[str], enabled: bool, max_size: int) -> bool:
+    """Kafka's validateOnlineDowngrade: once `leaving` are gone, only classic members remain
+    (at least one), the policy allows it and a classic group may be that large."""
+    rest = [m for mid, m in cg.members.items() if mid not in leaving]
+    return bool(rest) and all(m.classic for m in rest) and enabled and len(rest) <= max_size

@@ -26,6 +26,9 @@ class ConsumerOffsetChecks:
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.unknown_member_id
+        if member.classic is not None:
+            # a classic member commits with the generation its JoinGroup gave: its epoch
+            return None if member_epoch == member.current.epoch else ErrorCode.illegal_generation
         if api_version < 9:
             return ErrorCode.unsupported_version
         if member_epoch != member.current.epoch:
@@ -75,7 +78,8 @@ class ConsumerOffsetChecks:
         if member is None:
             return ErrorCode.unknown_member_id
         if member_epoch != member.current.epoch:
-            return ErrorCode.stale_member_epoch
+            # a classic member's epoch is its generation
+            return ErrorCode.illegal_generation if member.classic else ErrorCode.stale_member_epoch
         return None
 
     def delete_records(self, group_id: str) -> list[Record]:

@@ -1,17 +1,22 @@
 """`__consumer_offsets` records of KIP-848 consumer groups (record types 3, 5, 6, 7, 8).
 
 Layouts and versions as Kafka 4.1 writes them: every key is version 0 after its int16 record
-type, every value is version 0 (flexible). Kafka 4.1 keeps the subscribed topics' metadata as a
+type, every value is version 0 (flexible). The member value's tagged ClassicMemberMetadata
+(tag 0, a classic member inside a consumer group) is framed here by hand: Kafka writes a
+tagged nullable struct with a presence byte the generated codec does not know. Kafka 4.1 keeps the subscribed topics' metadata as a
 hash in ConsumerGroupMetadataValue (KIP-1101) and no longer writes ConsumerGroupPartitionMetadata
 (type 4), so neither do we; a type-4 record in a log written by older Kafka is skipped on load.
 """
 
 import datetime
+import struct
 import uuid
 from dataclasses import dataclass, field
 
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
+from protocol.encoders.primitives import uvarint
+from protocol.errors import CorruptRecordError
 from protocol.generated.consumer_group_current_member_assignment_key.v0.data import (
     ConsumerGroupCurrentMemberAssignmentKey as CurrentKey,
 )
@@ -32,6 +37,7 @@ from protocol.generated.consumer_group_target_assignment_metadata_key.v0.data im
     ConsumerGroupTargetAssignmentMetadataKey as TargetMetaKey,
 )
 from protocol.generated.consumer_group_target_assignment_metadata_value.v0 import data as tmeta
+from protocol.records.varint import decode_uvarint
 
 from ..record_framing import I16, RecordFormatError, decode_prefixed, encode_prefixed
 
@@ -60,6 +66,14 @@ class MemberRecordKey:
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMeta:
+    """What a member using the classic protocol inside a consumer group joined with."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]  # (name, metadata), in the JoinGroup's order
+
+
+@dataclass(frozen=True, slots=True)
 class MemberMetadata:
     instance_id: str | None
     rack_id: str | None
@@ -69,6 +83,7 @@ class MemberMetadata:
     topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    classic: ClassicMeta | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +172,7 @@ def decode_target_metadata(value: bytes) -> int:
 
 
 def member_metadata_value(m: MemberMetadata) -> bytes:
-    return encode_prefixed(
+    body = encode_prefixed(
         0,
         mem.ConsumerGroupMemberMetadataValue(
             instance_id=m.instance_id,
@@ -172,11 +187,79 @@ def member_metadata_value(m: MemberMetadata) -> bytes:
             server_assignor=m.server_assignor,
         ),
     )
+    if m.classic is None:
+        return body
+    # the codec wrote "no tagged fields" last: replace it with tag 0
+    tagged = b"\x01" + _classic_struct(m.classic)
+    return body[:-1] + uvarint(1) + uvarint(0) + uvarint(len(tagged)) + tagged
+
+
+def _compact(b: bytes) -> bytes:
+    return uvarint(len(b) + 1) + b
+
+
+def _classic_struct(c: ClassicMeta) -> bytes:
+    out = bytearray(struct.pack(">i", c.session_timeout_ms))
+    out += uvarint(len(c.protocols) + 1)
+    for name, metadata in c.protocols:
+        out += _compact(name.encode()) + _compact(metadata) + b"\x00"
+    out += b"\x00"
+    return bytes(out)
+
+
+def _read_compact(buf: bytes, pos: int, end: int) -> tuple[bytes, int]:
+    n, pos = decode_uvarint(buf, pos, end)
+    if n == 0 or pos + n - 1 > end:
+        raise RecordFormatError("ClassicMemberMetadata: bad compact field")
+    return buf[pos : pos + n - 1], pos + n - 1
+
+
+def _skip_tags(buf: bytes, pos: int, end: int) -> int:
+    count, pos = decode_uvarint(buf, pos, end)
+    for _ in range(count):
+        _, pos = decode_uvarint(buf, pos, end)
+        size, pos = decode_uvarint(buf, pos, end)
+        pos += size
+    return pos
+
+
+def _decode_classic(buf: bytes, pos: int, end: int) -> ClassicMeta | None:
+    present, pos = decode_uvarint(buf, pos, end)
+    if not present:
+        return None
+    if pos + 4 > end:
+        raise RecordFormatError("ClassicMemberMetadata: truncated")
+    (session,) = struct.unpack_from(">i", buf, pos)
+    n, pos = decode_uvarint(buf, pos + 4, end)
+    protocols: list[tuple[str, bytes]] = []
+    for _ in range(max(n - 1, 0)):
+        name, pos = _read_compact(buf, pos, end)
+        metadata, pos = _read_compact(buf, pos, end)
+        pos = _skip_tags(buf, pos, end)
+        protocols.append((name.decode(), metadata))
+    return ClassicMeta(session, tuple(protocols))
+
+
+def _classic_tag(value: bytes, untagged_end: int) -> ClassicMeta | None:
+    try:
+        count, pos = decode_uvarint(value, untagged_end, len(value))
+        for _ in range(count):
+            tag, pos = decode_uvarint(value, pos, len(value))
+            size, pos = decode_uvarint(value, pos, len(value))
+            if tag == 0:
+                return _decode_classic(value, pos, min(pos + size, len(value)))
+            pos += size
+    except (CorruptRecordError, UnicodeDecodeError, struct.error) as exc:
+        raise RecordFormatError(f"ClassicMemberMetadata: {exc}") from None
+    return None
 
 
 def decode_member_metadata(value: bytes) -> MemberMetadata:
     v = _value_v0(value, mem.ConsumerGroupMemberMetadataValue)
     assert isinstance(v, mem.ConsumerGroupMemberMetadataValue)
+    # the codec skipped tag 0; the untagged part re-encodes to the same bytes, which says
+    # where the tagged fields start
+    untagged_end = len(encode_prefixed(0, v)) - 1
     return MemberMetadata(
         instance_id=v.instance_id,
         rack_id=v.rack_id,
@@ -186,6 +269,7 @@ def decode_member_metadata(value: bytes) -> MemberMetadata:
         topic_regex=v.subscribed_topic_regex,
         rebalance_timeout_ms=int(v.rebalance_timeout.total_seconds() * 1000),
         server_assignor=v.server_assignor,
+        classic=_classic_tag(value, untagged_end),
     )
 
 

@@ -52,6 +52,7 @@ def _replay_member(group: ConsumerGroup, key: crec.MemberRecordKey, value: bytes
         member.topic_names, member.topic_regex = v.topic_names, v.topic_regex
         member.rebalance_timeout_ms = v.rebalance_timeout_ms
         member.server_assignor = v.server_assignor
+        member.classic = v.classic
     elif t == crec.TARGET_MEMBER:
         group.targets[mid] = crec.decode_target_member(value)
     else:

@@ -23,6 +23,7 @@ from broker.coordinator.group.consumer_group import (
     ConsumerMember,
     InvalidRegex,
     TopicsView,
+    can_downgrade,
     compile_regex,
     metadata_hash,
 )
@@ -78,7 +79,17 @@ def _revoke_key(group_id: str, member_id: str) -> str:
     return f"cg-revoke-{group_id}-{member_id}"
 
 
-def _member_records(group_id: str, m: ConsumerMember) -> Record:
+def join_key(group_id: str, member_id: str) -> str:
+    """A classic member told to join again must do so within its rebalance timeout."""
+    return f"cg-join-{group_id}-{member_id}"
+
+
+def sync_key(group_id: str, member_id: str) -> str:
+    """A classic member that joined must come to SyncGroup within its rebalance timeout."""
+    return f"cg-sync-{group_id}-{member_id}"
+
+
+def member_record(group_id: str, m: ConsumerMember) -> Record:
     value = crec.MemberMetadata(
         m.instance_id,
         m.rack_id,
@@ -88,11 +99,12 @@ def _member_records(group_id: str, m: ConsumerMember) -> Record:
         m.topic_regex,
         m.rebalance_timeout_ms,
         m.server_assignor,
+        m.classic,
     )
     return crec.member_metadata_key(group_id, m.member_id), crec.member_metadata_value(value)
 
 
-def _current_record(group_id: str, member_id: str, c: MemberAssignment) -> Record:
+def current_record(group_id: str, member_id: str, c: MemberAssignment) -> Record:
     value = crec.CurrentAssignment(
         c.epoch, c.previous_epoch, int(c.state), c.assigned, c.pending_revocation
     )
@@ -105,13 +117,18 @@ class ConsumerGroups(ConsumerOffsetChecks):
         ctx: "ShardContext[GroupShard]",
         config: GroupConfig,
         topics: Callable[[], TopicsView],
-        take_classic: Callable[[str, bool], ErrorCode | list[Record]],
+        take_classic: Callable[[str, bool], str | list[Record]],
+        downgrade: Callable[[ConsumerGroup, set[str], bool], list[Record]],
     ) -> None:
         self.ctx = ctx
         self.config = config
         self.topics = topics
-        # converts an empty classic group of that id (True: may convert), or says why not
+        # converts a classic group of that id (True: may convert), or says why not (the
+        # GROUP_ID_NOT_FOUND message)
         self.take_classic = take_classic
+        # turns the group into a classic one without the leaving members (True: rebalance);
+        # Kafka's online downgrade of a mixed group
+        self.downgrade = downgrade
         self.groups: dict[str, ConsumerGroup] = {}
 
     # -- ConsumerGroupHeartbeat ------------------------------------------------------------------
@@ -162,11 +179,13 @@ class ConsumerGroups(ConsumerOffsetChecks):
         group = self.groups.get(p.group_id)
         if group is None:
             taken = self.take_classic(p.group_id, p.member_epoch == 0)
-            if isinstance(taken, ErrorCode):
-                return WriteResult(HeartbeatResult(taken, f"Group {p.group_id} not found."))
+            if isinstance(taken, str):
+                return WriteResult(HeartbeatResult(ErrorCode.group_id_not_found, taken))
             records += taken
-            group = ConsumerGroup(p.group_id, state_timestamp=self.ctx.now_ms())
-            self.groups[p.group_id] = group
+            group = self.groups.get(p.group_id)  # a converted classic group, else a new one
+            if group is None:
+                group = ConsumerGroup(p.group_id, state_timestamp=self.ctx.now_ms())
+                self.groups[p.group_id] = group
         member_id = p.member_id or str(uuid.uuid4())
         member = group.members.get(member_id)
         if member is None and len(group.members) >= self.config.consumer_max_size:
@@ -183,7 +202,8 @@ class ConsumerGroups(ConsumerOffsetChecks):
                 return WriteResult(joined)
             member, bump = joined
         else:
-            if member is None:
+            if member is None or member.classic is not None:
+                # (a member using the classic protocol heartbeats through Heartbeat)
                 return WriteResult(
                     HeartbeatResult(ErrorCode.unknown_member_id, f"Member {member_id} unknown.")
                 )
@@ -195,7 +215,7 @@ class ConsumerGroups(ConsumerOffsetChecks):
                 return WriteResult(error)
             bump = False
         bump |= self._update_member(group, member, p, records)
-        return WriteResult(self._finish(group, member, p, records, bump), records)
+        return WriteResult(self.finish(group, member, p, records, bump), records)
 
     def _join(
         self, group: ConsumerGroup, member_id: str, p: HeartbeatParams, records: list[Record]
@@ -209,17 +229,17 @@ class ConsumerGroups(ConsumerOffsetChecks):
         if static is not None and static.member_id != member_id:
             # a static member comes back under a new member id: it takes the place (and the
             # partitions) of its previous incarnation, once that one has left temporarily
-            if static.current.epoch != STATIC_LEAVE_EPOCH:
+            if static.current.epoch != STATIC_LEAVE_EPOCH and static.classic is None:
                 msg = f"Instance {p.instance_id} is still in use by {static.member_id}."
                 return HeartbeatResult(ErrorCode.unreleased_instance_id, msg)
-            return self._replace_static(group, static, member_id, records), False
+            return self.replace_static(group, static, member_id, records), False
         if member_id in group.members:  # rejoining (after a fence): start over
             records += self._remove_records(group, member_id)
         member = ConsumerMember(member_id)
         group.members[member_id] = member
         return member, True
 
-    def _replace_static(
+    def replace_static(
         self, group: ConsumerGroup, old: ConsumerMember, member_id: str, records: list[Record]
     ) -> ConsumerMember:
         gid = group.group_id
@@ -272,15 +292,16 @@ class ConsumerGroups(ConsumerOffsetChecks):
         if p.server_assignor is not None:
             m.server_assignor = p.server_assignor
         m.client_id, m.client_host = p.client_id, p.client_host
+        m.classic = None  # it speaks the consumer protocol (maybe replacing a classic static)
         if is_new or before != m:
-            records.append(_member_records(group.group_id, m))
+            records.append(member_record(group.group_id, m))
         return (before.topic_names, before.topic_regex, before.server_assignor) != (
             m.topic_names,
             m.topic_regex,
             m.server_assignor,
         )
 
-    def _finish(
+    def finish(
         self,
         group: ConsumerGroup,
         member: ConsumerMember,
@@ -302,12 +323,14 @@ class ConsumerGroups(ConsumerOffsetChecks):
         )
         if after != before:
             group.set_current(mid, after)
-            records.append(_current_record(gid, mid, after))
-            if after.state is MemberState.UNREVOKED_PARTITIONS:
+            records.append(current_record(gid, mid, after))
+            if member.classic is not None:
+                pass  # a classic member is bounded by its join and sync timers instead (Kafka)
+            elif after.state is MemberState.UNREVOKED_PARTITIONS:
                 self._schedule_revoke(gid, mid, after.epoch, member.rebalance_timeout_ms)
             else:
                 self.ctx.cancel(_revoke_key(gid, mid))
-        self._schedule_session(gid, mid)
+        self.schedule_session(gid, mid)
         # as Kafka: on joining, when the member reported what it owns, or when it changed
         send = p.member_epoch == 0 or p.owned is not None or after.assigned != before.assigned
         return HeartbeatResult(
@@ -371,8 +394,8 @@ class ConsumerGroups(ConsumerOffsetChecks):
 
     def _remove_records(self, group: ConsumerGroup, member_id: str) -> list[Record]:
         gid = group.group_id
-        self.ctx.cancel(_session_key(gid, member_id))
-        self.ctx.cancel(_revoke_key(gid, member_id))
+        for key in (_session_key, _revoke_key, join_key, sync_key):
+            self.ctx.cancel(key(gid, member_id))
         group.remove(member_id)
         if not group.members:
             group.state_timestamp = self.ctx.now_ms()
@@ -383,7 +406,26 @@ class ConsumerGroups(ConsumerOffsetChecks):
         ]
 
     def _fence(self, group: ConsumerGroup, member_id: str) -> list[Record]:
-        records = self._remove_records(group, member_id)
+        return self.fence_many(group, [member_id])
+
+    def to_classic(self, group: ConsumerGroup, leaving: set[str], rebalance: bool) -> list[Record]:
+        """The records turning the group into a classic one without `leaving` (their timers
+        and everyone else's go: the classic group keeps its own)."""
+        for mid in group.members:
+            for key in (_session_key, _revoke_key, join_key, sync_key):
+                self.ctx.cancel(key(group.group_id, mid))
+        return self.downgrade(group, leaving, rebalance)
+
+    def fence_many(self, group: ConsumerGroup, member_ids: list[str]) -> list[Record]:
+        """Remove members; when only classic members would remain, the group may go back
+        to the classic protocol instead (Kafka's online downgrade)."""
+        if can_downgrade(
+            group, set(member_ids), self.config.downgrade_enabled, self.config.max_group_size
+        ):
+            return self.to_classic(group, set(member_ids), rebalance=True)
+        records: list[Record] = []
+        for member_id in member_ids:
+            records += self._remove_records(group, member_id)
         return records + self._maybe_bump(group, self.topics(), True)
 
     def _leave(self, p: HeartbeatParams) -> WriteResult[HeartbeatResult]:
@@ -402,7 +444,7 @@ class ConsumerGroups(ConsumerOffsetChecks):
             self.ctx.cancel(_revoke_key(group.group_id, p.member_id))
             return WriteResult(
                 HeartbeatResult(ErrorCode.none, member_id=p.member_id, member_epoch=p.member_epoch),
-                [_current_record(group.group_id, p.member_id, gone)],
+                [current_record(group.group_id, p.member_id, gone)],
             )
         records = self._fence(group, p.member_id)
         return WriteResult(
@@ -410,10 +452,14 @@ class ConsumerGroups(ConsumerOffsetChecks):
             records,
         )
 
-    def _schedule_session(self, group_id: str, member_id: str) -> None:
+    def schedule_session(self, group_id: str, member_id: str) -> None:
+        group = self.groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        classic = member.classic if member is not None else None
         self.ctx.schedule(
             _session_key(group_id, member_id),
-            self.config.consumer_session_ms(group_id),
+            # a classic member keeps the session timeout of its JoinGroup
+            classic.session_timeout_ms if classic else self.config.consumer_session_ms(group_id),
             lambda s: s.consumer.expire_member(group_id, member_id, None),
         )
 
@@ -447,8 +493,9 @@ class ConsumerGroups(ConsumerOffsetChecks):
         # Reloaded members must heartbeat within a session; a revocation gets a fresh timeout.
         for group in self.groups.values():
             for member in group.members.values():
-                self._schedule_session(group.group_id, member.member_id)
-                if member.current.state is MemberState.UNREVOKED_PARTITIONS:
+                self.schedule_session(group.group_id, member.member_id)
+                revoking = member.current.state is MemberState.UNREVOKED_PARTITIONS
+                if revoking and member.classic is None:
                     self._schedule_revoke(
                         group.group_id,
                         member.member_id,

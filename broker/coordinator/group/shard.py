@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 from broker.coordinator.group import consumer_records as crec
+from broker.coordinator.group import migration
 from broker.coordinator.group import records as rec
 from broker.coordinator.group import share_records as srec
 from broker.coordinator.group.classic import (
@@ -23,9 +24,10 @@ from broker.coordinator.group.classic import (
     Member,
     SyncResult,
 )
+from broker.coordinator.group.classic_members import ClassicMembers
 from broker.coordinator.group.config import GroupConfig
 from broker.coordinator.group.consumer_describe import classic_bytes
-from broker.coordinator.group.consumer_group import TopicsView
+from broker.coordinator.group.consumer_group import ConsumerGroup, TopicsView
 from broker.coordinator.group.consumer_shard import ConsumerGroups
 from broker.coordinator.group.share_groups import SHARE_PROTOCOL_TYPE, ShareGroups
 from broker.coordinator.group.txn_offsets import PendingTxnOffsets
@@ -173,21 +175,71 @@ class GroupShard:
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets: dict[str, dict[TopicPartition, rec.OffsetValue]] = {}
         self.pending_txn = PendingTxnOffsets()
-        self.consumer = ConsumerGroups(ctx, config, topics, self._take_classic)
+        self.consumer = ConsumerGroups(ctx, config, topics, self._take_classic, self._downgrade)
+        self.classic_members = ClassicMembers(self.consumer)
         self.share = ShareGroups(ctx, config, topics, self._has_group)
 
-    def _take_classic(self, group_id: str, may_convert: bool) -> ErrorCode | list[Record]:
+    def _take_classic(self, group_id: str, may_convert: bool) -> str | list[Record]:
         """Make way for a consumer group: an empty classic group (maybe just offsets) is
-        converted, as Kafka does; a live one keeps the id, and so does a share group."""
+        converted, as Kafka does, and so is one with members when the migration policy allows
+        (online upgrade); a share group keeps the id. A string says why not."""
         if group_id in self.share.groups:
-            return ErrorCode.group_id_not_found
+            return f"Group {group_id} is a share group."
         group = self.groups.get(group_id)
         if group is None:
-            return ErrorCode.group_id_not_found if not may_convert else []
-        if not may_convert or not group.is_in(GroupState.EMPTY) or group.pending_join:
-            return ErrorCode.group_id_not_found
+            return [] if may_convert else f"Group {group_id} not found."
+        if not may_convert or (group.pending_join and group.is_in(GroupState.EMPTY)):
+            return f"Group {group_id} is not a consumer group."
+        if not group.is_in(GroupState.EMPTY):
+            return self._upgrade(group)
         del self.groups[group_id]
         return [(rec.group_key(group_id), None)]
+
+    def _upgrade(self, group: ClassicGroup) -> str | list[Record]:
+        """A classic group with members becomes a consumer group (a consumer-protocol member
+        joins it): its members stay, as classic members keeping their partitions."""
+        cfg = self.config
+        why = migration.upgrade_refusal(group, cfg.upgrade_enabled, cfg.consumer_max_size)
+        if why is not None:
+            return f"Cannot upgrade classic group {group.group_id} to consumer group: {why}."
+        converted = migration.from_classic(group, self.consumer.topics(), self._now())
+        if converted is None:
+            return (
+                f"Cannot upgrade classic group {group.group_id} to consumer group: a member's "
+                "embedded consumer protocol is malformed or carries a custom assignor's user data."
+            )
+        gid = group.group_id
+        # members waiting in a rebalance join again, now into the consumer group
+        for member in group.members.values():
+            member.complete_join(
+                JoinResult(ErrorCode.rebalance_in_progress, member_id=member.member_id)
+            )
+            member.complete_sync(SyncResult(ErrorCode.rebalance_in_progress))
+        for mid in list(group.members) + list(group.pending_join):
+            self.ctx.cancel(_heartbeat_key(gid, mid))
+        self.ctx.cancel(_join_key(gid))
+        self.ctx.cancel(_sync_key(gid))
+        group.transition(GroupState.DEAD, self._now())
+        del self.groups[gid]
+        self.consumer.groups[gid] = converted
+        for mid in converted.members:
+            self.consumer.schedule_session(gid, mid)
+        return [(rec.group_key(gid), None), *migration.consumer_group_records(converted)]
+
+    def _downgrade(self, cg: ConsumerGroup, leaving: set[str], rebalance: bool) -> list[Record]:
+        """The consumer group's remaining (classic) members form a classic group (Kafka's
+        online downgrade), which rebalances at once when a member left."""
+        gid = cg.group_id
+        records = migration.consumer_tombstones(cg)
+        group = migration.to_classic(cg, leaving, self.consumer.topics(), self._now())
+        del self.consumer.groups[gid]
+        self.groups[gid] = group
+        records.append(
+            self._group_record(group, {m.member_id: m.assignment for m in group.members.values()})
+        )
+        for member in group.members.values():
+            self._reschedule_heartbeat(group, member)
+        return records + (self._prepare_rebalance(group) if rebalance else [])
 
     def _has_group(self, group_id: str) -> bool:
         return group_id in self.groups or group_id in self.consumer.groups
@@ -527,10 +579,11 @@ class GroupShard:
         if p.group_id in self.share.groups:  # a share group keeps its id
             return self._join_done(ErrorCode.inconsistent_group_protocol, p.member_id)
         if p.group_id in self.consumer.groups:
-            # a KIP-848 group: a classic member only takes over an empty one (Kafka converts
-            # it); classic members inside a consumer group are not supported here
-            if self.consumer.groups[p.group_id].members:
-                return self._join_done(ErrorCode.inconsistent_group_protocol, p.member_id)
+            # a KIP-848 group: a classic member joins one with members as a classic member
+            # (mixed group), and takes over an empty one (converted back, as Kafka does)
+            cg = self.consumer.groups[p.group_id]
+            if cg.members:
+                return self.classic_members.join(cg, p)
             converted = self.consumer.delete_records(p.group_id)
             del self.consumer.groups[p.group_id]
             self.groups[p.group_id] = ClassicGroup(p.group_id, self._now())  # keeps its offsets
@@ -698,6 +751,9 @@ class GroupShard:
     # -- SyncGroup ----------------------------------------------------------------------------
 
     def sync(self, p: SyncParams) -> WriteResult["asyncio.Future[SyncResult]"]:
+        cg = self.consumer.groups.get(p.group_id)
+        if cg is not None:
+            return self.classic_members.sync(cg, p)
         group = self.groups.get(p.group_id)
         if group is None:
             return self._sync_done(ErrorCode.unknown_member_id)
@@ -773,6 +829,9 @@ class GroupShard:
     def heartbeat(
         self, group_id: str, generation_id: int, member_id: str, instance_id: str | None
     ) -> WriteResult[ErrorCode]:
+        cg = self.consumer.groups.get(group_id)
+        if cg is not None:
+            return self.classic_members.heartbeat(cg, generation_id, member_id, instance_id)
         group = self.groups.get(group_id)
         if group is None:
             return WriteResult(ErrorCode.unknown_member_id)
@@ -793,6 +852,9 @@ class GroupShard:
     def leave(
         self, group_id: str, members: list[tuple[str, str | None]]
     ) -> WriteResult[tuple[ErrorCode, list[ErrorCode]]]:
+        cg = self.consumer.groups.get(group_id)
+        if cg is not None:
+            return self.classic_members.leave(cg, members)
         group = self.groups.get(group_id)
         if group is None:
             return WriteResult((ErrorCode.unknown_member_id, []))
