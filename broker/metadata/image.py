@@ -195,6 +195,8 @@ class ImageBuilder:
         self._quotas: dict[QuotaEntity, dict[str, float]] | None = None  # likewise
         self.unreadable = {k: dict(v) for k, v in base.unreadable_configs.items()}
         self.encoded = {k: dict(v) for k, v in base.encoded_configs.items()}
+        # topic -> (partitions dict this builder made, the proxy its TopicImage holds)
+        self._own_parts: dict[str, tuple[dict[int, PartitionImage], Any]] = {}
 
     def apply(self, record: Any, offset: int) -> None:
         handler = getattr(self, "_on_" + type(record).__name__, None)
@@ -213,9 +215,17 @@ class ImageBuilder:
         if name is None:
             return  # a record for a topic removed in the same batch: ignore, as Kafka does
         t = self.topics[name]
-        parts = dict(t.partitions)
-        parts[p.partition] = p
-        self.topics[name] = replace(t, partitions=MappingProxyType(parts))
+        mine = self._own_parts.get(name)
+        if mine is not None and t.partitions is mine[1]:
+            mine[0][p.partition] = p  # this builder's copy: seen through the topic's proxy
+        else:
+            # Copied once per topic and build, not per record: a batch changing every
+            # partition of a 2,000-partition topic (a failover's epoch bumps) was quadratic.
+            parts = dict(t.partitions)
+            parts[p.partition] = p
+            proxy = MappingProxyType(parts)
+            self._own_parts[name] = (parts, proxy)
+            self.topics[name] = replace(t, partitions=proxy)
         self.delta.changed_partitions.append((name, p.partition))
 
     def _on_PartitionRecord(self, r: Any) -> None:
