@@ -69,7 +69,9 @@ class FetchSessionBuilder:
             return SessionFetch(SESSIONLESS_ID, FINAL_EPOCH, list(current.values()), [], True)
         if self.epoch == INITIAL_EPOCH:
             return SessionFetch(self.session_id, INITIAL_EPOCH, list(current.values()), [], True)
-        changed = [p for k, p in current.items() if self._session.get(k) != p]
+        last = self._session
+        # ``is`` first: a fetcher hands the same entry again while nothing changed
+        changed = [p for k, p in current.items() if (q := last.get(k)) is not p and q != p]
         forgotten = [k for k in self._session if k not in current]
         return SessionFetch(self.session_id, self.epoch, changed, forgotten, False)
 

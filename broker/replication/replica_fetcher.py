@@ -167,6 +167,10 @@ class ReplicaFetcher:
         # partitions whose last answer was an error sit out until then (monotonic seconds),
         # as Kafka delays only the failing partition, not the whole fetcher
         self._delayed: dict[tuple[str, int], float] = {}
+        # per partition, its last request entry and what it was built from (see ``_round``)
+        self._entries: dict[
+            tuple[str, int], tuple[Partition, FetchPartition, FetchPartitionRequest]
+        ] = {}
 
     def __repr__(self) -> str:
         return f"ReplicaFetcher(leader={self.leader_id}, index={self.key[1]})"
@@ -181,6 +185,7 @@ class ReplicaFetcher:
         key = (partition.topic, partition.partition)
         self.partitions.pop(key, None)
         self._delayed.pop(key, None)
+        self._entries.pop(key, None)
 
     def start(self) -> None:
         self._task = asyncio.get_event_loop().create_task(self._run())
@@ -246,20 +251,33 @@ class ReplicaFetcher:
             self.session.reset()  # the leader keys the session by name or by id, not both
             self._session_by_id = by_id
         cfg = self._config
-        fetch = self.session.build(
-            FetchPartitionRequest(
-                p.topic,
-                p.topic_id,
-                p.partition,
-                r.fetch_offset,
-                r.current_leader_epoch,
-                r.last_fetched_epoch,
-                r.log_start_offset,
-                cfg.max_bytes,
-                r.mirror_leader_epoch,
-            )
-            for p, r in wanted
-        )
+        # One pass: each partition's request entry (the last one again while its fields are
+        # unchanged: the session builder then finds it identical without comparing fields)
+        # and the map answers are matched by. Rounds touch every partition of the session.
+        cache = self._entries
+        entries: list[FetchPartitionRequest] = []
+        sent: dict[tuple[Any, int], tuple[Partition, FetchPartition]] = {}
+        for p, r in wanted:
+            key = (p.topic, p.partition)
+            hit = cache.get(key)
+            if hit is not None and hit[0] is p and hit[1] == r:
+                fpr = hit[2]
+            else:
+                fpr = FetchPartitionRequest(
+                    p.topic,
+                    p.topic_id,
+                    p.partition,
+                    r.fetch_offset,
+                    r.current_leader_epoch,
+                    r.last_fetched_epoch,
+                    r.log_start_offset,
+                    cfg.max_bytes,
+                    r.mirror_leader_epoch,
+                )
+                cache[key] = (p, r, fpr)
+            entries.append(fpr)
+            sent[((p.topic_id if by_id else p.topic), p.partition)] = (p, r)
+        fetch = self.session.build(entries)
         body = encode_fetch_request(
             version,
             max_wait_ms=cfg.wait_max_ms,
@@ -283,7 +301,6 @@ class ReplicaFetcher:
         if resp.error_code != 0:
             log.info("%s: Fetch answered %s", self, _name(resp.error_code))
             return False
-        sent = {((p.topic_id if by_id else p.topic), p.partition): (p, r) for p, r in wanted}
         backoff_s = self._config.backoff_ms / 1000
         appended: list[Partition] = []
         for tkey, data in resp.partitions:
