@@ -206,10 +206,13 @@ class FetchApi:
         img = self.s.image()
         watch = ChangeWatch()
         hosted = []
-        for key in wanted:
-            tkey, partition = key
-            topic = img.topic_by_id(tkey) if by_id else img.topics.get(tkey)
-            p = self.s.replicas.get(topic.name, partition) if topic is not None else None
+        for key, sp in wanted.items():
+            if sp.quiet is not None:  # the partition a follower's quiet entry was read from
+                p = sp.quiet[0]
+            else:
+                tkey, partition = key
+                topic = img.topic_by_id(tkey) if by_id else img.topics.get(tkey)
+                p = self.s.replicas.get(topic.name, partition) if topic is not None else None
             if p is not None:
                 p.add_watch(watch, key)
                 hosted.append(p)
@@ -277,7 +280,22 @@ class FetchApi:
         img = self.s.image()
         rows: list[tuple[tuple[Any, int], dict[str, Any]]] = []
         budget = max_bytes - total
+        # A follower's incremental Fetch: a partition it had caught up on, unchanged since, has
+        # nothing to answer; only its fetch is noted (a session holds every partition the two
+        # nodes share, and reading each on every Fetch was most of a failover's CPU).
+        skip_quiet = follower is not None and not full
         for key, sp in wanted.items():
+            quiet = sp.quiet
+            if quiet is not None:
+                if (
+                    skip_quiet
+                    and quiet[0].change_seq == quiet[1]
+                    and quiet[0].log.log_start_offset == sp.last_log_start
+                ):
+                    assert follower is not None
+                    quiet[0].on_idle_follower_fetch(follower[0])
+                    continue
+                sp.quiet = None
             tkey, partition = key
             topic = img.topic_by_id(tkey) if by_id else img.topics.get(tkey)
             row: dict[str, Any] = {
@@ -404,6 +422,14 @@ class FetchApi:
             )
             if changed:
                 rows.append((key, row))
+            if (
+                follower is not None
+                and size == 0
+                and row["error_code"] == ErrorCode.none
+                and sp.fetch_offset >= upper
+                and follower[0] in hosted.leader.isr  # else each fetch may expand the ISR
+            ):
+                sp.quiet = (hosted, hosted.change_seq)
         return rows, total
 
     @staticmethod

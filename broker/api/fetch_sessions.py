@@ -29,6 +29,9 @@ class SessionPartition:
     last_hw: int = -1
     last_lso: int = -1
     last_log_start: int = -1
+    # a follower's partition found caught up with nothing to answer: (the partition, its
+    # ``change_seq`` then); until that moves, the session's fetches skip it (FetchApi._read)
+    quiet: Any = None
 
 
 @dataclass(slots=True)

@@ -428,6 +428,8 @@ class LogCleaner:
 
     def _forget_deleted(self) -> None:
         """Kafka's maintainUncleanablePartitions: deleted partitions leave the set."""
+        if not self._uncleanable:
+            return  # the usual case: no walk over every log after each cleaning pass
         live = {(p.topic, p.partition) for p in self._logs.all_logs()}
         for log_dir, tps in list(self._uncleanable.items()):
             tps &= live

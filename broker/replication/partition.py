@@ -79,6 +79,9 @@ class Partition:
         self.follower.mirrored = config.mirrored
         self._waiters: set[asyncio.Future[None]] = set()
         self._watches: dict[ChangeWatch, Any] = {}  # long-polling Fetches, by their key for us
+        # moves on every ``wake`` (log end, HW, role, epoch, config, truncation): a follower's
+        # fetch session skips a partition whose count has not moved since it was caught up
+        self.change_seq = 0
         log.on_written = self._on_written
 
     def __repr__(self) -> str:
@@ -291,6 +294,7 @@ class Partition:
         self._watches.pop(watch, None)
 
     def wake(self) -> None:
+        self.change_seq += 1
         if self._watches:
             for watch, key in self._watches.items():
                 watch.notify(key)
@@ -327,6 +331,17 @@ class Partition:
         if result.alter_partition is not None:
             self._send_alter(result.alter_partition)
         return result
+
+    def on_idle_follower_fetch(self, replica_id: int) -> None:
+        """A follower's Fetch for a partition that has not changed since that follower was
+        found caught up (``change_seq``): it still is, now (what ``on_follower_fetch`` would
+        record, without the rest of its work)."""
+        progress = self.leader.followers.get(replica_id)
+        if progress is not None:
+            now = self._now_ms()
+            progress.last_fetch_ms = now
+            if now > progress.last_caught_up_ms:
+                progress.last_caught_up_ms = now
 
     def maybe_shrink_isr(self) -> None:
         request = self.leader.maybe_shrink_isr(self._now_ms())

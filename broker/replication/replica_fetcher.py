@@ -52,6 +52,10 @@ LIST_OFFSETS = 2
 EARLIEST, LATEST = -2, -1
 _MIN_VERSION = 12  # DivergingEpoch in Fetch responses (KIP-595)
 _WRITE_WAIT_S = 30.0  # a follower waits this long for its log writer before backing off
+_FULL_REFRESH_S = 1.0  # every entry is rebuilt this often (see ReplicaFetcher._refresh)
+# entry placeholders of a partition whose offsets must be reset before it is fetched again
+_RESET = FetchPartition(-1, -1, -1, -1)
+_NO_ENTRY = FetchPartitionRequest("", None, -1, -1, -1, -1, -1, 0)
 
 
 class LeaderClients(Protocol):
@@ -167,10 +171,12 @@ class ReplicaFetcher:
         # partitions whose last answer was an error sit out until then (monotonic seconds),
         # as Kafka delays only the failing partition, not the whole fetcher
         self._delayed: dict[tuple[str, int], float] = {}
-        # per partition, its last request entry and what it was built from (see ``_round``)
+        # per partition fetched, its request entry and what it was built from (``_refresh``)
         self._entries: dict[
             tuple[str, int], tuple[Partition, FetchPartition, FetchPartitionRequest]
         ] = {}
+        self._dirty: set[tuple[str, int]] = set()  # entries to look at again
+        self._full_refresh_at = 0.0
 
     def __repr__(self) -> str:
         return f"ReplicaFetcher(leader={self.leader_id}, index={self.key[1]})"
@@ -179,6 +185,7 @@ class ReplicaFetcher:
         key = (partition.topic, partition.partition)
         self.partitions[key] = partition
         self._delayed.pop(key, None)  # a new leader or epoch: try at once
+        self._dirty.add(key)
         self._wakeup.set()
 
     def remove(self, partition: Partition) -> None:
@@ -186,6 +193,7 @@ class ReplicaFetcher:
         self.partitions.pop(key, None)
         self._delayed.pop(key, None)
         self._entries.pop(key, None)
+        self._dirty.discard(key)
 
     def start(self) -> None:
         self._task = asyncio.get_event_loop().create_task(self._run())
@@ -221,21 +229,9 @@ class ReplicaFetcher:
 
     async def _round(self) -> bool:
         """One Fetch (or offset reset); False asks for a back-off of the whole fetcher."""
-        for p in list(self.partitions.values()):
-            if p.follower.status is FollowerStatus.NEEDS_OFFSETS and not p.is_leader:
-                await self._reset_offsets(p)
         now = time.monotonic()
-        wanted: list[tuple[Partition, FetchPartition]] = []
-        for key, p in self.partitions.items():
-            until = self._delayed.get(key)
-            if until is not None:
-                if until > now:
-                    continue
-                del self._delayed[key]
-            req = p.fetch_request()
-            if req is not None:
-                wanted.append((p, req))
-        if not wanted:
+        self._refresh(now)
+        if not self._entries:
             self._wakeup.clear()
             wait = self._config.backoff_ms / 1000
             if self._delayed:
@@ -243,6 +239,13 @@ class ReplicaFetcher:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wakeup.wait(), wait)
             return True
+        # offset resets (after OFFSET_OUT_OF_RANGE), then those partitions' entries again
+        resets = [p for p, r, _ in self._entries.values() if r is _RESET]
+        for p in resets:
+            await self._reset_offsets(p)
+            self._dirty.add((p.topic, p.partition))
+        if resets:
+            self._refresh(time.monotonic())
         version = await self._clients.version_for(self.leader_id, FETCH)
         if version < _MIN_VERSION:
             raise RuntimeError(f"broker {self.leader_id} serves Fetch only up to v{version}")
@@ -251,32 +254,15 @@ class ReplicaFetcher:
             self.session.reset()  # the leader keys the session by name or by id, not both
             self._session_by_id = by_id
         cfg = self._config
-        # One pass: each partition's request entry (the last one again while its fields are
-        # unchanged: the session builder then finds it identical without comparing fields)
-        # and the map answers are matched by. Rounds touch every partition of the session.
-        cache = self._entries
         entries: list[FetchPartitionRequest] = []
         sent: dict[tuple[Any, int], tuple[Partition, FetchPartition]] = {}
-        for p, r in wanted:
-            key = (p.topic, p.partition)
-            hit = cache.get(key)
-            if hit is not None and hit[0] is p and hit[1] == r:
-                fpr = hit[2]
-            else:
-                fpr = FetchPartitionRequest(
-                    p.topic,
-                    p.topic_id,
-                    p.partition,
-                    r.fetch_offset,
-                    r.current_leader_epoch,
-                    r.last_fetched_epoch,
-                    r.log_start_offset,
-                    cfg.max_bytes,
-                    r.mirror_leader_epoch,
-                )
-                cache[key] = (p, r, fpr)
+        for p, r, fpr in self._entries.values():
+            if r is _RESET:
+                continue
             entries.append(fpr)
             sent[((p.topic_id if by_id else p.topic), p.partition)] = (p, r)
+        if not entries:
+            return False  # only offset resets, which failed: back off before trying again
         fetch = self.session.build(entries)
         body = encode_fetch_request(
             version,
@@ -310,6 +296,7 @@ class ReplicaFetcher:
             p, req = entry
             if self.partitions.get((p.topic, p.partition)) is not p:
                 continue  # moved away while the Fetch was in flight
+            self._dirty.add((p.topic, p.partition))  # its fetch fields may move now
             diverging = None
             if data.diverging_epoch >= 0 or data.diverging_end_offset >= 0:
                 diverging = EpochEndOffset(data.diverging_epoch, data.diverging_end_offset)
@@ -359,6 +346,56 @@ class ReplicaFetcher:
         await self._wait_written(appended)
         return True
 
+    def _refresh(self, now: float) -> None:
+        """Bring the request entries of the partitions marked dirty up to date (their fetch
+        fields may have moved: an answer, a new epoch, a delay ending), not of every partition:
+        a fetcher holds every partition this node follows from one leader (thousands), and a
+        busy leader answers many times a second. Everything is looked at again every
+        ``_FULL_REFRESH_S`` for what changes without an event (a follower's log start)."""
+        if now >= self._full_refresh_at:
+            self._dirty.update(self.partitions)
+            self._full_refresh_at = now + _FULL_REFRESH_S
+        if self._delayed:
+            for key, until in list(self._delayed.items()):
+                if until <= now:
+                    del self._delayed[key]
+                    self._dirty.add(key)
+        if not self._dirty:
+            return
+        dirty, self._dirty = self._dirty, set()
+        cfg = self._config
+        entries = self._entries
+        for key in dirty:
+            p = self.partitions.get(key)
+            if p is None or key in self._delayed:
+                entries.pop(key, None)  # gone, or sitting out: the session forgets it
+                continue
+            if p.follower.status is FollowerStatus.NEEDS_OFFSETS and not p.is_leader:
+                entries[key] = (p, _RESET, _NO_ENTRY)
+                continue
+            r = p.fetch_request()
+            if r is None:
+                entries.pop(key, None)
+                continue
+            old = entries.get(key)
+            if old is not None and old[0] is p and old[1] == r:
+                continue  # the same entry again: the session builder finds it unchanged
+            entries[key] = (
+                p,
+                r,
+                FetchPartitionRequest(
+                    p.topic,
+                    p.topic_id,
+                    p.partition,
+                    r.fetch_offset,
+                    r.current_leader_epoch,
+                    r.last_fetched_epoch,
+                    r.log_start_offset,
+                    cfg.max_bytes,
+                    r.mirror_leader_epoch,
+                ),
+            )
+
     async def _wait_written(self, appended: list[Partition]) -> None:
         """The next Fetch reports our log end to the leader, which counts it toward the high
         watermark: it goes only once the log writer has put these appends in the file."""
@@ -367,6 +404,7 @@ class ReplicaFetcher:
             if code != ErrorCode.none:
                 log.warning("%s: appends not written (%s); fetching later", p, code.name)
                 self._delayed[(p.topic, p.partition)] = time.monotonic() + _WRITE_WAIT_S
+                self._dirty.add((p.topic, p.partition))
 
     async def _reset_offsets(self, p: Partition) -> None:
         """After OFFSET_OUT_OF_RANGE: the leader's log start and end (ListOffsets as a replica,
