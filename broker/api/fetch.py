@@ -280,10 +280,11 @@ class FetchApi:
         img = self.s.image()
         rows: list[tuple[tuple[Any, int], dict[str, Any]]] = []
         budget = max_bytes - total
-        # A follower's incremental Fetch: a partition it had caught up on, unchanged since, has
-        # nothing to answer; only its fetch is noted (a session holds every partition the two
-        # nodes share, and reading each on every Fetch was most of a failover's CPU).
-        skip_quiet = follower is not None and not full
+        # An incremental Fetch: a partition the fetcher had caught up on, unchanged since, has
+        # nothing to answer (a follower's fetch is still noted). Sessions hold thousands of
+        # partitions (every one two nodes share; every one a mirror copies), and reading each
+        # on every Fetch was most of a failover's CPU and of idle mirroring's at the source.
+        skip_quiet = not full
         for key, sp in wanted.items():
             quiet = sp.quiet
             if quiet is not None:
@@ -292,8 +293,8 @@ class FetchApi:
                     and quiet[0].change_seq == quiet[1]
                     and quiet[0].log.log_start_offset == sp.last_log_start
                 ):
-                    assert follower is not None
-                    quiet[0].on_idle_follower_fetch(follower[0])
+                    if follower is not None:
+                        quiet[0].on_idle_follower_fetch(follower[0])
                     continue
                 sp.quiet = None
             tkey, partition = key
@@ -423,11 +424,11 @@ class FetchApi:
             if changed:
                 rows.append((key, row))
             if (
-                follower is not None
-                and size == 0
+                size == 0
                 and row["error_code"] == ErrorCode.none
                 and sp.fetch_offset >= upper
-                and follower[0] in hosted.leader.isr  # else each fetch may expand the ISR
+                # a follower out of the ISR: each of its fetches may bring it back in
+                and (follower is None or follower[0] in hosted.leader.isr)
             ):
                 sp.quiet = (hosted, hosted.change_seq)
         return rows, total

@@ -689,6 +689,8 @@ class MirrorManager:
             return True
         mirror = info.mirror
         settings = mirror_config.client_settings(self._image().config(MIRROR_RESOURCE, mirror))
+        if self._verified.get(mirror) == settings:
+            return True  # checked already: thousands of partitions starting must not queue
         problem: str | None = None
         async with self._verify_locks.setdefault(mirror, asyncio.Lock()):  # one check per mirror
             if self._verified.get(mirror) != settings:
