@@ -769,6 +769,10 @@ class _Fetcher:
         self.wake = asyncio.Event()
         self.session = FetchSessionBuilder()
         self.session_by_id: bool | None = None
+        # per partition: (its state, the fields its entry was built from, _Sent, entry)
+        self._entries: dict[
+            Key, tuple[_Partition, tuple[int, int, int, int], _Sent, FetchPartitionRequest]
+        ] = {}
         self.reconcile: set[_Partition] = set()
         self.diverged: dict[_Partition, tuple[int, int]] = {}
         self.failures = 0
@@ -947,6 +951,9 @@ class _Fetcher:
         sent: dict[Key, _Sent] = {}
         wanted: list[FetchPartitionRequest] = []
         id_map: dict[uuid.UUID, str] = {}
+        # Each partition's entry is reused while its fields stay the same: a fetcher of
+        # thousands of idle partitions rebuilt all of them twice a second.
+        cache = self._entries
         for key, p in self.parts.items():
             if p.throttled and held:
                 continue
@@ -959,22 +966,33 @@ class _Fetcher:
             if p.topic_id is not None:
                 id_map[p.topic_id] = p.topic
             epoch = plog.latest_epoch
-            s = _Sent(
-                p, plog.log_end_offset, p.leader_epoch, -1 if epoch is None else epoch, part_max
-            )
-            sent[key] = s
-            wanted.append(
-                FetchPartitionRequest(
+            last_epoch = -1 if epoch is None else epoch
+            leo = plog.log_end_offset
+            hit = cache.get(key)
+            if (
+                hit is not None
+                and hit[0] is p
+                and hit[1] == (leo, p.leader_epoch, last_epoch, part_max)
+            ):
+                s, fpr = hit[2], hit[3]  # unchanged: the session builder sees the same entry
+            else:
+                s = _Sent(p, leo, p.leader_epoch, last_epoch, part_max)
+                fpr = FetchPartitionRequest(
                     p.topic,
                     p.topic_id,
                     p.partition,
-                    s.fetch_offset,
+                    leo,
                     s.leader_epoch,
-                    s.last_fetched_epoch,
+                    last_epoch,
                     -1,
                     part_max,
                 )
-            )
+                cache[key] = (p, (leo, p.leader_epoch, last_epoch, part_max), s, fpr)
+            sent[key] = s
+            wanted.append(fpr)
+        if len(cache) > len(sent):  # partitions gone or left out: their entries go
+            for key in [k for k in cache if k not in sent]:
+                del cache[key]
         fetch = self.session.build(wanted)
         body = encode_fetch_request(
             version,
