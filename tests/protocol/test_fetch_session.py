@@ -129,3 +129,21 @@ def test_each_session_error_resets(code: int) -> None:
     b.on_response(code, 0)
     f = b.build([part(0, 1)])
     assert f.full and f.session_id == 7 and f.session_epoch == INITIAL_EPOCH
+
+
+def test_the_same_entries_again_are_an_empty_request_and_a_lost_answer_still_starts_over() -> None:
+    """A fetcher hands the very same entries while nothing moved: one list comparison finds
+    the request empty; what it then changes, adds or drops is still named."""
+    cache, b = FetchSessionCache(), FetchSessionBuilder()
+    entries = [part(p, 10 * p) for p in range(5)]
+    assert answer(cache, b, entries) == [0, 1, 2, 3, 4]
+    assert answer(cache, b, list(entries)) == []
+    assert answer(cache, b, list(entries)) == []
+    moved = [*entries[:2], part(2, 99), *entries[3:]]
+    assert answer(cache, b, moved) == [2]
+    assert answer(cache, b, list(moved)) == []
+    f = b.build(moved[:4])
+    assert f.partitions == [] and f.forgotten == [("t", TID, 4)]
+    # that answer is lost: the next request is full, even with the same entries
+    again = b.build(list(moved))
+    assert again.full and [p.partition for p in again.partitions] == [0, 1, 2, 3, 4]
