@@ -688,7 +688,9 @@ class Node:
         cfg = self.config
         holder: dict[str, Dispatcher] = {}
         api_versions = api_versions_handler(
-            lambda: holder["d"].supported_versions(), lambda: self.image.offset
+            lambda: holder["d"].supported_versions(),
+            lambda: self.image.offset,
+            {"share.version": 1 if self.config.group_share_enable else 0},
         )
         apis = [Api(18, api_versions, max_version=4), *self._apis()]
         is_active = lambda: self.quorum.is_leader  # noqa: E731 - False on a broker-only node

@@ -4,7 +4,7 @@ An unsupported ApiVersions version is answered by the dispatcher with a v0 respo
 UNSUPPORTED_VERSION and the full list, as Kafka does, so the client can retry lower.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -23,12 +23,19 @@ FEATURES: dict[str, tuple[int, int, int]] = {  # name -> (min, max supported, fi
     "kraft.version": (0, 1, 0),
     "group.version": (0, 1, 1),
     "transaction.version": (0, 2, 0),
+    # KIP-932 share groups: finalized at 1 where ``group.share.enable=true`` (``levels``)
+    "share.version": (0, 1, 0),
 }
 
 
 def make_handler(
-    supported: Callable[[], dict[int, tuple[int, int]]], features_epoch: Callable[[], int]
+    supported: Callable[[], dict[int, tuple[int, int]]],
+    features_epoch: Callable[[], int],
+    levels: Mapping[str, int] | None = None,
 ) -> Any:
+    """``levels``: finalized levels that differ from ``FEATURES``' (this node's config)."""
+    finalized = {n: (levels or {}).get(n, lvl) for n, (_lo, _hi, lvl) in FEATURES.items()}
+
     async def handle(ctx: RequestContext, req: Any) -> Any:
         cls = REGISTRY.spec(API_KEY).response_type(ctx.api_version)
         return build(
@@ -47,7 +54,7 @@ def make_handler(
                 "finalized_features_epoch": features_epoch(),
                 "finalized_features": [
                     {"name": n, "max_version_level": lvl, "min_version_level": lvl}
-                    for n, (_, _, lvl) in FEATURES.items()
+                    for n, lvl in finalized.items()
                 ],
             },
         )

@@ -119,11 +119,16 @@ def test_partition_increase_propagates_and_is_mirrored(pair: tuple[Node, Node]) 
     assert ends[2] == 7
 
 
-def test_group_offsets_follow_and_a_consumer_switches_clusters(pair: tuple[Node, Node]) -> None:
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_group_offsets_follow_and_a_consumer_switches_clusters(
+    pair: tuple[Node, Node], protocol: str
+) -> None:
+    """A classic group, and a KIP-848 consumer-protocol group, move to the destination."""
     src, dst = pair
-    _mirror(dst, src, "orders", 2)  # 10 records
-    _produce(src.bootstrap, "orders", 30)
-    ends = wait_caught_up(src.bootstrap, dst.bootstrap, "orders", 2, "orders caught up", 20)
+    topic, group = f"orders-{protocol}", f"billing-{protocol}"
+    _mirror(dst, src, topic, 2)  # 10 records
+    _produce(src.bootstrap, topic, 30)
+    ends = wait_caught_up(src.bootstrap, dst.bootstrap, topic, 2, f"{topic} caught up", 20)
     total = sum(ends.values())
     assert total == 40
 
@@ -131,7 +136,8 @@ def test_group_offsets_follow_and_a_consumer_switches_clusters(pair: tuple[Node,
         return Consumer(
             {
                 "bootstrap.servers": bootstrap,
-                "group.id": "billing",
+                "group.id": group,
+                "group.protocol": protocol,
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",  # a missing commit would show as reprocessing
             }
@@ -139,7 +145,7 @@ def test_group_offsets_follow_and_a_consumer_switches_clusters(pair: tuple[Node,
 
     seen: set[tuple[int, int]] = set()
     c = consumer(src.bootstrap)
-    c.subscribe(["orders"])
+    c.subscribe([topic])
     deadline = time.monotonic() + 20
     while len(seen) < 25 and time.monotonic() < deadline:
         for m in c.consume(25 - len(seen), timeout=0.5):
@@ -154,9 +160,9 @@ def test_group_offsets_follow_and_a_consumer_switches_clusters(pair: tuple[Node,
     committed_at = time.monotonic()
 
     def dst_committed() -> dict[int, int]:
-        probe = Consumer({"bootstrap.servers": dst.bootstrap, "group.id": "billing"})
+        probe = Consumer({"bootstrap.servers": dst.bootstrap, "group.id": group})
         try:
-            tps = probe.committed([TopicPartition("orders", p) for p in range(2)], timeout=5)
+            tps = probe.committed([TopicPartition(topic, p) for p in range(2)], timeout=5)
             return {tp.partition: tp.offset for tp in tps if tp.offset >= 0}
         except KafkaException:
             return {}
@@ -169,7 +175,7 @@ def test_group_offsets_follow_and_a_consumer_switches_clusters(pair: tuple[Node,
 
     # the same group on the destination resumes where it left off: no record seen twice
     c = consumer(dst.bootstrap)
-    c.subscribe(["orders"])
+    c.subscribe([topic])
     rest: list[tuple[int, int]] = []
     deadline = time.monotonic() + 20
     while len(rest) < total - 25 and time.monotonic() < deadline:
