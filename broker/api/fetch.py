@@ -207,7 +207,7 @@ class FetchApi:
         watch = ChangeWatch()
         hosted = []
         for key, sp in wanted.items():
-            if sp.quiet is not None:  # the partition a follower's quiet entry was read from
+            if sp.quiet is not None:  # the partition its quiet entry was read from
                 p = sp.quiet[0]
             else:
                 tkey, partition = key
