@@ -29,6 +29,9 @@ CONSUMER_REPLICA_ID: Final = -1
 
 _I16: Final = struct.Struct(">h")
 _I32: Final = struct.Struct(">i")
+_I32_2: Final = struct.Struct(">ii")
+_I64: Final = struct.Struct(">q")
+_REQ_TOP: Final = struct.Struct(">iiib")  # max_wait_ms, min_bytes, max_bytes, isolation
 _TOP_V7: Final = struct.Struct(">ihi")  # throttle_time_ms, error_code, session_id
 _PART_V4: Final = struct.Struct(">ihqq")  # partition, error_code, high_watermark, lso
 _PART_V5: Final = struct.Struct(">ihqqq")  # ... + log_start_offset
@@ -211,7 +214,104 @@ def encode_fetch_request(
     replica_epoch: int = -1,
 ) -> bytes:
     """A Fetch request body: a consumer's (replica id -1) or a follower's (its broker id and,
-    from v15, its broker epoch in ReplicaState)."""
+    from v15, its broker epoch in ReplicaState). Written by hand (every fetcher round sends
+    one); ``encode_fetch_request_kio`` is the reference it is tested against byte for byte."""
+    flexible = version >= 12
+    by_id = version >= 13 and by_topic_id
+    out = bytearray()
+    if version < 15:
+        out += _I32.pack(replica_id)
+    out += _REQ_TOP.pack(max_wait_ms, min_bytes, max_bytes, isolation_level)
+    if version >= 7:
+        out += _I32_2.pack(session_id, session_epoch)
+    topics: dict[Any, list[FetchPartitionRequest]] = {}
+    for p in partitions:
+        topics.setdefault(p.topic_id if by_id else p.topic, []).append(p)
+    _length(out, len(topics), flexible)
+    for key, parts in topics.items():
+        _topic_key(out, key, by_id, flexible)
+        _length(out, len(parts), flexible)
+        for p in parts:
+            out += _I32.pack(p.partition)
+            if version >= 9:
+                out += _I32.pack(p.current_leader_epoch)
+            out += _I64.pack(p.fetch_offset)
+            if version >= 12:
+                out += _I32.pack(p.last_fetched_epoch)
+            if version >= 5:
+                out += _I64.pack(p.log_start_offset)
+            out += _I32.pack(p.max_bytes)
+            if flexible:
+                if version >= 19 and p.mirror_leader_epoch != -1:
+                    out += b"\x01\x02\x04" + _I32.pack(p.mirror_leader_epoch)  # tag 2, 4 bytes
+                else:
+                    out += b"\x00"
+        if flexible:
+            out += b"\x00"
+    if version >= 7:
+        forgot: dict[Any, list[int]] = {}
+        for name, tid, partition in forgotten:
+            forgot.setdefault(tid if by_id else name, []).append(partition)
+        _length(out, len(forgot), flexible)
+        for key, ids in forgot.items():
+            _topic_key(out, key, by_id, flexible)
+            _length(out, len(ids), flexible)
+            for i in ids:
+                out += _I32.pack(i)
+            if flexible:
+                out += b"\x00"
+    if version >= 11:
+        out += b"\x01" if flexible else b"\x00\x00"  # rack_id ""
+    if flexible:
+        if version >= 15 and (replica_id != -1 or replica_epoch != -1):
+            out += b"\x01\x01\x0d" + _I32.pack(replica_id) + _I64.pack(replica_epoch) + b"\x00"
+        else:
+            out += b"\x00"
+    return bytes(out)
+
+
+def _length(out: bytearray, n: int, flexible: bool) -> None:
+    if flexible:
+        _uvarint(out, n + 1)
+    else:
+        out += _I32.pack(n)
+
+
+def _uvarint(out: bytearray, n: int) -> None:
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+
+
+def _topic_key(out: bytearray, key: Any, by_id: bool, flexible: bool) -> None:
+    if by_id:
+        out += key.bytes if key is not None else bytes(16)
+        return
+    raw = key.encode()
+    if flexible:
+        _uvarint(out, len(raw) + 1)
+    else:
+        out += _I16.pack(len(raw))
+    out += raw
+
+
+def encode_fetch_request_kio(
+    version: int,
+    *,
+    max_wait_ms: int,
+    min_bytes: int,
+    max_bytes: int,
+    session_id: int,
+    session_epoch: int,
+    partitions: Sequence[FetchPartitionRequest],
+    forgotten: Sequence[tuple[str, uuid.UUID | None, int]],
+    by_topic_id: bool,
+    isolation_level: int = READ_COMMITTED,
+    replica_id: int = CONSUMER_REPLICA_ID,
+    replica_epoch: int = -1,
+) -> bytes:
+    """``encode_fetch_request`` through kio's generic writer (the reference for tests)."""
     topics: dict[Any, list[dict[str, Any]]] = {}
     mirror_epochs = version >= 19
     for p in partitions:
