@@ -7,17 +7,14 @@ Requests are small and built with the registry's types.
 
 from __future__ import annotations
 
-import datetime
 import struct
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from protocol.build import build
 from protocol.errors import DecodeError, TruncatedError
 from protocol.readers import read_uvarint
-from protocol.registry import REGISTRY, body_bytes
 
 FETCH: Final = 1
 MIN_FETCH_VERSION: Final = 4
@@ -215,7 +212,7 @@ def encode_fetch_request(
 ) -> bytes:
     """A Fetch request body: a consumer's (replica id -1) or a follower's (its broker id and,
     from v15, its broker epoch in ReplicaState). Written by hand (every fetcher round sends
-    one); ``encode_fetch_request_kio`` is the reference it is tested against byte for byte."""
+    one); tests/protocol/test_fetch_request_encoder.py checks it byte for byte against kio's."""
     flexible = version >= 12
     by_id = version >= 13 and by_topic_id
     out = bytearray()
@@ -294,58 +291,3 @@ def _topic_key(out: bytearray, key: Any, by_id: bool, flexible: bool) -> None:
     else:
         out += _I16.pack(len(raw))
     out += raw
-
-
-def encode_fetch_request_kio(
-    version: int,
-    *,
-    max_wait_ms: int,
-    min_bytes: int,
-    max_bytes: int,
-    session_id: int,
-    session_epoch: int,
-    partitions: Sequence[FetchPartitionRequest],
-    forgotten: Sequence[tuple[str, uuid.UUID | None, int]],
-    by_topic_id: bool,
-    isolation_level: int = READ_COMMITTED,
-    replica_id: int = CONSUMER_REPLICA_ID,
-    replica_epoch: int = -1,
-) -> bytes:
-    """``encode_fetch_request`` through kio's generic writer (the reference for tests)."""
-    topics: dict[Any, list[dict[str, Any]]] = {}
-    mirror_epochs = version >= 19
-    for p in partitions:
-        key = p.topic_id if by_topic_id else p.topic
-        fields: dict[str, Any] = {
-            "partition": p.partition,
-            "current_leader_epoch": p.current_leader_epoch,
-            "fetch_offset": p.fetch_offset,
-            "last_fetched_epoch": p.last_fetched_epoch,
-            "log_start_offset": p.log_start_offset,
-            "partition_max_bytes": p.max_bytes,
-        }
-        if mirror_epochs:
-            fields["mirror_leader_epoch"] = p.mirror_leader_epoch
-        topics.setdefault(key, []).append(fields)
-    forgot: dict[Any, list[int]] = {}
-    for name, tid, partition in forgotten:
-        forgot.setdefault(tid if by_topic_id else name, []).append(partition)
-    tkey = "topic_id" if by_topic_id else "topic"
-    body: Any = build(
-        REGISTRY.spec(FETCH).request_type(version),
-        {
-            "cluster_id": None,
-            "replica_id": replica_id,
-            "replica_state": {"replica_id": replica_id, "replica_epoch": replica_epoch},
-            "max_wait": datetime.timedelta(milliseconds=max_wait_ms),
-            "min_bytes": min_bytes,
-            "max_bytes": max_bytes,
-            "isolation_level": isolation_level,
-            "session_id": session_id,
-            "session_epoch": session_epoch,
-            "topics": [{tkey: k, "partitions": v} for k, v in topics.items()],
-            "forgotten_topics_data": [{tkey: k, "partitions": v} for k, v in forgot.items()],
-            "rack_id": "",
-        },
-    )
-    return body_bytes(body)

@@ -20,7 +20,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from .clients import create_topic
+from .clients import create_topic, wait_for
 from .node import ROOT, Node
 
 CONFIGS = str(ROOT / "bin" / "kafka-configs.sh")
@@ -119,12 +119,8 @@ def test_kafka_configs_tool_and_restart(node: Node) -> None:
     # ConfigRecords in the metadata log: a restarted node still has them
     node.stop()
     node.start()
-    deadline = time.monotonic() + 30
-    while True:
-        p = _tool(*describe)
-        if p.returncode == 0 or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
+    wait_for(lambda: _tool(*describe).returncode == 0, 30, "the restarted node answering", 0.5)
+    p = _tool(*describe)
     assert p.stdout == expected, p.stderr
     p = _tool(*boot, "--alter", "--group", "g3", "--delete-config", "share.auto.offset.reset")
     assert p.returncode == 0
