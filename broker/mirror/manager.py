@@ -256,15 +256,12 @@ class MirrorManager:
         for gone in delta.deleted_topics:
             for p in gone.partitions:
                 self._info.pop((gone.name, p), None)
-        mirrors_changed = {
-            m
-            for m in mirrors_changed
-            if m in self._started_with
-            and mirror_config.client_settings(image.config(MIRROR_RESOURCE, m))
-            != self._started_with[m]
-        }
-        for m in mirrors_changed:
-            self._started_with[m] = mirror_config.client_settings(image.config(MIRROR_RESOURCE, m))
+        for m in list(mirrors_changed):
+            settings = mirror_config.client_settings(image.config(MIRROR_RESOURCE, m))
+            if self._started_with.get(m, settings) == settings:
+                mirrors_changed.discard(m)  # never started, or bookkeeping keys only
+            else:
+                self._started_with[m] = settings
         if mirrors_changed:
             # a mirror's connection settings changed: restart its fetchers so they reconnect
             for key, info in list(self._info.items()):
