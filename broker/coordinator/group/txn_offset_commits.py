@@ -1,0 +1,118 @@
+"""TxnOffsetCommit and the end of a transaction: a producer's offsets are appended as part of
+its transaction and stay pending (`txn_offsets`) until its COMMIT/ABORT marker lands here."""
+
+from dataclasses import dataclass
+
+from kio.schema.errors import ErrorCode
+
+from broker.coordinator.group import records as rec
+from broker.coordinator.group.classic import ClassicGroup, GroupState
+from broker.coordinator.group.offset_commits import CommitItem, commit_error
+from broker.coordinator.group.shard_loading import ShardLoading
+from broker.coordinator.group.shard_state import ShardState, TopicPartition
+from broker.coordinator.runtime import EndMarker, Record, WriteResult, append_error_code
+
+
+@dataclass(slots=True)
+class TxnCommitParams:
+    """A TxnOffsetCommit: offsets pending until the producer's transaction ends."""
+
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    items: list[CommitItem]
+
+
+# a durable marker is applied as its replay is (`ShardLoading.replay_marker`)
+class TxnOffsetCommits(ShardLoading):
+    @staticmethod
+    def _validate_txn_commit(group: ClassicGroup, p: TxnCommitParams) -> ErrorCode | None:
+        # Kafka's checks for a transactional commit: members are validated when identified,
+        # but the group state is not (old clients send no member id or generation).
+        if group.is_in(GroupState.DEAD):
+            return ErrorCode.coordinator_not_available
+        if p.generation_id < 0 and group.is_in(GroupState.EMPTY):
+            return None
+        if p.generation_id >= 0 or p.member_id or p.group_instance_id is not None:
+            error = ShardState._validate_member(group, p.member_id, p.group_instance_id)
+            if error is not None:
+                return error
+            if p.generation_id != group.generation:
+                return ErrorCode.illegal_generation
+        return None
+
+    def txn_commit_offsets(self, p: TxnCommitParams) -> WriteResult[list[ErrorCode]]:
+        """Append the offsets as a transactional batch of the producer; they stay pending
+        until the producer's COMMIT/ABORT marker reaches this partition."""
+
+        def all_error(code: ErrorCode) -> WriteResult[list[ErrorCode]]:
+            return WriteResult([code] * len(p.items))
+
+        if not p.group_id:
+            return all_error(ErrorCode.invalid_group_id)
+        if p.group_id in self.share.groups:
+            return all_error(ErrorCode.group_id_not_found)
+        group = self.groups.get(p.group_id)
+        created = False
+        consumer = p.group_id in self.consumer.groups
+        if consumer:
+            group = ClassicGroup(p.group_id, self._now())  # offsets only: never registered
+        elif group is None:
+            if p.generation_id >= 0:
+                return all_error(ErrorCode.illegal_generation)
+            group = ClassicGroup(p.group_id, self._now())
+            created = True
+        error = (
+            self.consumer.validate_txn_commit(p.group_id, p.member_id, p.generation_id)
+            if consumer
+            else self._validate_txn_commit(group, p)
+        )
+        if error is not None:
+            return all_error(error)
+        now = self._now()
+        errors: list[ErrorCode] = []
+        records: list[Record] = []
+        accepted: list[tuple[TopicPartition, rec.OffsetValue]] = []
+        for item in p.items:
+            metadata = item.metadata or ""
+            if len(metadata) > self.config.offset_metadata_max_bytes:
+                errors.append(ErrorCode.offset_metadata_too_large)
+                continue
+            value = rec.OffsetValue(item.offset, item.leader_epoch, metadata, now)
+            records.append(
+                (rec.offset_key(p.group_id, item.topic, item.partition), rec.offset_value(value))
+            )
+            accepted.append(((item.topic, item.partition), value))
+            errors.append(ErrorCode.none)
+        if not records:
+            return WriteResult(errors)
+        new_group = group
+
+        def committed() -> None:
+            if created:
+                self.groups.setdefault(p.group_id, new_group)
+            for tp, value in accepted:
+                self.pending_txn.add(p.producer_id, p.group_id, tp, value)
+
+        def failed(exc: BaseException) -> list[ErrorCode]:
+            code = commit_error(exc)
+            return [code if e == ErrorCode.none else e for e in errors]
+
+        return WriteResult(
+            errors, records, committed, failed, producer=(p.producer_id, p.producer_epoch)
+        )
+
+    def complete_transaction(self, marker: EndMarker) -> WriteResult[ErrorCode]:
+        """Write the producer's COMMIT/ABORT marker here; once durable its offsets become
+        visible (COMMIT) or are dropped (ABORT)."""
+
+        def committed() -> None:
+            self.replay_marker(marker.producer_id, marker.commit)
+
+        def failed(exc: BaseException) -> ErrorCode:
+            return ErrorCode(int(append_error_code(exc)))
+
+        return WriteResult(ErrorCode.none, [], committed, failed, marker=marker)
