@@ -1,0 +1,68 @@
+"""The metadata quorum over ``__cluster_metadata-0`` and this node's channels to its leader (the
+active controller): one for forwarded requests, one for the broker lifecycle RPCs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..log.config import LogConfig
+from ..metadata.image import METADATA_TOPIC, METADATA_TOPIC_ID
+from ..metadata.snapshot import image_records
+from ..quorum.controller_channel import ControllerChannel
+from ..quorum.node_quorum import MetadataQuorum
+from ..quorum.voters import check_node_links, quorum_voters
+from ..raft.outputs import RaftConfig
+
+if TYPE_CHECKING:
+    from .node import Node
+
+
+CONTROLLER_CHANNEL_TIMEOUT_MS = 60_000  # Kafka's forwarding channel retries as long
+
+
+def build_quorum(node: Node) -> None:
+    """The metadata quorum over ``__cluster_metadata-0``, and the channels to its leader."""
+    config = node.config
+    metadata_log = node.meta_logs.get_or_create(
+        METADATA_TOPIC,
+        0,
+        METADATA_TOPIC_ID,
+        LogConfig(segment_bytes=64 * 1024 * 1024, retention_ms=-1, retention_bytes=-1),
+    )
+    voters = quorum_voters(config)
+    check_node_links(config, voters)
+    node.quorum = MetadataQuorum(
+        config.node_id,
+        voters,
+        metadata_log,
+        node.cluster_id,
+        now_ms=node.clock.now_ms,
+        client_factory=node.peers.quorum,
+        apply=node._apply_committed,
+        # the active controller's duties are built with the controller, after the quorum
+        on_leader_change=lambda leader, epoch: node.controller_duties.on_leader_change(
+            leader, epoch
+        ),
+        config=RaftConfig(
+            cluster_id=node.cluster_id,
+            election_timeout_ms=config.controller_quorum_election_timeout_ms,
+            fetch_timeout_ms=config.controller_quorum_fetch_timeout_ms,
+            max_bytes_between_snapshots=config.metadata_log_max_record_bytes_between_snapshots,
+            max_snapshot_interval_ms=config.metadata_log_max_snapshot_interval_ms,
+        ),
+        snapshot_source=lambda: (node.image.offset, image_records(node.image)),
+        load_snapshot=node._load_snapshot,
+    )
+    # to whichever node leads the quorum: forwarded requests, broker registration/heartbeats
+    node.controller_channel = ControllerChannel(
+        node.quorum.leader_endpoint,
+        node.peers.controller,
+        timeout_ms=CONTROLLER_CHANNEL_TIMEOUT_MS,
+    )
+    # Kafka gives the lifecycle RPCs their own channel, bounded by half a session (KAFKA-14392)
+    node.lifecycle_channel = ControllerChannel(
+        node.quorum.leader_endpoint,
+        node.peers.controller,
+        timeout_ms=config.broker_session_timeout_ms // 2,
+    )

@@ -1,0 +1,74 @@
+"""The Prometheus endpoint: what each watcher reads of the node, on the event loop (or, for the
+immutable image and the file cache, from any thread).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from ..log import file_cache
+from ..metadata.snapshot import image_info
+from ..metrics.broker_metrics import StateSnapshot
+from ..metrics.log_file_metrics import LogFileStats
+from ..metrics.on_loop import read_on_loop
+from ..mirror.metrics_snapshot import build_snapshot
+from ..quorum.quorum_metrics import quorum_snapshot
+
+if TYPE_CHECKING:
+    from .node import Node
+
+
+def serve_metrics(node: Node) -> None:
+    """The Prometheus endpoint; each watcher reads its part on the event loop (or, for the
+    immutable image, from any thread)."""
+    loop = asyncio.get_running_loop()
+    node.metrics.watch_state(read_on_loop(loop, lambda: _state_snapshot(node), "partition metrics"))
+    node.metrics.watch_mirrors(
+        read_on_loop(
+            loop,
+            lambda: build_snapshot(node.image, node.mirrors, node.fetchers, node.metadata_sync),
+            "mirror metrics",
+        )
+    )
+    node.metrics.watch_quorum(
+        read_on_loop(
+            loop,
+            lambda: quorum_snapshot(
+                node.quorum.driver.core,
+                node.clock.now_ms(),
+                lambda: sum(1 for b in node.image.brokers.values() if b.fenced),
+            ),
+            "quorum metrics",
+        )
+    )
+    node.metrics.watch_quotas(
+        read_on_loop(loop, node.client_throttle.metrics_snapshot, "quota metrics")
+    )
+    node.metrics.watch_groups(
+        read_on_loop(loop, node.groups.metrics_snapshot, "group coordinator metrics")
+    )
+    node.metrics.watch_image(lambda: image_info(node.image))  # immutable: any thread
+    node.metrics.watch_log_files(lambda: LogFileStats(*file_cache.stats()))  # any thread
+    node.metrics.watch_cleaner(read_on_loop(loop, node.cleaner.metrics_snapshot, "cleaner metrics"))
+    node.metrics.serve(node.config.metrics_host, node.config.metrics_port)
+
+
+def _state_snapshot(node: Node) -> StateSnapshot:
+    server = node.server
+    return StateSnapshot(
+        _partition_stats(node),
+        len(server.connections) if server else 0,
+        dict(server.rejected) if server else {},
+        server.listener_snapshot() if server else {},
+        ((server.queued_request_bytes, server.memory_depleted_seconds) if server else (0, 0.0)),
+        tuple(node.replicas.stats()),  # type: ignore[arg-type]
+        server.idle_closed if server else 0,
+    )
+
+
+def _partition_stats(node: Node) -> list[tuple[str, int, int, int, int]]:
+    return [
+        (t, p, h.log.size_bytes, h.log.log_end_offset, h.log.log_start_offset)
+        for (t, p), h in list(node.replicas.partitions().items())
+    ]
