@@ -12,12 +12,13 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 
 from .app import Node, StartupError
 from .config.meta_properties import MetaPropertiesError, read_meta_properties
 from .config.server_config import ConfigError, ServerConfig, load_server_config
+from .gc_policy import GcPolicy
 from .loop_watchdog import LoopWatchdog
 from .security.errors import SecurityConfigError
 from .security.listeners import ListenerSecurity, build_listener_security
@@ -50,6 +51,7 @@ def check_storage(config: ServerConfig) -> str:
     return cluster_ids.pop()
 
 
+GC_TICK_S = 1.0
 STOP_DURING_STARTUP_TIMEOUT_S = 10.0  # bound on cancelling start-up and closing what it opened
 USAGE = "USAGE: kafka-server-start.sh server.properties"
 HELP = f"""{USAGE}
@@ -104,10 +106,21 @@ async def run(
     progress = StartupProgress()
     stalls = LoopWatchdog()
     stalls.start()
+    gc_policy = GcPolicy()
+    gc_policy.install()
+    gc_ticks = asyncio.ensure_future(_every(GC_TICK_S, gc_policy.tick))
     try:
         await _run(config, cluster_id, listener_security, signals, progress)
     finally:
+        gc_ticks.cancel()
+        gc_policy.uninstall()
         stalls.stop()
+
+
+async def _every(interval_s: float, tick: Callable[[], None]) -> None:
+    while True:
+        await asyncio.sleep(interval_s)
+        tick()
 
 
 async def _run(

@@ -10,7 +10,7 @@ producer (with the sequence the partition's producer state expects next), marker
 batches, and `replay_entries` hands both back in log order.
 """
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -53,6 +53,17 @@ class PartitionRecordLog:
         except Exception as e:
             raise _append_error(e) from e
         await self._committed(result.last_offset + 1)
+
+    def begin_append(self, records: list[tuple[bytes, bytes | None]]) -> Awaitable[None]:
+        """In the log now (or raise); the coroutine returned waits for the ISR."""
+        batch = build_batch(
+            [Record(key=k, value=v) for k, v in records], base_timestamp=self._now_ms()
+        )
+        try:
+            result = self._partition.append_records(batch, acks=-1)
+        except Exception as e:
+            raise _append_error(e) from e
+        return self._committed(result.last_offset + 1)
 
     async def _committed(self, required_offset: int) -> None:
         """A coordinator write counts once the ISR holds it (``offsets.commit.timeout.ms``)."""

@@ -4,7 +4,8 @@ A mirror partition's state lives in the ``__mirror_state`` partition its key has
 node leading that partition (KIP-1279). The mirror manager of the node leading the mirror
 partition reads and writes it: in process when the coordinator is this node, else with
 ReadMirrorStates (100) / WriteMirrorStates (101) to that node, as the KIP has remote callers do;
-the writes of one moment to one node go in one request (the node commits them together).
+the writes of one moment to one node go in one request (the node commits them together),
+without waiting for the answer to the request before.
 A coordinator that cannot be found or reached is COORDINATOR_NOT_AVAILABLE, which the manager
 retries on its next pass. Everything else is the local coordinator's (``__getattr__``).
 """
@@ -19,6 +20,8 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from kio.schema.errors import ErrorCode
+
+from protocol.build import error_code
 
 from ..coordinator.runtime import CoordinatorError
 from ..metadata.mirror_states import MirrorState
@@ -55,6 +58,9 @@ class RoutedMirrorStates:
         # writes for the next WriteMirrorStates to each (node, mirror), and the task sending it
         self._outgoing: dict[tuple[int, str], list[_Outgoing]] = {}
         self._senders: dict[tuple[int, str], asyncio.Task[None]] = {}
+        # partitions with a write in flight to each (node, mirror), and the requests sending
+        self._inflight: dict[tuple[int, str], set[tuple[str, int]]] = {}
+        self._batches: set[asyncio.Task[None]] = set()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._local, name)
@@ -82,7 +88,7 @@ class RoutedMirrorStates:
             log.info("mirror state coordinator on broker %d: %s", node, e)
             raise CoordinatorError(ErrorCode.coordinator_not_available) from None
         if resp.error_code != ErrorCode.none:
-            code = ErrorCode(resp.error_code)
+            code = error_code(int(resp.error_code))
             raise CoordinatorError(code, f"{resp.error_message or code.name} (broker {node})")
         return resp
 
@@ -106,7 +112,7 @@ class RoutedMirrorStates:
                 if p.partition_index != partition:
                     continue
                 if p.error_code != ErrorCode.none:
-                    code = ErrorCode(p.error_code)
+                    code = error_code(int(p.error_code))
                     raise CoordinatorError(code, f"{code.name} from broker {node}")
                 lme = int(p.last_mirror_epoch)
                 return MirrorState(int(p.state)), None if lme < 0 else lme
@@ -133,63 +139,85 @@ class RoutedMirrorStates:
         }
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._outgoing.setdefault((node, mirror), []).append((name, row, done))
+        self._start_sender(node, mirror)
+        await done
+
+    def _start_sender(self, node: int, mirror: str) -> None:
         sender = self._senders.get((node, mirror))
         if sender is None or sender.done():
             self._senders[(node, mirror)] = asyncio.get_running_loop().create_task(
                 self._send_writes(node, mirror)
             )
-        await done
 
     async def _send_writes(self, node: int, mirror: str) -> None:
-        """One WriteMirrorStates for every write to ``node`` of this moment (a partition named
-        twice waits for the next request, so its writes stay in order)."""
+        """One WriteMirrorStates for every write to ``node`` of this moment, sent without
+        waiting for the answer to the one before (the node commits them together). A
+        partition with a write in flight waits for its answer, so its writes stay in order."""
         key = (node, mirror)
+        inflight = self._inflight.setdefault(key, set())
         while self._outgoing.get(key):
             await asyncio.sleep(0)
             queue = self._outgoing.get(key, [])
             batch: list[_Outgoing] = []
             later: list[_Outgoing] = []
-            seen: set[tuple[str, int]] = set()
+            seen: set[tuple[str, int]] = set(inflight)
             for item in queue:
                 pk = (item[0], int(item[1]["partition_index"]))
                 (later if pk in seen else batch).append(item)
                 seen.add(pk)
             self._outgoing[key] = later
-            topics: dict[str, list[dict[str, Any]]] = {}
-            for name, row, _done in batch:
-                topics.setdefault(name, []).append(row)
-            body = {
-                "mirror_name": mirror,
-                "topics": [{"name": n, "partitions": rows} for n, rows in topics.items()],
-                "removed_topics": [],
-            }
-            codes: dict[tuple[str, int], int] = {}
-            failure: CoordinatorError | None = None
-            t0 = time.monotonic()
-            try:
-                resp = await self._call(node, WRITE_MIRROR_STATES, body)
-                for t in resp.topics:
-                    for p in t.partitions:
-                        codes[(t.name, int(p.partition_index))] = int(p.error_code)
-            except CoordinatorError as e:
-                failure = e
+            if not batch:
+                return  # all wait for an answer; `_send_batch` starts the next round
+            inflight.update((name, int(row["partition_index"])) for name, row, _ in batch)
+            task = asyncio.get_running_loop().create_task(self._send_batch(node, mirror, batch))
+            self._batches.add(task)
+            task.add_done_callback(self._batches.discard)
+
+    async def _send_batch(self, node: int, mirror: str, batch: list[_Outgoing]) -> None:
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for name, row, _done in batch:
+            topics.setdefault(name, []).append(row)
+        body = {
+            "mirror_name": mirror,
+            "topics": [{"name": n, "partitions": rows} for n, rows in topics.items()],
+            "removed_topics": [],
+        }
+        codes: dict[tuple[str, int], int] = {}
+        failure: CoordinatorError | None = None
+        t0 = time.monotonic()
+        try:
+            resp = await self._call(node, WRITE_MIRROR_STATES, body)
+            for t in resp.topics:
+                for p in t.partitions:
+                    codes[(t.name, int(p.partition_index))] = int(p.error_code)
+        except CoordinatorError as e:
+            failure = e
+        except BaseException as e:  # cancelled (closing) or a bug: no writer waits forever
+            failure = CoordinatorError(ErrorCode.coordinator_not_available, str(e))
+            raise
+        finally:
             log.debug(
                 "WriteMirrorStates to %d: %d writes in %.0f ms",
                 node,
                 len(batch),
                 (time.monotonic() - t0) * 1000,
             )
+            inflight = self._inflight.get((node, mirror), set())
             for name, row, done in batch:
+                pk = (name, int(row["partition_index"]))
+                inflight.discard(pk)
                 if done.done():
                     continue
-                code = codes.get((name, int(row["partition_index"])), ErrorCode.none)
+                code = codes.get(pk, ErrorCode.none)
                 if failure is not None:
                     done.set_exception(failure)
                 elif code != ErrorCode.none:
-                    err = ErrorCode(code)
+                    err = error_code(code)  # KIP-1279's codes too (INVALID_MIRROR_STATES)
                     done.set_exception(CoordinatorError(err, f"{err.name} from broker {node}"))
                 else:
                     done.set_result(None)
+            if self._outgoing.get((node, mirror)):
+                self._start_sender(node, mirror)
 
     async def write_state(
         self,

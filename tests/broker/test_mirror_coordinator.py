@@ -544,3 +544,74 @@ def test_restart_over_a_real_partition_log(tmp_path: Any) -> None:
         reopened.close()
 
     run(body())
+
+
+# -- pipelined writes ---------------------------------------------------------------------------
+
+
+class HeldCommitLog(InMemoryRecordLog):
+    """Records go in at once; each append's commit waits until the test releases it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.commits: list[asyncio.Future[None]] = []
+
+    def begin_append(self, records: list[Any]) -> Any:
+        self._check_fail()
+        self.records.extend(records)
+        commit: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.commits.append(commit)
+        return commit
+
+
+def test_writes_go_in_without_waiting_for_the_previous_commit() -> None:
+    """A failover's state writes arrive in waves (this node's, then each remote node's): each
+    wave goes into the log at once, and all of them commit together."""
+
+    async def body() -> None:
+        coord, _ = await loaded({p: HeldCommitLog() for p in range(N)})
+        shard = coord.partition_for(M, TOPIC_ID, 0)
+        same = [p for p in range(200) if coord.partition_for(M, TOPIC_ID, p) == shard][:3]
+        log = coord.runtime._slots[shard].log
+        assert isinstance(log, HeldCommitLog)
+        waves = []
+        for p in same:  # three writes, a loop turn apart: three batches
+            waves.append(asyncio.ensure_future(coord.write_state(M, TOPIC_ID, p, S.PREPARING)))
+            for _ in range(5):
+                await asyncio.sleep(0)
+        assert len(log.commits) == 3 and not any(w.done() for w in waves)
+        # committed in memory only at commit: nothing is visible yet
+        assert await coord.read_state(M, TOPIC_ID, same[0]) == (S.UNKNOWN, None)
+        log.commits[1].set_exception(RuntimeError("not enough replicas"))
+        for c in (log.commits[0], log.commits[2]):
+            c.set_result(None)
+        await asyncio.wait(waves)
+        assert waves[0].exception() is None and waves[2].exception() is None
+        assert isinstance(waves[1].exception(), CoordinatorError)
+        assert await coord.read_state(M, TOPIC_ID, same[0]) == (S.PREPARING, None)
+        assert await coord.read_state(M, TOPIC_ID, same[1]) == (S.UNKNOWN, None)
+
+    run(body())
+
+
+def test_a_key_waits_for_its_previous_write_to_commit() -> None:
+    """The second write of a key is checked against the state the first one committed."""
+
+    async def body() -> None:
+        coord, _ = await loaded({p: HeldCommitLog() for p in range(N)})
+        log = coord.runtime._slots[coord.partition_for(M, TOPIC_ID, 0)].log
+        assert isinstance(log, HeldCommitLog)
+        first = asyncio.ensure_future(coord.write_state(M, TOPIC_ID, 0, S.PREPARING))
+        second = asyncio.ensure_future(coord.write_state(M, TOPIC_ID, 0, S.MIRRORING))
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert len(log.commits) == 1  # MIRRORING is not valid from UNKNOWN: it must wait
+        log.commits[0].set_result(None)
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert first.done() and len(log.commits) == 2
+        log.commits[1].set_result(None)
+        await second
+        assert await coord.read_state(M, TOPIC_ID, 0) == (S.MIRRORING, None)
+
+    run(body())

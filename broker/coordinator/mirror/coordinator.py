@@ -11,6 +11,7 @@ transition, and the mapped append error when a write is not committed.
 
 import asyncio
 import base64
+import functools
 import logging
 import time
 import uuid
@@ -59,6 +60,7 @@ class MirrorCoordinator:
         # writes waiting for their shard's next group commit, and the task committing them
         self._pending: dict[int, list[_PendingWrite]] = {}
         self._flushers: dict[int, asyncio.Task[None]] = {}
+        self._inflight: dict[int, set[MirrorKey]] = {}  # keys in the log, not yet committed
         # Shards by partition, so `states()` can answer without awaiting; the runtime decides
         # which of them are loaded.
         self._shards: dict[int, MirrorShard] = {}
@@ -144,25 +146,33 @@ class MirrorCoordinator:
         self._pending.setdefault(shard, []).append(
             _PendingWrite(k, state, last_mirror_epoch, label, done)
         )
+        self._start_flush(shard)
+        await done
+
+    def _start_flush(self, shard: int) -> None:
         flusher = self._flushers.get(shard)
         if flusher is None or flusher.done():
             self._flushers[shard] = asyncio.get_running_loop().create_task(self._flush(shard))
-        await done
 
     async def _flush(self, shard: int) -> None:
-        """Commit the shard's pending writes, a batch at a time (one append each). A key
-        written twice waits for the next batch, so each write is checked against the state the
-        one before it committed."""
+        """Put the shard's pending writes in its log, a batch at a time, without waiting for
+        the commit of one batch before the next goes in (their commits come together). A key
+        with a write not yet committed waits for that commit, so each write of a key is checked
+        against the state the one before it committed."""
+        inflight = self._inflight.setdefault(shard, set())
         while self._pending.get(shard):
             await asyncio.sleep(0)  # the writes of this moment join the batch
             queue = self._pending.get(shard, [])
             batch: list[_PendingWrite] = []
             later: list[_PendingWrite] = []
-            seen: set[MirrorKey] = set()
+            seen: set[MirrorKey] = set(inflight)
             for w in queue:
                 (later if w.key in seen else batch).append(w)
                 seen.add(w.key)
             self._pending[shard] = later
+            if not batch:
+                return  # all wait for a commit; `_committed` starts the next flush
+            inflight.update(w.key for w in batch)
             errors: list[BaseException | None] = [None] * len(batch)
 
             def op(
@@ -180,23 +190,51 @@ class MirrorCoordinator:
 
             t0 = time.monotonic()
             try:
-                await self.runtime.write(shard, op)
-            except Exception as e:  # not committed (or not loaded): every write of the batch
-                errors = [err or e for err in errors]
-            log.debug(
-                "__mirror_state-%d: %d writes committed in %.0f ms (%d waiting)",
-                shard,
-                len(batch),
-                (time.monotonic() - t0) * 1000,
-                len(self._pending.get(shard, ())),
+                committed = await self.runtime.write_pipelined(shard, op)
+            except Exception as e:  # not in the log (or not loaded): every write of the batch
+                self._committed(shard, batch, [err or e for err in errors], t0)
+                continue
+            committed.add_done_callback(
+                functools.partial(self._on_commit, shard, batch, errors, t0)
             )
-            for w, err in zip(batch, errors, strict=True):
-                if w.done.done():
-                    continue
-                if err is None:
-                    w.done.set_result(None)
-                else:
-                    w.done.set_exception(err)
+
+    def _on_commit(
+        self,
+        shard: int,
+        batch: list[_PendingWrite],
+        errors: list[BaseException | None],
+        t0: float,
+        committed: "asyncio.Future[None]",
+    ) -> None:
+        failure = committed.exception()
+        self._committed(shard, batch, [err or failure for err in errors], t0)
+
+    def _committed(
+        self,
+        shard: int,
+        batch: list[_PendingWrite],
+        errors: list[BaseException | None],
+        t0: float,
+    ) -> None:
+        inflight = self._inflight.get(shard, set())
+        for w in batch:
+            inflight.discard(w.key)
+        log.debug(
+            "__mirror_state-%d: %d writes committed in %.0f ms (%d waiting)",
+            shard,
+            len(batch),
+            (time.monotonic() - t0) * 1000,
+            len(self._pending.get(shard, ())),
+        )
+        for w, err in zip(batch, errors, strict=True):
+            if w.done.done():
+                continue
+            if err is None:
+                w.done.set_result(None)
+            else:
+                w.done.set_exception(err)
+        if self._pending.get(shard):
+            self._start_flush(shard)
 
     async def delete(self, mirror: str, topic_id: uuid.UUID, partition: int) -> None:
         """Tombstone the partition's state and LME records."""
