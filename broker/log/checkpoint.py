@@ -138,6 +138,18 @@ def write_partition_metadata(path: Path, topic_id: uuid.UUID, *, sync: bool = Tr
     write_atomically(path, f"version: 0\ntopic_id: {topic_id_to_str(topic_id)}", sync=sync)
 
 
+def create_partition_metadata(path: Path, topic_id: uuid.UUID) -> None:
+    """The file of a partition whose directory was made just now: one write, no temporary
+    file and rename (two fewer file system operations for each of thousands of new
+    partitions). Nothing reads it before the write returns, and a crash leaves it missing or
+    empty, both read as no id (the id comes from the metadata log again)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        os.write(fd, f"version: 0\ntopic_id: {topic_id_to_str(topic_id)}".encode())
+    finally:
+        os.close(fd)
+
+
 def read_partition_metadata(path: Path) -> uuid.UUID | None:
     """The topic id, or None when the file is missing or empty (a power loss before the new
     partition's files were fsynced: the id comes from the metadata log again)."""

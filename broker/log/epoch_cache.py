@@ -27,14 +27,14 @@ log = logging.getLogger(__name__)
 
 
 class LeaderEpochCache:
-    def __init__(self, partition_dir: Path, *, persist: bool = True) -> None:
+    def __init__(self, partition_dir: Path, *, persist: bool = True, fresh: bool = False) -> None:
         self._path = partition_dir / LEADER_EPOCH_CHECKPOINT
         self._persist = persist
         # Parallel lists, both strictly increasing.
         self._epochs: list[int] = []
         self._offsets: list[int] = []
         self._unsynced = False
-        if persist:
+        if persist and not fresh:  # fresh: a new partition's directory, made just now
             for epoch, offset in read_epoch_checkpoint(self._path):
                 self._assign(epoch, offset)
 

@@ -58,12 +58,18 @@ class _Index:
     entry_size: ClassVar[int]
 
     def __init__(
-        self, path: Path, base_offset: int, max_index_size: int, *, lazy: bool = False
+        self,
+        path: Path,
+        base_offset: int,
+        max_index_size: int,
+        *,
+        lazy: bool = False,
+        missing: bool = False,
     ) -> None:
         self.path = path
         self.base_offset = base_offset
         self.max_index_size = max_index_size
-        existed = path.exists()
+        existed = False if missing else path.exists()  # missing: the caller knows (a new log)
         self.newly_created = not existed
         # A missing file is created when first needed (an entry written, a flush, a close):
         # thousands of new, still empty partitions cost no index files (Kafka's LazyIndex).
@@ -377,9 +383,15 @@ class TimeIndex(_Index):
     entry_size = _TIME_ENTRY.size
 
     def __init__(
-        self, path: Path, base_offset: int, max_index_size: int, *, lazy: bool = False
+        self,
+        path: Path,
+        base_offset: int,
+        max_index_size: int,
+        *,
+        lazy: bool = False,
+        missing: bool = False,
     ) -> None:
-        super().__init__(path, base_offset, max_index_size, lazy=lazy)
+        super().__init__(path, base_offset, max_index_size, lazy=lazy, missing=missing)
         self._last = self._read_last()
 
     def _read_last(self) -> TimestampOffset:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import logging
+import os
 import random
 import shutil
 import struct
@@ -48,6 +49,7 @@ from .checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
     PARTITION_METADATA,
     CheckpointError,
+    create_partition_metadata,
     fsync_dir,
     read_partition_metadata,
     write_partition_metadata,
@@ -243,10 +245,34 @@ class PartitionLog:
         """
         name = partition_dir_name(topic, partition)
         pdir = dir if dir.name == name else dir / name
-        pdir.mkdir(parents=True, exist_ok=True)
+        try:
+            os.mkdir(pdir)
+            fresh = True  # made just now: nothing in it to look for or recover
+        except FileExistsError:
+            fresh = False
+        except FileNotFoundError:  # the log dir itself is missing
+            pdir.mkdir(parents=True, exist_ok=True)
+            fresh = False
         plog = cls(pdir, topic, partition, topic_id, config, clock, writer)
-        plog._load(recovery_point, log_start_offset, clean_shutdown, high_watermark, sync_files)
+        if fresh:
+            plog._create(log_start_offset or 0)
+        else:
+            plog._load(recovery_point, log_start_offset, clean_shutdown, high_watermark, sync_files)
         return plog
+
+    def _create(self, start: int) -> None:
+        """A new log in a directory made just now: its first segment (no index files yet) and
+        partition.metadata, without listing, reading or recovering anything (most of the file
+        system work of creating thousands of partitions at once)."""
+        if self._topic_id is not None:
+            create_partition_metadata(self.dir / PARTITION_METADATA, self._topic_id)
+        self.epoch_cache = LeaderEpochCache(self.dir, fresh=True)
+        segment = self._make_segment(start, self._clock.now_ms(), fresh=True)
+        self._segments = [segment]
+        self._bases = [start]
+        segment.resize_indexes(self._config.segment_index_bytes)
+        self._leo = self._log_start = self._recovery_point = start
+        self._hw = start
 
     def _load(
         self,
@@ -365,7 +391,7 @@ class PartitionLog:
         stale = self._txn_index_stale_from
         self._txn_index_stale_from = offset if stale is None else min(stale, offset)
 
-    def _make_segment(self, base_offset: int, now_ms: int) -> LogSegment:
+    def _make_segment(self, base_offset: int, now_ms: int, fresh: bool = False) -> LogSegment:
         cfg = self._config
         jitter = 0
         if cfg.segment_jitter_ms > 0:
@@ -379,6 +405,7 @@ class PartitionLog:
             roll_jitter_ms=jitter,
             writer=self._writer,
             owner=self,
+            fresh=fresh,
         )
 
     # -- properties ----------------------------------------------------------------------

@@ -145,7 +145,9 @@ class LogSegment:
         file_cache: OpenFileCache | None = None,
         writer: LogWriter = INLINE,
         owner: SegmentOwner | None = None,
+        fresh: bool = False,
     ) -> None:
+        # fresh: a new log's first segment, in a directory made just now (no file to look for)
         self.base_offset = base_offset
         self._writer = writer
         self._owner = owner
@@ -163,18 +165,20 @@ class LogSegment:
                 base_offset,
                 max_index_size,
                 lazy=True,
+                missing=fresh,
             )
             self.time_index = TimeIndex(
                 directory / file_name(base_offset, TIME_INDEX_SUFFIX),
                 base_offset,
                 max_index_size,
                 lazy=True,
+                missing=fresh,
             )
         except BaseException:
             self._file.close()
             raise
         self.txn_index = TransactionIndex(
-            directory / file_name(base_offset, TXN_INDEX_SUFFIX), base_offset
+            directory / file_name(base_offset, TXN_INDEX_SUFFIX), base_offset, missing=fresh
         )
         self.index_interval_bytes = index_interval_bytes
         self.max_index_size = max_index_size

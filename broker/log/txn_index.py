@@ -11,6 +11,7 @@ append (one per aborted transaction, rare) opens the file for its ``pwrite`` and
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from pathlib import Path
@@ -24,14 +25,14 @@ log = logging.getLogger(__name__)
 
 
 class TransactionIndex:
-    def __init__(self, path: Path, base_offset: int) -> None:
+    def __init__(self, path: Path, base_offset: int, *, missing: bool = False) -> None:
         self.path = path
         self.base_offset = base_offset
         self._entries: list[AbortedTxn] | None = None
-        try:
-            size = path.stat().st_size
-        except FileNotFoundError:
-            size = 0
+        size = 0
+        if not missing:  # missing: the caller knows (a new log)
+            with contextlib.suppress(FileNotFoundError):
+                size = path.stat().st_size
         self._size = size
         self._dirty = False
         self._created = False  # created since the last flush: its directory entry is not durable

@@ -188,3 +188,42 @@ def test_an_empty_partition_metadata_is_relearnt_from_the_metadata_log(tmp_path:
     assert loaded.topic_id == TOPIC_ID
     assert read_partition_metadata(plog.dir / "partition.metadata") == TOPIC_ID
     again.close()
+
+
+def test_a_new_log_is_made_without_looking_around(tmp_path: Path) -> None:
+    """A partition directory made just now gets its partition.metadata (Kafka's bytes, written
+    once: no temporary file) and its first segment; no index file until one is needed."""
+    clock = ManualClock(T0)
+    mgr = LogManager([tmp_path], small_config(), clock)
+    plog = mgr.get_or_create("t", 3, TOPIC_ID)
+    assert sorted(p.name for p in plog.dir.iterdir()) == [
+        "00000000000000000000.log",
+        "partition.metadata",
+    ]
+    meta = (plog.dir / "partition.metadata").read_text()
+    assert meta == f"version: 0\ntopic_id: {topic_id_to_str(TOPIC_ID)}"
+    assert (plog.log_start_offset, plog.log_end_offset, plog.high_watermark) == (0, 0, 0)
+    plog.append_as_leader(batch(3), 1, now_ms=T0)
+    mgr.close()
+    again = LogManager([tmp_path], small_config(), clock)
+    loaded = again.get("t", 3)
+    assert loaded is not None and loaded.topic_id == TOPIC_ID and loaded.log_end_offset == 3
+    again.close()
+
+
+def test_a_directory_already_there_is_loaded_not_made(tmp_path: Path) -> None:
+    """Open finds the directory (left by a crash before the log was registered): what is in it
+    is loaded and its leftovers cleaned, as at start-up."""
+    from broker.log import PartitionLog
+
+    clock = ManualClock(T0)
+    first = PartitionLog.open(tmp_path, "t", 0, TOPIC_ID, small_config(), clock)
+    first.append_as_leader(batch(2), 1, now_ms=T0)
+    first.close()
+    (first.dir / "partition.metadata.tmp").write_text("torn")
+    again = PartitionLog.open(tmp_path, "t", 0, TOPIC_ID, small_config(), clock)
+    assert again.log_end_offset == 2 and again.latest_epoch == 1
+    assert not (first.dir / "partition.metadata.tmp").exists()
+    with pytest.raises(ValueError, match="topic id"):
+        PartitionLog.open(tmp_path, "t", 0, uuid.uuid4(), small_config(), clock)
+    again.close()
