@@ -28,6 +28,8 @@ import logging
 import time
 from typing import Any, Final
 
+from .metrics.gc_metrics import GcStats
+
 log = logging.getLogger(__name__)
 
 YOUNG_THRESHOLD: Final = 10_000  # CPython's default is 700
@@ -54,18 +56,28 @@ class GcPolicy:
         self.freezes = 0
 
     def install(self) -> None:
+        global _installed
+        _installed = self
         self._saved = gc.get_threshold()
         _, gen1, gen2 = self._saved
         gc.set_threshold(self._young, gen1, gen2)
         gc.callbacks.append(self._on_gc)
 
     def uninstall(self) -> None:
+        global _installed
+        if _installed is self:
+            _installed = None
         if self._on_gc in gc.callbacks:
             gc.callbacks.remove(self._on_gc)
         if self._saved is not None:
             gc.set_threshold(*self._saved)
             self._saved = None
         gc.unfreeze()
+
+    def stats(self) -> GcStats:
+        """For the metrics (any thread: counters copied, never updated in place)."""
+        c, p = self.pauses, self.pause_s
+        return GcStats((c[0], c[1], c[2]), (p[0], p[1], p[2]), self.freezes, gc.get_freeze_count())
 
     def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
@@ -104,3 +116,12 @@ class GcPolicy:
             gc.get_freeze_count(),
             (time.perf_counter() - started) * 1000,
         )
+
+
+_installed: GcPolicy | None = None
+
+
+def installed_stats() -> GcStats | None:
+    """The installed policy's figures, for the metrics endpoint; None when none is."""
+    policy = _installed
+    return None if policy is None else policy.stats()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+from ..gc_policy import installed_stats
 from ..log import file_cache
 from ..metadata.snapshot import image_info
 from ..metrics.broker_metrics import StateSnapshot
@@ -50,6 +51,7 @@ def serve_metrics(node: Node) -> None:
     )
     node.metrics.watch_image(lambda: image_info(node.image))  # immutable: any thread
     node.metrics.watch_log_files(lambda: LogFileStats(*file_cache.stats()))  # any thread
+    node.metrics.watch_gc(installed_stats)  # any thread
     node.metrics.watch_cleaner(read_on_loop(loop, node.cleaner.metrics_snapshot, "cleaner metrics"))
     node.metrics.serve(node.config.metrics_host, node.config.metrics_port)
 

@@ -19,6 +19,7 @@ from protocol.errors import MirrorErrorCode
 from protocol.registry import REGISTRY
 
 from .cleaner_metrics import CleanerCollector, CleanerSnapshot
+from .gc_metrics import GcCollector, GcStats
 from .group_metrics import GroupCollector, GroupSnapshot
 from .image_metrics import ImageCollector, ImageInfo
 from .log_file_metrics import LogFileCollector, LogFileStats
@@ -334,6 +335,10 @@ class BrokerMetrics:
     def watch_log_files(self, read: Callable[[], LogFileStats]) -> None:
         """``kafka_log_open_file_failures_total`` and the open-file cache's series."""
         self.registry.register(LogFileCollector(read))
+
+    def watch_gc(self, read: Callable[[], GcStats | None]) -> None:
+        """``kmirror_gc_*``: the cyclic garbage collector's pauses and frozen heap."""
+        self.registry.register(GcCollector(read))
 
     def serve(self, host: str, port: int) -> Any:
         try:

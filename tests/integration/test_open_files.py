@@ -3,6 +3,7 @@ descriptors each would allow, serves produce and fetch on all of them while its 
 count stays bounded, and refuses up front a CreateTopics that would exceed its budget."""
 
 import os
+import re
 import time
 import urllib.request
 from concurrent.futures import Future
@@ -123,6 +124,10 @@ def test_many_partitions_under_a_low_open_file_limit(tmp_path: Path) -> None:
         )
         assert 'kafka_log_open_file_failures_total{operation="fetch"} 0.0' in metrics
         assert f"kafka_log_cached_open_files_max {float(CACHE)}" in metrics
+        # the node process installs its GC policy (broker.gc_policy): its collections counted
+        young = re.search(r'^kmirror_gc_collections_total\{generation="0"\} (\S+)$', metrics, re.M)
+        assert young is not None and float(young.group(1)) > 0, metrics
+        assert re.search(r"^kmirror_gc_frozen_objects \S+$", metrics, re.M)
         assert node.stop() == 0
     finally:
         node.kill()
