@@ -18,7 +18,7 @@ from kio.schema.errors import ErrorCode
 
 from protocol.build import build
 from protocol.encoders.metadata import encode_metadata_response
-from protocol.encoders.produce import encode_produce_response, parse_produce_request
+from protocol.encoders.produce import encode_produce_rows, parse_produce_request
 from protocol.framing import FrameDecoder, frame_size
 from protocol.headers import encode_response_header, parse_request_header
 from protocol.records import BatchView
@@ -100,7 +100,15 @@ def _produce(state: NullState, frame: memoryview, pos: int, version: int) -> byt
             base = state.next_offset[p.index] if p.index < len(state.next_offset) else -1
             records = p.records
             if base < 0 or records is None:
-                rows.append({"index": p.index, "error_code": ErrorCode.unknown_topic_or_partition})
+                rows.append(
+                    {
+                        "index": p.index,
+                        "error_code": ErrorCode.unknown_topic_or_partition,
+                        "base_offset": -1,
+                        "log_append_time": -1,
+                        "log_start_offset": -1,
+                    }
+                )
                 continue
             # Walk the batch headers only: the offsets handed out match what a broker would assign.
             at, end, count = 0, len(records), 0
@@ -116,18 +124,14 @@ def _produce(state: NullState, frame: memoryview, pos: int, version: int) -> byt
                     "index": p.index,
                     "error_code": ErrorCode.none,
                     "base_offset": base,
-                    "log_append_time": None,
+                    "log_append_time": -1,
                     "log_start_offset": 0,
-                    "record_errors": (),
                 }
             )
-        topics.append({"name": t.name or "", "topic_id": t.topic_id, "partition_responses": rows})
+        topics.append({"name": t.name or "", "topic_id": t.topic_id, "partitions": rows})
     if req.acks == 0:
         return None
-    resp: Any = build(
-        REGISTRY.spec(PRODUCE).response_type(version), {"responses": topics, "throttle_time": 0}
-    )
-    return encode_produce_response(resp, version)
+    return encode_produce_rows(topics, 0, version)
 
 
 class NullConnection(asyncio.Protocol):

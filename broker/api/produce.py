@@ -27,20 +27,18 @@ the request's timeout) until every ISR member holds the records. acks=1 is answe
 log writer (broker/log/log_writer) has put the records in the file, never before.
 """
 
-import datetime
 import logging
 import time
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from protocol.build import build, error_code
-from protocol.encoders.produce import encode_produce_response, parse_produce_request
+from protocol.build import error_code
+from protocol.encoders.produce import encode_produce_rows, parse_produce_request
 from protocol.errors import MirrorErrorCode, ProtocolError, RequestBodyError
 from protocol.readers import Buffer
 from protocol.records import BatchView
 from protocol.records.batch import HEADER_SIZE
-from protocol.registry import REGISTRY
 
 from ..log.file_cache import is_fd_exhaustion, note_fd_exhaustion
 from ..security.acls import AclOperation, ResourceType
@@ -206,11 +204,7 @@ class ProduceApi:
                 await throttle(ctx, throttle_ms, acks == 0 or version >= PRODUCE_CLIENT_THROTTLES)
         if acks == 0:
             return None
-        cls = REGISTRY.spec(API_KEY).response_type(version)
-        resp: Any = build(
-            cls, {"responses": [_topic(t) for t in topics_out], "throttle_time": throttle_ms}
-        )
-        return [encode_produce_response(resp, version)]
+        return [encode_produce_rows(topics_out, throttle_ms, version)]
 
     async def _verify_txn(self, req: Any, img: Any) -> dict[tuple[str, int], ErrorCode]:
         """The partitions this request would open the producer's transaction on, each with the
@@ -300,29 +294,3 @@ def _for_produce(code: ErrorCode) -> ErrorCode:
     if code in (ErrorCode.producer_fenced, ErrorCode.invalid_producer_epoch):
         return ErrorCode.invalid_producer_epoch
     return ErrorCode.invalid_txn_state
-
-
-def _append_time(ms: int) -> datetime.datetime | None:
-    return None if ms < 0 else datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
-
-
-def _topic(t: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "name": t["name"] or "",
-        "topic_id": t["topic_id"],
-        "partition_responses": [
-            {
-                "index": p["index"],
-                "error_code": p.get("error_code", ErrorCode.none),
-                "base_offset": p["base_offset"],
-                "log_append_time": _append_time(p["log_append_time"]),
-                "log_start_offset": p["log_start_offset"],
-                "record_errors": [
-                    {"batch_index": index, "batch_index_error_message": message}
-                    for index, message in p.get("record_errors", ())
-                ],
-                "error_message": p.get("error_message"),
-            }
-            for p in t["partitions"]
-        ],
-    }
