@@ -21,8 +21,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from protocol.build import build
-from protocol.encoders.fetch import encode_fetch_response
+from protocol.encoders.fetch import encode_fetch_rows
 from protocol.encoders.fetch_request import FetchRequestView, parse_fetch_request
 from protocol.errors import ProtocolError, RequestBodyError
 from protocol.readers import Buffer
@@ -51,6 +50,8 @@ log = logging.getLogger(__name__)
 API_KEY = 1
 VERSIONS = (4, 19)  # served; 19 is KIP-1279's
 READ_COMMITTED = 1
+# What `FetchApi.fetch` answers: throttle ms, error code, session id, the topic rows
+FetchAnswer = tuple[int, int, int, list[dict[str, Any]]]
 
 
 class FetchApi:
@@ -88,25 +89,17 @@ class FetchApi:
             # a voter or observer fetching __cluster_metadata-0: the quorum answers it
             body = decode_body(REGISTRY.spec(API_KEY).request_type(version), frame, pos)
             return [body_bytes(await self.metadata_fetch(ctx, body))]
-        resp = await self.fetch(ctx, req)
-        return encode_fetch_response(resp, version)
+        answer = await self.fetch(ctx, req)
+        return encode_fetch_rows(*answer, version)
 
-    async def fetch(self, ctx: RequestContext, req: FetchRequestView) -> Any:
+    async def fetch(self, ctx: RequestContext, req: FetchRequestView) -> FetchAnswer:
+        """(throttle ms, error code, session id, topic rows): encoded by `encode_fetch_rows`."""
         version = ctx.api_version
         by_id = version >= 13
-        cls = REGISTRY.spec(API_KEY).response_type(version)
         try:
             session, full = self.sessions.resolve(req.session_id, req.session_epoch)
         except SessionError as e:
-            return build(
-                cls,
-                {
-                    "throttle_time": 0,
-                    "error_code": e.code,
-                    "session_id": req.session_id,
-                    "responses": (),
-                },
-            )
+            return 0, int(e.code), req.session_id, []
         wanted: dict[tuple[Any, int], SessionPartition] = session.partitions if session else {}  # type: ignore[assignment]
         if full:
             wanted.clear()
@@ -153,15 +146,7 @@ class FetchApi:
             if throttle_ms:
                 # KIP-219: an empty answer now; the consumer fetches the same offsets again
                 await throttle(ctx, throttle_ms, version >= FETCH_CLIENT_THROTTLES)
-                return build(
-                    cls,
-                    {
-                        "throttle_time": throttle_ms,
-                        "error_code": ErrorCode.none,
-                        "session_id": session.id if session else 0,
-                        "responses": (),
-                    },
-                )
+                return throttle_ms, 0, session.id if session else 0, []
         if session is not None:
             for key, row in rows:
                 sp = wanted.get(key)
@@ -180,15 +165,7 @@ class FetchApi:
         ]
         if self._on_bytes_out is not None and total:
             self._on_bytes_out(total)
-        return build(
-            cls,
-            {
-                "throttle_time": 0,
-                "error_code": ErrorCode.none,
-                "session_id": session.id if session else 0,
-                "responses": responses,
-            },
-        )
+        return 0, 0, session.id if session else 0, responses
 
     async def _long_poll(
         self,
