@@ -1,0 +1,155 @@
+"""Opening a partition's log from disk: a new log's first files, or the existing segments
+loaded, leftovers of a crash or a cleaner swap cleared, and the unflushed tail recovered
+(validated batch by batch, indexes rebuilt, a torn tail truncated).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from ..checkpoint import (
+    LEADER_EPOCH_CHECKPOINT,
+    PARTITION_METADATA,
+    CheckpointError,
+    create_partition_metadata,
+    read_partition_metadata,
+    write_partition_metadata,
+)
+from ..epoch_cache import LeaderEpochCache
+from ..errors import CorruptIndexError
+from ..segment import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
+from ..segment_swap import complete_swaps
+from .state import PartitionLogState, log
+
+_LEFTOVER_SUFFIXES: Final = (DELETED_SUFFIX, ".cleaned", ".swap", ".tmp")
+
+
+class LoadingMixin(PartitionLogState):
+    """Builds the log from its directory (``PartitionLog.open`` calls one of these)."""
+
+    def _create(self, start: int) -> None:
+        """A new log in a directory made just now: its first segment (no index files yet) and
+        partition.metadata, without listing, reading or recovering anything (most of the file
+        system work of creating thousands of partitions at once)."""
+        if self._topic_id is not None:
+            create_partition_metadata(self.dir / PARTITION_METADATA, self._topic_id)
+        self.epoch_cache = LeaderEpochCache(self.dir, fresh=True)
+        segment = self._make_segment(start, self._clock.now_ms(), fresh=True)
+        self._segments = [segment]
+        self._bases = [start]
+        segment.resize_indexes(self._config.segment_index_bytes)
+        self._leo = self._log_start = self._recovery_point = start
+        self._hw = start
+
+    def _load(
+        self,
+        recovery_point: int,
+        log_start_offset: int | None,
+        clean_shutdown: bool,
+        high_watermark: int | None,
+        sync_files: bool = True,
+    ) -> None:
+        meta_path = self.dir / PARTITION_METADATA
+        stored_id = read_partition_metadata(meta_path)
+        if self._topic_id is None:
+            self._topic_id = stored_id
+        elif stored_id is None:
+            write_partition_metadata(meta_path, self._topic_id, sync=sync_files)
+        elif stored_id != self._topic_id:
+            raise ValueError(
+                f"{self.dir}: partition.metadata has topic id {stored_id}, "
+                f"expected {self._topic_id}"
+            )
+        # A committed cleaner swap is finished first; every other leftover goes.
+        swapped = complete_swaps(self.dir)
+        for path in self.dir.iterdir():
+            if path.name.endswith(_LEFTOVER_SUFFIXES):
+                path.unlink(missing_ok=True)
+        bases = sorted(
+            int(p.name[: -len(LOG_SUFFIX)])
+            for p in self.dir.glob("*" + LOG_SUFFIX)
+            if p.name[: -len(LOG_SUFFIX)].isdigit()
+        )
+        known = set(bases)
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+            for p in self.dir.glob("*" + suffix):
+                stem = p.name[: -len(suffix)]
+                if stem.isdigit() and int(stem) not in known:
+                    p.unlink()  # orphan index: its log is gone
+        try:
+            self.epoch_cache = LeaderEpochCache(self.dir)
+        except CheckpointError as e:
+            # Torn by a crash (see epoch_cache): rebuild it from every batch's epoch.
+            log.warning("%s: %s; rebuilding the leader epoch cache from the segments", self.name, e)
+            (self.dir / LEADER_EPOCH_CHECKPOINT).unlink(missing_ok=True)
+            self.epoch_cache = LeaderEpochCache(self.dir)
+            recovery_point, clean_shutdown = 0, False
+        now = self._clock.now_ms()
+        segments = [self._make_segment(b, now) for b in bases]
+        if not segments:
+            start = log_start_offset or 0
+            segments = [self._make_segment(start, now)]
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self._recover(recovery_point, clean_shutdown)
+        for base in swapped:
+            self._mark_txn_index_stale(base)  # its .txnindex was dropped: rebuild from markers
+        for seg in self._segments:
+            if seg.txn_index.sanity_check() is not None:
+                self._mark_txn_index_stale(seg.base_offset)
+        active = self._segments[-1]
+        active.resize_indexes(self._config.segment_index_bytes)
+        self._leo = max(active.read_next_offset(), active.base_offset)
+        first_base = self._segments[0].base_offset
+        self._log_start = max(log_start_offset or 0, first_base)
+        if self._log_start > self._leo:
+            self._log_start = self._leo
+        self.epoch_cache.truncate_from_end(self._leo)
+        self.epoch_cache.truncate_from_start(self._log_start)
+        self._recovery_point = self._leo if clean_shutdown else min(recovery_point, self._leo)
+        hw = self._leo if high_watermark is None else high_watermark
+        self._hw = min(max(hw, self._log_start), self._leo)
+
+    def _recover(self, recovery_point: int, clean_shutdown: bool) -> None:
+        i = 0
+        while i < len(self._segments):
+            seg = self._segments[i]
+            nxt = self._segments[i + 1].base_offset if i + 1 < len(self._segments) else None
+            unflushed = not clean_shutdown and (nxt is None or nxt > recovery_point)
+            broken = seg.indexes_missing
+            if not broken:
+                try:
+                    seg.index.sanity_check(seg.size)
+                    seg.time_index.sanity_check()
+                except CorruptIndexError as exc:
+                    log.warning("%s: %s; rebuilding the indexes", self.name, exc)
+                    broken = True
+            if unflushed or broken:
+                # Entries below the recovery point were fsynced with the log; a segment the
+                # recovery point falls inside needs only those above it rebuilt.
+                stale_from = seg.base_offset if broken else max(seg.base_offset, recovery_point)
+                self._mark_txn_index_stale(stale_from)
+                trusted = None if broken or clean_shutdown else recovery_point
+                truncated, why = seg.recover(self.epoch_cache, trusted)
+                if truncated:
+                    log.warning(
+                        "%s: recovery truncated %d invalid bytes at byte %d of %s (%s)",
+                        self.name,
+                        truncated,
+                        seg.size,
+                        seg.log_path,
+                        why,
+                    )
+                    later = self._segments[i + 1 :]
+                    if later:
+                        log.warning(
+                            "%s: deleting %d segment(s) after the corrupt one: %s",
+                            self.name,
+                            len(later),
+                            [s.base_offset for s in later],
+                        )
+                        for s in later:
+                            s.delete()
+                        del self._segments[i + 1 :]
+                        self._bases = [s.base_offset for s in self._segments]
+            i += 1
