@@ -1,0 +1,103 @@
+"""Refresh step 2, topics: those gone at the source leave the mirror (a failover), those with
+more partitions at the source are expanded, and new source topics matching the mirror's stored
+``--add`` patterns are added (`topic_discovery`).
+"""
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from ..metadata.image import MetadataImage
+from . import topic_discovery
+from .metadata_sync_interfaces import MirrorTopics, SyncSource, TopicController
+from .metadata_sync_state import SyncState
+from .topic_config_sync import DESCRIBE_CONFIGS
+
+# The name the code logged under before metadata_sync.py was split: KMIRROR_LOG_LEVELS lines
+# and the (logger) of log lines stay the same.
+log = logging.getLogger("broker.mirror.metadata_sync")
+
+
+class TopicSync(SyncState):
+    _controller: TopicController
+    _mirrors: MirrorTopics
+
+    async def _sync_topics(
+        self,
+        mirror: str,
+        client: SyncSource,
+        img: MetadataImage,
+        active: list[str],
+        paused: list[str],
+    ) -> dict[str, Any] | None:
+        """Fail over topics gone at the source, expand partitions; the active topics present at
+        the source (None when the source could not be asked)."""
+        names = active + paused
+        if not names:
+            return {}
+        try:
+            found = dict(await self._call(client.topics(names)))
+            absent = [n for n in names if n not in found]
+            gone = set(await self._call(client.missing_topics(absent))) if absent else set()
+        except Exception as e:
+            self._error(mirror, "metadata", f"source metadata: {e or type(e).__name__}")
+            return None
+        for name, src in found.items():
+            local = img.topics.get(name)
+            if local is not None and src.topic_id is not None and src.topic_id != local.topic_id:
+                gone.add(name)  # deleted and re-created at the source: not our topic any more
+        gone &= set(names)
+        if gone:
+            log.warning(
+                "mirror %s: topic(s) %s deleted at the source; stopping their mirroring",
+                mirror,
+                ", ".join(sorted(gone)),
+            )
+            out = await self._mirrors.remove_topics(mirror, sorted(gone))
+            for r in getattr(out, "topics", []):
+                if int(r.error) != 0:
+                    self._error(mirror, "topic_removal", f"{r.name}: {r.message or r.error}")
+        present = {n: found[n] for n in active if n in found and n not in gone}
+        grow = [
+            (n, len(src.partitions), None)
+            for n, src in present.items()
+            if (local := img.topics.get(n)) is not None
+            and len(src.partitions) > len(local.partitions)
+        ]
+        if grow:
+            results = await self._controller.create_partitions(grow, False)
+            for r in results:
+                if int(r.error) != 0:
+                    self._error(mirror, "partitions", f"{r.name}: {r.message or r.error}")
+                else:
+                    log.info("mirror %s: %s expanded like its source", mirror, r.name)
+        return present
+
+    async def _discover_topics(
+        self, mirror: str, client: SyncSource, versions: Mapping[int, tuple[int, int]]
+    ) -> None:
+        """Source topics new since the last refresh that a stored ``--add`` pattern selects."""
+        try:
+            found = await topic_discovery.discover(
+                mirror,
+                self._image(),
+                client,
+                self._mirrors,
+                can_describe_configs=DESCRIBE_CONFIGS in versions,
+                call=self._call,
+            )
+        except Exception as e:
+            self._error(
+                mirror, "topic_discovery", f"listing source topics: {e or type(e).__name__}"
+            )
+            return
+        if found.configs_skipped:
+            self._skip(mirror, "topic_configs", "the source does not support DescribeConfigs")
+        if found.added:
+            log.info(
+                "mirror %s: new source topic(s) matching its patterns added: %s",
+                mirror,
+                ", ".join(found.added),
+            )
+        for name, why in sorted(found.failed.items()):
+            self._error(mirror, "topic_discovery", f"{name}: {why}")
