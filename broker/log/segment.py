@@ -55,6 +55,7 @@ DELETED_SUFFIX: Final = ".deleted"
 # base offset .. max timestamp: everything the storage layer needs from a header (43 bytes).
 _HEAD: Final = struct.Struct(">qiibIhiqq")
 _SCAN_CHUNK: Final = 64 * 1024
+_RECENT_BATCHES: Final = 32  # per segment: see `LogSegment._recent`
 
 log = logging.getLogger(__name__)
 
@@ -187,6 +188,10 @@ class LogSegment:
         self._rolling_ts: int | None = None
         self._max_ts: TimestampOffset | None = None
         self._bytes_since_index = 0
+        # (last offset, end position) of the batches appended last: a fetch at the tail (every
+        # follower's and caught-up consumer's) starts reading at its batch instead of walking
+        # the headers from the last index entry (up to index.interval.bytes of them).
+        self._recent: deque[tuple[int, int]] = deque(maxlen=_RECENT_BATCHES)
 
     def __repr__(self) -> str:
         return f"LogSegment(base={self.base_offset}, size={self.size})"
@@ -370,6 +375,7 @@ class LogSegment:
         for meta in metas:
             if meta.max_timestamp > max_ts.timestamp:
                 max_ts = TimestampOffset(meta.max_timestamp, meta.last_offset)
+            self._recent.append((meta.last_offset, physical + meta.position + meta.size))
             if self._bytes_since_index > self.index_interval_bytes:
                 self.index.append(meta.last_offset, physical + meta.position)
                 self.time_index.maybe_append(max_ts.timestamp, max_ts.offset)
@@ -382,6 +388,10 @@ class LogSegment:
     def translate_offset(self, offset: int, start_position: int = 0) -> BatchHeader | None:
         """The first batch whose last offset is >= ``offset`` (the one holding it, or the next)."""
         pos = max(self.index.lookup(offset).position, start_position)
+        for last, end in reversed(self._recent):  # newest first: the tail is what is fetched
+            if last < offset:
+                pos = max(pos, end)  # the batch holding ``offset`` starts at or after ``end``
+                break
         # Nothing below opens another file, so the descriptor needs no pin (the fetch path).
         for header in iter_headers(self.fd, pos, self.size, self._pread_fn()):
             if header.last_offset >= offset:
@@ -481,6 +491,7 @@ class LogSegment:
         self, epoch_cache: LeaderEpochCache | None, resume: BatchHeader | None
     ) -> tuple[int, str | None]:
         self._bytes_since_index = 0
+        self._recent.clear()
         max_ts = TimestampOffset(NO_TIMESTAMP, self.base_offset)
         next_offset = self.base_offset
         valid = 0
@@ -543,6 +554,7 @@ class LogSegment:
         """Drop every batch from the one holding ``offset`` on; returns bytes removed."""
         self.drain()
         header = self.translate_offset(offset)
+        self._recent.clear()  # positions past the cut are gone
         self.index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         self.txn_index.truncate_to(offset)

@@ -14,7 +14,6 @@ role resolves them (``wake``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import uuid
@@ -205,6 +204,20 @@ class Partition:
             self.leader.on_append(self._now_ms())
         self.wake()
 
+    async def _woken_or_after(self, timeout_s: float) -> None:
+        """Until the next `wake` or ``timeout_s``. A timer on the loop rather than
+        `asyncio.wait_for` (a task and callbacks each): an acks=all Produce to hundreds of
+        partitions waits once per partition."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        timer = loop.call_later(timeout_s, _resolve, fut)
+        self._waiters.add(fut)
+        try:
+            await fut
+        finally:
+            timer.cancel()
+            self._waiters.discard(fut)
+
     async def wait_written(self, required_offset: int, timeout_s: float) -> ErrorCode:
         """Until the log's records below ``required_offset`` are in the file (acks=1; a
         follower before its next Fetch). NONE also when the log was cut below it meanwhile;
@@ -217,13 +230,7 @@ class Partition:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return ErrorCode.request_timed_out
-            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._waiters.add(fut)
-            try:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(fut, remaining)
-            finally:
-                self._waiters.discard(fut)
+            await self._woken_or_after(remaining)
         return ErrorCode.none
 
     async def wait_committed(self, required_offset: int, timeout_s: float) -> ErrorCode:
@@ -249,13 +256,7 @@ class Partition:
                     state.followers,
                 )
                 return ErrorCode.request_timed_out
-            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._waiters.add(fut)
-            try:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(fut, remaining)
-            finally:
-                self._waiters.discard(fut)
+            await self._woken_or_after(remaining)
 
     def now_ms(self) -> int:
         return self._now_ms()
@@ -416,3 +417,8 @@ def sole_leader(
     )
     partition.become(_SoleReplica(local_id, leader_epoch), broker_epoch=0)
     return partition
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)

@@ -227,3 +227,43 @@ def test_a_directory_already_there_is_loaded_not_made(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="topic id"):
         PartitionLog.open(tmp_path, "t", 0, uuid.uuid4(), small_config(), clock)
     again.close()
+
+
+def test_tail_reads_start_at_their_batch_and_stay_right_after_a_cut(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fetches at the log end start reading at the batch that holds their offset (the recent
+    appends remember where each ended), and agree with a walk from the segment's start,
+    also after a truncation moved the end back."""
+    from broker.log import PartitionLog
+    from broker.log import segment as segment_mod
+
+    cfg = small_config(**{"segment.bytes": "1048576", "index.interval.bytes": "1048576"})
+    plog = PartitionLog.open(tmp_path, "t", 0, TOPIC_ID, cfg, ManualClock(T0))
+    for i in range(60):
+        plog.append_as_leader(batch(2, tag=i), 1, now_ms=T0)
+    seg = plog.segments[-1]
+    real = segment_mod.iter_headers
+
+    def walk(offset: int) -> object:
+        return next(
+            (h for h in real(seg.fd, 0, seg.size) if h.last_offset >= offset),
+            None,
+        )
+
+    starts: list[int] = []
+
+    def recording(fd: int, start: int, end: int, *rest: object) -> object:
+        starts.append(start)
+        return real(fd, start, end, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(segment_mod, "iter_headers", recording)
+    tail = seg.translate_offset(119)
+    assert tail is not None and tail == walk(119) and starts == [tail.position]
+    plog.truncate_to(81)  # keeps offsets 0-79: the batch holding 81 (80-81) goes
+    for i in range(5):
+        plog.append_as_leader(batch(3, tag=100 + i), 2, now_ms=T0)
+    for offset in range(0, plog.log_end_offset):
+        assert seg.translate_offset(offset) == walk(offset), offset
+    assert seg.translate_offset(plog.log_end_offset) is None
+    plog.close()
