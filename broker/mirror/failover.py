@@ -1,0 +1,158 @@
+"""Failover of a mirrored partition (KIP-1279), in two halves. Entering STOPPING: the fetcher
+stops, the log is cut to its last stable offset, and the leader epoch bump above every mirrored
+epoch starts. STOPPING to STOPPED: the bump committed and applied here, then the
+MIRROR_PID_RESET control batch. Once every partition of the topic is STOPPED its
+``mirror.name`` is cleared.
+"""
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from protocol.records import build_mirror_pid_reset
+
+from ..log.validation import AppendOrigin
+from ..metadata.image import TOPIC_RESOURCE
+from ..metadata.mirror_states import MIRROR_NAME_CONFIG, REMOVED_SUFFIX, MirrorState
+from .fetcher_control import FetcherControl
+from .manager_interfaces import Key
+from .state_transitions import PartitionInfo
+
+# The name the code logged under before manager.py was split: KMIRROR_LOG_LEVELS lines and the
+# (logger) of log lines stay the same.
+log = logging.getLogger("broker.mirror.manager")
+
+# How long STOPPING waits for this node's metadata to show the bumped leader epoch.
+EPOCH_APPLY_WAIT_S = 10.0
+EPOCH_RECHECK_S = 0.25
+
+
+class Failover(FetcherControl):
+    """STOPPING's work on entry, the step to STOPPED, and clearing ``mirror.name`` after."""
+
+    async def _enter_stopping(self, key: Key, info: PartitionInfo, hosted: Any) -> int | None:
+        """Failover's first half, before STOPPING is written: the fetcher stops, the log is cut
+        to its last stable offset, and the epoch bump starts (awaited in `_do_stopping`). The
+        last mirrored epoch returned is written with STOPPING, so a restart in STOPPING never
+        takes the LME from a log that may already hold the local marker."""
+        plog = hosted.log
+        await self._stop_fetcher(key, info.mirror)
+        self._truncate_to_lso(key, info, hosted)
+        lme: int | None = plog.latest_epoch
+        old = self._bumping.pop(key, None)
+        if old is not None:
+            old.cancel()
+        self._bumping[key] = asyncio.get_running_loop().create_task(
+            self._bump_above(key, hosted, lme)
+        )
+        return lme
+
+    def _truncate_to_lso(self, key: Key, info: PartitionInfo, hosted: Any) -> None:
+        topic, partition = key
+        plog = hosted.log
+        lso = self._last_stable_offset(plog)
+        if lso < plog.log_end_offset:
+            info.note = _warn_truncation(info.mirror, topic, partition, plog, lso)
+            plog.truncate_to(lso)
+            hosted.after_local_change()
+            log.info("mirror %s: %s-%d truncated to LSO %d", info.mirror, topic, partition, lso)
+
+    async def _bump_above(self, key: Key, hosted: Any, lme: int | None) -> None:
+        """New local writes must carry an epoch above every mirrored one: through the
+        controller, then until this node applied it (the marker carries it)."""
+        target = max(lme if lme is not None else -1, hosted.leader_epoch) + 1
+        await self._bump(key[0], key[1], target)
+        deadline = time.monotonic() + EPOCH_APPLY_WAIT_S
+        # Woken by the metadata change that names the partition (polling every 10 ms was
+        # 100 wake-ups a second for each of a failover's thousands of partitions); the
+        # timeout is a backstop for a change applied without passing through `on_metadata`.
+        while hosted.leader_epoch < target and (left := deadline - time.monotonic()) > 0:
+            changed = asyncio.get_running_loop().create_future()
+            waiters = self._epoch_waiters.setdefault(key, [])
+            waiters.append(changed)
+            try:
+                await asyncio.wait_for(changed, min(left, EPOCH_RECHECK_S))
+            except TimeoutError:
+                pass
+            finally:
+                if changed in waiters:
+                    waiters.remove(changed)
+                if not waiters:
+                    self._epoch_waiters.pop(key, None)
+
+    async def _do_stopping(self, key: Key, info: PartitionInfo, hosted: Any) -> None:
+        """Failover's second half, from STOPPING to STOPPED (the KIP's order): the bump
+        committed and applied, then the MIRROR_PID_RESET marker."""
+        topic, partition = key
+        t0 = time.monotonic()
+        bump = self._bumping.pop(key, None)
+        if bump is None:
+            # STOPPING found at start-up or on a new leader: the first half again, except the
+            # LME, which STOPPING's write carried (the log may hold a local marker by now).
+            await self._stop_fetcher(key, info.mirror)
+            self._truncate_to_lso(key, info, hosted)
+            lme = info.last_mirror_epoch
+            if lme is None:
+                lme = hosted.log.latest_epoch
+                if lme is not None:
+                    await self._states.write_last_mirror_epoch(
+                        info.mirror, info.topic_id, partition, lme
+                    )
+                    info.last_mirror_epoch = lme
+            if lme is None or hosted.leader_epoch <= lme:
+                await self._bump_above(key, hosted, lme)
+        else:
+            await bump
+        t_bumped = time.monotonic()
+        source_id = await self._source_cluster_id(info.mirror) or ""
+        t_source = time.monotonic()
+        marker = build_mirror_pid_reset(
+            source_id,
+            partition_leader_epoch=hosted.leader_epoch,
+            timestamp=self._now_ms(),
+        )
+        hosted.append_records(marker, origin=AppendOrigin.COORDINATOR)
+        log.debug(
+            "mirror %s: %s-%d STOPPING to STOPPED took %.0f ms: bump %.0f, source id %.0f",
+            info.mirror,
+            topic,
+            partition,
+            (time.monotonic() - t0) * 1000,
+            (t_bumped - t0) * 1000,
+            (t_source - t_bumped) * 1000,
+        )
+
+    @staticmethod
+    def _last_stable_offset(plog: Any) -> int:
+        # The log's own LSO (mirrored markers included), the one Fetch and ListOffsets use.
+        return int(plog.last_stable_offset)
+
+    async def _maybe_clear(self, topic: str, mirror: str) -> None:
+        img = self._image()
+        t = img.topics.get(topic)
+        if t is None or not img.config(TOPIC_RESOURCE, topic).get(MIRROR_NAME_CONFIG, "").endswith(
+            REMOVED_SUFFIX
+        ):
+            return
+        if all(
+            (i := self._info.get((topic, p))) is not None and i.state == MirrorState.STOPPED
+            for p in t.partitions
+        ):
+            await self._clear(topic)
+
+
+def _warn_truncation(mirror: str, topic: str, partition: int, plog: Any, lso: int) -> str:
+    """Failover is about to delete the records past the LSO: say which transaction holds it
+    there (at WARN, and returned for --describe), so an operator can tell a transaction the
+    source never ended from one whose marker could not be read."""
+    psm = getattr(plog, "producer_state", None)
+    ongoing = psm.ongoing_transactions() if psm is not None else []
+    what = f"truncating {topic}-{partition} from {plog.log_end_offset} to LSO {lso}"
+    if ongoing:
+        oldest, more = ongoing[0], len(ongoing) - 1
+        what += f": transaction of producer {oldest.producer_id} open since {oldest.first_offset}"
+        if more:
+            what += f" (and {more} more open transaction(s))"
+    log.warning("mirror %s: %s", mirror, what)
+    return f"failover: {what}"
