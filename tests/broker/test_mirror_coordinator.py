@@ -33,6 +33,7 @@ from broker.metadata.mirror_states import MIRROR_STATE_TOPIC, MirrorState
 from protocol.generated.read_mirror_states.v0 import request as rreq
 from protocol.generated.write_mirror_states.v0 import request as wreq
 from protocol.registry import REGISTRY
+from tests.waits import wait_for_async
 
 S = MirrorState
 N = 5  # __mirror_state partitions in these tests
@@ -575,10 +576,9 @@ def test_writes_go_in_without_waiting_for_the_previous_commit() -> None:
         log = coord.runtime._slots[shard].log
         assert isinstance(log, HeldCommitLog)
         waves = []
-        for p in same:  # three writes, a loop turn apart: three batches
+        for i, p in enumerate(same):  # three writes, each in the log before the next: 3 batches
             waves.append(asyncio.ensure_future(coord.write_state(M, TOPIC_ID, p, S.PREPARING)))
-            for _ in range(5):
-                await asyncio.sleep(0)
+            await wait_for_async(lambda i=i: len(log.commits) == i + 1, 5, f"write {i} in the log")
         assert len(log.commits) == 3 and not any(w.done() for w in waves)
         # committed in memory only at commit: nothing is visible yet
         assert await coord.read_state(M, TOPIC_ID, same[0]) == (S.UNKNOWN, None)
@@ -603,12 +603,15 @@ def test_a_key_waits_for_its_previous_write_to_commit() -> None:
         assert isinstance(log, HeldCommitLog)
         first = asyncio.ensure_future(coord.write_state(M, TOPIC_ID, 0, S.PREPARING))
         second = asyncio.ensure_future(coord.write_state(M, TOPIC_ID, 0, S.MIRRORING))
-        for _ in range(10):
-            await asyncio.sleep(0)
+        flushers = coord._flushers
+        shard = coord.partition_for(M, TOPIC_ID, 0)
+        # the flush has looked at both writes and stopped: the second is left for later
+        await wait_for_async(
+            lambda: (f := flushers.get(shard)) is not None and f.done(), 5, "the first flush done"
+        )
         assert len(log.commits) == 1  # MIRRORING is not valid from UNKNOWN: it must wait
         log.commits[0].set_result(None)
-        for _ in range(10):
-            await asyncio.sleep(0)
+        await wait_for_async(lambda: len(log.commits) == 2, 5, "the second write in the log")
         assert first.done() and len(log.commits) == 2
         log.commits[1].set_result(None)
         await second

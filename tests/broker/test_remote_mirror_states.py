@@ -10,6 +10,7 @@ import pytest
 from broker.coordinator.runtime import CoordinatorError
 from broker.metadata.mirror_states import MirrorState
 from broker.mirror.remote_states import WRITE_MIRROR_STATES, RoutedMirrorStates
+from tests.waits import wait_for_async
 
 TOPIC_ID = uuid.UUID("5f0e7a9c-3b1d-4c2e-8a4f-6d7b9e0c1a2b")
 
@@ -49,9 +50,8 @@ def routed(clients: HeldClients) -> RoutedMirrorStates:
     return RoutedMirrorStates(local, lambda _p: 2, lambda _id: "t", 1, clients)  # type: ignore[arg-type]
 
 
-async def turns(n: int = 10) -> None:
-    for _ in range(n):
-        await asyncio.sleep(0)
+async def sent(clients: HeldClients, n: int) -> None:
+    await wait_for_async(lambda: len(clients.sent) == n, 5, f"{n} requests sent")
 
 
 def test_writes_are_sent_without_waiting_for_the_answer_before() -> None:
@@ -63,7 +63,7 @@ def test_writes_are_sent_without_waiting_for_the_answer_before() -> None:
             writes.append(
                 asyncio.ensure_future(states.write_state("m", TOPIC_ID, p, MirrorState.STOPPING))
             )
-            await turns()
+            await sent(clients, p + 1)
         assert len(clients.sent) == 3 and not any(w.done() for w in writes)
         clients.answer(2)
         clients.answer(1, errors={1: 134})
@@ -83,14 +83,20 @@ def test_a_partition_waits_for_the_answer_to_its_previous_write() -> None:
         first = asyncio.ensure_future(states.write_state("m", TOPIC_ID, 0, MirrorState.STOPPING))
         second = asyncio.ensure_future(states.write_state("m", TOPIC_ID, 0, MirrorState.STOPPED))
         other = asyncio.ensure_future(states.write_state("m", TOPIC_ID, 5, MirrorState.STOPPING))
-        await turns()
+        senders = states._senders
+        # the sender has looked at all three writes and stopped: 0's second is left for later
+        await wait_for_async(
+            lambda: (t := senders.get((2, "m"))) is not None and t.done(),
+            5,
+            "the first send round done",
+        )
         assert len(clients.sent) == 1  # partition 5 joined the first request; 0's second waits
         assert [p["partition_index"] for p in clients.sent[0][0]["topics"][0]["partitions"]] == [
             0,
             5,
         ]
         clients.answer(0)
-        await turns()
+        await sent(clients, 2)
         assert first.done() and other.done() and not second.done()
         assert len(clients.sent) == 2
         assert clients.sent[1][0]["topics"][0]["partitions"][0]["state"] == int(MirrorState.STOPPED)
@@ -105,12 +111,12 @@ def test_a_lost_connection_fails_the_batch_and_later_writes_still_go() -> None:
         clients = HeldClients()
         states = routed(clients)
         first = asyncio.ensure_future(states.write_state("m", TOPIC_ID, 0, MirrorState.STOPPING))
-        await turns()
+        await sent(clients, 1)
         clients.sent[0][1].set_exception(OSError("connection reset"))
         with pytest.raises(CoordinatorError):
             await first
         again = asyncio.ensure_future(states.write_state("m", TOPIC_ID, 0, MirrorState.STOPPING))
-        await turns()
+        await sent(clients, 2)
         clients.answer(1)
         await again
 
