@@ -3,20 +3,31 @@
 `ClusterView` reads the metadata image: which node leads a partition, and where a live broker
 listens for other brokers (the inter-broker listener). `PeerClients` makes the connections this
 node opens to the others: to the quorum's voters (Raft RPCs), to the active controller
-(forwarded requests, broker registration and heartbeats) and to other brokers (transaction
-markers, KIP-890 verification).
+(forwarded requests, broker registration and heartbeats) and to other brokers (replica fetches,
+transaction markers, KIP-890 verification, remote mirror and share-group states). Each speaks
+the security of the listener it reaches (`broker.security.node_links`); a link that fails TLS or
+SASL is logged once per reason (peer, listener, why) while its clients keep retrying with
+Kafka's reconnect backoff.
 """
 
 from __future__ import annotations
 
+import logging
+import ssl
 from collections.abc import Callable
 
 from .config.server_config import ServerConfig
 from .metadata.image import MetadataImage
 from .network.client import ReconnectingClient
+from .network.errors import NetworkError
+from .security.errors import AuthenticationFailed
+from .security.node_links import NodeLink, NodeLinks, build_node_links, inter_broker_listener
+
+log = logging.getLogger(__name__)
 
 QUORUM_REQUEST_TIMEOUT_MS = 2000  # controller.quorum.request.timeout.ms (Kafka's default)
 PEER_REQUEST_TIMEOUT_MS = 30_000
+_TLS_HINTS = ("SSLError", "SSLCertVerificationError", "certificate", "TLS")
 
 
 class ClusterView:
@@ -27,13 +38,7 @@ class ClusterView:
     @property
     def inter_broker_listener(self) -> str:
         """``inter.broker.listener.name``, else the first advertised non-controller listener."""
-        cfg = self._config
-        if cfg.inter_broker_listener_name:
-            return cfg.inter_broker_listener_name
-        names = [
-            a.name for a in cfg.advertised_listeners if a.name not in cfg.controller_listener_names
-        ]
-        return names[0] if names else ""
+        return inter_broker_listener(self._config)
 
     def broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:
         """A live broker's endpoint on the inter-broker listener."""
@@ -47,15 +52,66 @@ class ClusterView:
         return None if part is None else part.leader
 
 
+def is_auth_failure(error: BaseException) -> bool:
+    """Did a connect fail in TLS or SASL (not a peer that is down or slow)?"""
+    seen: BaseException | None = error
+    for _ in range(8):
+        if seen is None:
+            break
+        if isinstance(seen, (AuthenticationFailed, ssl.SSLError)):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    text = str(error)
+    return "authentication" in text or any(h in text for h in _TLS_HINTS)
+
+
+class LinkWatch:
+    """One log line when a peer refuses this node's TLS or SASL (again for a new reason), one
+    when it accepts it again: however many clients reach that peer."""
+
+    def __init__(self) -> None:
+        self._failing: dict[tuple[str, int], str] = {}
+
+    def observer(
+        self, link: NodeLink, peer: str, host: str, port: int
+    ) -> Callable[[NetworkError | None], None]:
+        key = (host, port)
+
+        def seen(error: NetworkError | None) -> None:
+            if error is None:
+                if self._failing.pop(key, None) is not None:
+                    log.info(
+                        "node link to %s at %s:%d on listener %s: authenticated",
+                        peer, host, port, link.describe(),
+                    )  # fmt: skip
+                return
+            if not is_auth_failure(error):
+                return
+            reason = str(error)
+            if self._failing.get(key) == reason:
+                return
+            self._failing[key] = reason
+            log.warning(
+                "node link to %s at %s:%d on listener %s, as %s, fails: %s; retrying with backoff",
+                peer, host, port, link.describe(), link.principal, reason,
+            )  # fmt: skip
+
+        return seen
+
+
 class PeerClients:
     """Client factories for the connections to other nodes, named after this node."""
 
-    def __init__(self, node_id: int) -> None:
-        self._node_id = node_id
+    def __init__(self, config: ServerConfig, links: NodeLinks | None = None) -> None:
+        self._node_id = config.node_id
+        self.links = links if links is not None else build_node_links(config)
+        self._watch = LinkWatch()
 
     def quorum(self, dest: int, host: str, port: int) -> ReconnectingClient:
         timeout = QUORUM_REQUEST_TIMEOUT_MS
-        return ReconnectingClient(
+        return self._client(
+            self.links.controller,
+            f"node {dest}",
             host,
             port,
             f"raft-{self._node_id}",
@@ -65,9 +121,44 @@ class PeerClients:
 
     def controller(self, dest: int, host: str, port: int) -> ReconnectingClient:
         # long enough for any controller operation, or a retry could repeat a done request
-        return self.broker(host, port)
+        return self._client(
+            self.links.controller,
+            f"controller {dest}",
+            host,
+            port,
+            f"broker-{self._node_id}",
+            request_timeout_ms=PEER_REQUEST_TIMEOUT_MS,
+        )
 
     def broker(self, host: str, port: int) -> ReconnectingClient:
+        return self._client(
+            self.links.inter_broker,
+            "broker",
+            host,
+            port,
+            f"broker-{self._node_id}",
+            request_timeout_ms=PEER_REQUEST_TIMEOUT_MS,
+        )
+
+    def _client(
+        self,
+        link: NodeLink,
+        peer: str,
+        host: str,
+        port: int,
+        client_id: str,
+        *,
+        request_timeout_ms: int,
+        connect_timeout_ms: int = 10_000,
+    ) -> ReconnectingClient:
+        sec = link.security
         return ReconnectingClient(
-            host, port, f"broker-{self._node_id}", request_timeout_ms=PEER_REQUEST_TIMEOUT_MS
+            host,
+            port,
+            client_id,
+            request_timeout_ms=request_timeout_ms,
+            connect_timeout_ms=connect_timeout_ms,
+            ssl_context=sec.ssl_context,
+            authenticate=sec.authenticate if sec.uses_sasl else None,
+            on_connect=self._watch.observer(link, peer, host, port),
         )

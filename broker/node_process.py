@@ -22,6 +22,7 @@ from .gc_policy import GcPolicy
 from .loop_watchdog import LoopWatchdog
 from .security.errors import SecurityConfigError
 from .security.listeners import ListenerSecurity, build_listener_security
+from .security.node_links import build_node_links
 from .startup_errors import describe as describe_startup_error
 from .startup_progress import StartupProgress
 from .stop_signals import StartupInterrupted, StopSignals
@@ -227,9 +228,12 @@ def _start_and_run(config_path: str, signals: StopSignals) -> int:
         log.warning(w)
     try:
         listener_security = build_listener_security(config)
+        links = build_node_links(config)  # Node builds its own; this checks them up front
     except SecurityConfigError as e:
         print(f"kmirror: {config.source}: {e}", file=sys.stderr)
         return 1
+    for w in links.warnings:
+        log.warning("%s: %s", config.source, w)
     try:
         cluster_id = check_storage(config)
         import uvloop

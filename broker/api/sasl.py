@@ -68,7 +68,17 @@ class SaslApi:
                 session = state[SESSION_KEY] = SaslSession(sec.sasl, self._scram)
                 state[PRINCIPAL_KEY] = principals.ANONYMOUS
             else:
-                state[PRINCIPAL_KEY] = principals.from_peer_certificate(peer_cert)
+                rules = sec.principal_rules if sec is not None else principals.DEFAULT_RULES
+                who = principals.from_peer_certificate(peer_cert, rules)
+                if who is None:
+                    log.info(
+                        "listener %s: no ssl.principal.mapping.rules rule maps the client "
+                        "certificate %s: connection closed",
+                        listener,
+                        principals.subject_dn(peer_cert["subject"]),
+                    )
+                    return False
+                state[PRINCIPAL_KEY] = who
         return session is None or session.allows(api_key, self._monotonic())
 
     @staticmethod

@@ -11,7 +11,7 @@ from ..metadata.image import METADATA_TOPIC, METADATA_TOPIC_ID
 from ..metadata.snapshot import image_records
 from ..quorum.controller_channel import ControllerChannel
 from ..quorum.node_quorum import MetadataQuorum
-from ..quorum.voters import check_node_links, quorum_voters
+from ..quorum.voters import quorum_voters
 from ..raft.outputs import RaftConfig
 
 if TYPE_CHECKING:
@@ -31,7 +31,6 @@ def build_quorum(node: Node) -> None:
         LogConfig(segment_bytes=64 * 1024 * 1024, retention_ms=-1, retention_bytes=-1),
     )
     voters = quorum_voters(config)
-    check_node_links(config, voters)
     node.quorum = MetadataQuorum(
         config.node_id,
         voters,

@@ -165,7 +165,8 @@ class Node:
         self.group_defaults = GroupConfigDefaults.from_static(config.static_values)
         self._loaded = False  # the first committed records load the image (load_metadata)
         self.cluster_view = ClusterView(lambda: self.image, config)
-        self.peers = PeerClients(config.node_id)
+        # this node's TLS/SASL to its peers (SecurityConfigError names a bad key)
+        self.peers = PeerClients(config)
         self.server: KafkaServer | None = None
         self.broker_epoch = -1
         self.lifecycle: BrokerLifecycleManager | None = None

@@ -86,6 +86,9 @@ IMPLEMENTED_KEYS: frozenset[str] = frozenset(
         "ssl.truststore.certificates", "ssl.client.auth", "ssl.enabled.protocols",
         "ssl.protocol", "ssl.cipher.suites", "sasl.enabled.mechanisms", "sasl.jaas.config",
         "connection.failed.authentication.delay.ms",
+        # this node's own connections to its peers (broker.security.node_links)
+        "sasl.mechanism.controller.protocol", "sasl.mechanism.inter.broker.protocol",
+        "ssl.endpoint.identification.algorithm", "ssl.principal.mapping.rules",
     }
     | {
         # secrets at rest (broker.security.password_encoder)

@@ -54,6 +54,8 @@ _INT16: Final = struct.Struct(">h")
 # Runs on a new connection after ApiVersions, before any other request (SASL, in
 # broker.security.client); an exception fails the connect.
 Authenticator = Callable[["ClientConnection"], Awaitable[None]]
+# Told of every failed (re)connect attempt (None: of a successful one after failures).
+ConnectObserver = Callable[[NetworkError | None], None]
 
 
 def _software_version() -> str:
@@ -499,6 +501,7 @@ class ReconnectingClient:
         ssl_context: ssl.SSLContext | None = None,
         authenticate: Authenticator | None = None,
         stats: NetworkStats | None = None,
+        on_connect: ConnectObserver | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -506,6 +509,7 @@ class ReconnectingClient:
         self.registry = registry
         self.request_timeout_ms = request_timeout_ms
         self.connect_timeout_ms = connect_timeout_ms
+        self._on_connect = on_connect
         self.stats = stats if stats is not None else NetworkStats()  # of all its connections
         self.reconnect_backoff_ms = reconnect_backoff_ms
         self.reconnect_backoff_max_ms = reconnect_backoff_max_ms
@@ -548,9 +552,13 @@ class ReconnectingClient:
             )
             try:
                 await conn.connect()
-            except NetworkError:
+            except NetworkError as e:
                 self._failures += 1
+                if self._on_connect is not None:
+                    self._on_connect(e)
                 raise
+            if self._failures and self._on_connect is not None:
+                self._on_connect(None)
             self._failures = 0
             self._conn = conn
             self.connects += 1

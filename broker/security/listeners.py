@@ -14,6 +14,7 @@ from broker.config.server_config import ServerConfig
 
 from .errors import SecurityConfigError
 from .jaas import PLAIN_MODULE, JaasError, plain_users, single_module
+from .principal_rules import DEFAULT_RULES, MappingRulesError, Rule, parse_rules
 from .sasl_server import PLAIN, SUPPORTED, SaslListenerConfig
 from .settings import ListenerSettings
 from .tls import server_context
@@ -25,6 +26,8 @@ class ListenerSecurity:
     protocol: str  # PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL
     ssl_context: ssl.SSLContext | None = None
     sasl: SaslListenerConfig | None = None
+    # ssl.principal.mapping.rules: a client certificate's subject DN -> the principal's name
+    principal_rules: tuple[Rule, ...] = DEFAULT_RULES
 
 
 def settings_for(config: ServerConfig, listener: str) -> ListenerSettings:
@@ -82,6 +85,14 @@ def _reauth_ms(settings: ListenerSettings) -> int:
     return value
 
 
+def _rules(settings: ListenerSettings) -> tuple[Rule, ...]:
+    key = "ssl.principal.mapping.rules"
+    try:
+        return parse_rules(settings.get(key) or "DEFAULT")
+    except MappingRulesError as e:
+        raise SecurityConfigError(settings.name(key), str(e)) from None
+
+
 def build_listener_security(config: ServerConfig) -> Mapping[str, ListenerSecurity]:
     """Listener name -> its security; SecurityConfigError names the offending key."""
     out: dict[str, ListenerSecurity] = {}
@@ -90,5 +101,5 @@ def build_listener_security(config: ServerConfig) -> Mapping[str, ListenerSecuri
         settings = settings_for(config, lst.name)
         ctx = server_context(settings) if proto in ("SSL", "SASL_SSL") else None
         sasl = _sasl(settings) if proto.startswith("SASL_") else None
-        out[lst.name] = ListenerSecurity(lst.name, proto, ctx, sasl)
+        out[lst.name] = ListenerSecurity(lst.name, proto, ctx, sasl, _rules(settings))
     return out

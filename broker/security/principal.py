@@ -2,12 +2,16 @@
 
 Unauthenticated (PLAINTEXT, or TLS without a client certificate): ``User:ANONYMOUS``. After SASL:
 ``User:<authenticated name>``. With a verified client certificate (ssl.client.auth requested or
-required): Kafka's default mapping, the subject's distinguished name in RFC 2253 form (most
-specific attribute first), e.g. ``User:CN=alice,OU=eng,O=Example,C=US``.
+required): the subject's distinguished name in RFC 2253 form (most specific attribute first),
+e.g. ``User:CN=alice,OU=eng,O=Example,C=US``, as the listener's ``ssl.principal.mapping.rules``
+map it (DEFAULT: unchanged).
 """
 
 from collections.abc import Sequence
 from typing import Any, Final
+
+from .principal_rules import DEFAULT_RULES as DEFAULT_RULES
+from .principal_rules import Rule, map_dn
 
 ANONYMOUS: Final = "User:ANONYMOUS"
 
@@ -49,8 +53,11 @@ def subject_dn(subject: Sequence[Sequence[tuple[str, str]]]) -> str:
     return ",".join(rdns)
 
 
-def from_peer_certificate(cert: Any) -> str:
-    """The principal for a verified client certificate (``getpeercert()``), or ANONYMOUS."""
+def from_peer_certificate(cert: Any, rules: tuple[Rule, ...] = DEFAULT_RULES) -> str | None:
+    """The principal for a verified client certificate (``getpeercert()``), ANONYMOUS without
+    one; None when no ``ssl.principal.mapping.rules`` rule maps its subject (Kafka fails the
+    connection's authentication)."""
     if not isinstance(cert, dict) or not cert.get("subject"):
         return ANONYMOUS
-    return user(subject_dn(cert["subject"]))
+    name = map_dn(rules, subject_dn(cert["subject"]))
+    return None if name is None else user(name)
