@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .config.server_config import ServerConfig
 from .log.dir_lock import LogDirLockedError
+from .metadata.bootstrap import BootstrapError
 from .metrics.broker_metrics import MetricsServeError
 from .network.server import KafkaServer
 
@@ -41,6 +42,8 @@ def describe(e: BaseException, config: ServerConfig, server: KafkaServer | None)
         return f"{key}: cannot listen on {e.host or '0.0.0.0'}:{e.port}: {reason(e.cause)}"
     if isinstance(e, LogDirLockedError):
         return f"log.dirs: {e}"
+    if isinstance(e, BootstrapError):
+        return f"metadata.log.dir: {e}"
     if isinstance(e, OSError) and server is not None:
         unbound = [lst for lst in server.listeners if lst.name not in server.bound_ports]
         if unbound:

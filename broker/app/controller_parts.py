@@ -115,6 +115,7 @@ def build_controller(node: Node) -> None:
             if config.auto_leader_rebalance_enable
             else None
         ),
+        bootstrap=node.bootstrap_records,
     )
     node.mirror_controller = MirrorController(
         node.controller,

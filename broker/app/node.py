@@ -117,6 +117,7 @@ class Node:
     share_states: ShareStateCoordinator
     producer_ids: ProducerIdManager
     broker_clients: BrokerClients
+    bootstrap_records: list[Any]  # bootstrap.checkpoint (kafka-storage.sh format --add-scram)
     marker_clients: BrokerClients
     mirror_state_clients: BrokerClients
     share_state_clients: BrokerClients
@@ -287,7 +288,16 @@ class Node:
         return self.controller.allocate_producer_ids(broker_epoch, broker_id)
 
     def _scram_credential(self, user: str, mechanism: Mechanism) -> Credential | None:
-        return self.image.scram.get((user, mechanism.type))
+        found = self.image.scram.get((user, mechanism.type))
+        if found is None and "metadata.version" not in self.image.features:
+            # a fresh cluster, its bootstrap not committed yet: the nodes authenticate each
+            # other with the credentials of their format (--add-scram)
+            for r in self.bootstrap_records:
+                if getattr(r, "name", None) == user and r.mechanism == mechanism.type:
+                    return Credential(
+                        bytes(r.salt), bytes(r.stored_key), bytes(r.server_key), r.iterations
+                    )
+        return found
 
     # -- lifecycle (lifecycle.py) -----------------------------------------------------------
 

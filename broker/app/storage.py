@@ -16,6 +16,7 @@ from ..log import file_cache
 from ..log.cleaner import CleanerConfig, LogCleaner
 from ..log.log_writer import INLINE_BYTES, ThreadedWriter
 from ..log.manager import LogManager, LogSchedule
+from ..metadata.bootstrap import read_bootstrap
 from ..security import password_encoder
 
 if TYPE_CHECKING:
@@ -29,6 +30,9 @@ def build_storage(node: Node) -> None:
     config = node.config
     # secrets at rest: encoded in ConfigRecords, decoded into the image
     node.config_secrets = ConfigSecrets(password_encoder.from_config(config))
+    # kafka-storage.sh format --add-scram: written by the first active controller, trusted
+    # for SASL until the cluster's metadata holds them
+    node.bootstrap_records = read_bootstrap(config.metadata_log_dir)  # or BootstrapError
     node.default_log_config = topic_configs.log_config(config, {})
     log_dirs = [Path(d) for d in config.log_dirs]
     # One descriptor per partition at rest plus a bounded cache: the budget CreateTopics

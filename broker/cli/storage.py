@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn, TextIO
 
+from broker.cli.storage_scram import ScramArgumentError, scram_record
 from broker.config.meta_properties import (
     META_PROPERTIES,
     MetaProperties,
@@ -22,6 +23,7 @@ from broker.config.meta_properties import (
 )
 from broker.config.server_config import ConfigError, ServerConfig, load_server_config
 from broker.log.dir_lock import DirLock, LogDirLockedError
+from broker.metadata.bootstrap import write_bootstrap
 
 # The metadata.version a Kafka 4.1 format reports; kmirror speaks 4.1's protocol.
 RELEASE_VERSION = "4.1-IV1"
@@ -48,6 +50,15 @@ def _parser() -> argparse.ArgumentParser:
     fmt.add_argument("--ignore-formatted", "-g", action="store_true")
     fmt.add_argument("--standalone", "-s", action="store_true")
     fmt.add_argument("--release-version", "-r")
+    fmt.add_argument(
+        "--add-scram",
+        "-S",
+        action="append",
+        default=[],
+        metavar="SCRAM_CREDENTIAL",
+        help="A SCRAM credential to write into the bootstrap metadata, e.g. "
+        "'SCRAM-SHA-256=[name=alice,password=alice-secret]'; may be repeated.",
+    )
     info = sub.add_parser(
         "info", help="Get information about the Kafka log directories on this node."
     )
@@ -100,6 +111,10 @@ def format_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             "Because controller.quorum.voters is not set on this controller, you must specify "
             "one of the following: --standalone, --initial-controllers, or --no-initial-controllers."
         )
+    try:
+        bootstrap = [scram_record(a) for a in args.add_scram]
+    except ScramArgumentError as e:
+        raise TerseFailure(str(e)) from None
     dirs = _directories(cfg)
     formatted = [d for d in dirs if (Path(d) / META_PROPERTIES).exists()]
     for d in formatted:
@@ -124,6 +139,13 @@ def format_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     locks = _lock_all(empty)  # a running node's directory is never written under it
     try:
         _write_all(empty, cfg, args, out)
+        if bootstrap and cfg.metadata_log_dir in empty:
+            try:
+                write_bootstrap(cfg.metadata_log_dir, bootstrap)
+            except OSError as e:
+                raise TerseFailure(
+                    f"Error while writing the bootstrap metadata in {cfg.metadata_log_dir}: {e}"
+                ) from None
     finally:
         for lock in locks:
             lock.release()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
 from ..quorum.driver import NotLeaderError
@@ -36,6 +36,7 @@ class ActiveControllerDuties:
         now_ms: Callable[[], int],
         interval_s: float,
         leader_balance: LeaderBalance | None = None,
+        bootstrap: Sequence[Any] = (),
     ) -> None:
         self._node_id = node_id
         self._controller = controller
@@ -46,6 +47,7 @@ class ActiveControllerDuties:
         self._now_ms = now_ms  # monotonic: sessions are not measured on wall time
         self._interval_s = interval_s
         self._leader_balance = leader_balance
+        self._bootstrap = tuple(bootstrap)  # bootstrap.checkpoint's records (a fresh cluster)
 
     def on_leader_change(self, leader_id: int, epoch: int) -> None:
         """The quorum's leader-change listener."""
@@ -57,7 +59,7 @@ class ActiveControllerDuties:
 
     async def _finalize_features(self) -> None:
         with contextlib.suppress(NotLeaderError):
-            await self._controller.finalize_features(self._feature_levels)
+            await self._controller.finalize_features(self._feature_levels, self._bootstrap)
 
     async def run(self) -> None:
         """Fence brokers whose sessions expired, while this node is the active controller."""

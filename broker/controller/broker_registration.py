@@ -41,14 +41,19 @@ class BrokerRegistrationMixin(ControllerBase):
                     records.append(FeatureLevelRecord(name=name, feature_level=level))
             await self._commit(records)
 
-    async def finalize_features(self, features: Mapping[str, int]) -> None:
+    async def finalize_features(
+        self, features: Mapping[str, int], bootstrap: Sequence[Any] = ()
+    ) -> None:
         """Record the finalized feature levels (metadata.version) the log does not hold yet:
-        what a newly active controller of a freshly formatted cluster writes first."""
+        what a newly active controller of a freshly formatted cluster writes first, with the
+        bootstrap records of its format (``--add-scram`` credentials) in the same batch."""
         async with self._lock:
             img = self._image()
-            records = [
+            records: list[Any] = [
                 FeatureLevelRecord(name=name, feature_level=level)
                 for name, level in features.items()
                 if img.features.get(name) != level
             ]
+            if "metadata.version" not in img.features:
+                records.extend(bootstrap)
             await self._commit(records)
