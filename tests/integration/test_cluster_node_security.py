@@ -198,3 +198,35 @@ def test_mutual_tls_between_nodes(tmp_path: Path, pki: Pki, stop_after: list[Clu
     stop_after.append(c)
     c.start(60)
     exercise(c, pki)
+
+
+def test_a_node_its_peers_refuse_says_so_once_per_peer(
+    tmp_path: Path, pki: Pki, stop_after: list[Cluster]
+) -> None:
+    c = secure_cluster(tmp_path, pki, "scram")
+    stop_after.append(c)
+    bad = c.node(3)
+    for li in ("internal", "controller"):
+        bad.settings[f"listener.name.{li}.scram-sha-512.sasl.jaas.config"] = _jaas(
+            NODE_USER, "wrong"
+        )
+    bad.write_config()
+    for n in c.nodes:
+        n.launch()
+    c.node(1).wait_started(60)
+    c.node(2).wait_started(60)
+    lines: list[str] = []
+
+    def refusals() -> list[str]:
+        text = bad.output.read_text(errors="replace")
+        return [line for line in text.splitlines() if "node link to node" in line]
+
+    wait_for(lambda: len(refusals()) == 2, 30, "node 3 to log its refusals", detail=bad.log_tail)
+    time.sleep(3)  # it keeps retrying (with backoff), and says nothing more
+    lines = refusals()
+    assert len(lines) == 2, lines
+    for line in lines:
+        assert "WARNING" in line and "on listener CONTROLLER (SASL_SSL, SCRAM-SHA-512)" in line
+        assert "as User:kafka, fails:" in line and "retrying with backoff" in line
+        assert "invalid credentials" in line or "authentication" in line
+    assert bad.proc is not None and bad.proc.poll() is None  # still trying, not exited
