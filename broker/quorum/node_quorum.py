@@ -194,10 +194,17 @@ class MetadataQuorum:
 
     async def wait_writable(self) -> None:
         """As the leader: until every entry before this leadership's LeaderChange is applied
-        (they are committed with it); at once otherwise (an append will say NotLeader)."""
+        (they are committed with it). ``NotLeaderError`` when this node does not lead, or
+        stopped leading meanwhile: only the active controller decides (a request checked on
+        another node's image, even one that commits nothing, would be answered from a state
+        that may be behind, as Kafka answers NOT_CONTROLLER)."""
         start = self.driver.core.epoch_start_offset()
-        if start is not None:
-            await self.wait_applied(start)
+        if start is None:
+            raise NotLeaderError(self.leader_id, self.epoch)
+        epoch = self.epoch
+        await self.wait_applied(start)
+        if self.epoch != epoch or not self.is_leader:
+            raise NotLeaderError(self.leader_id, self.epoch)
 
     async def wait_applied(self, offset: int) -> None:
         if self._next > offset:
