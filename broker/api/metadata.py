@@ -162,12 +162,12 @@ class MetadataApi:
                 )
             if to_create:
                 results = await s.controller.create_topics([TopicSpec(n) for n in to_create], False)
-                img = s.image()
                 for r in results:
-                    t = img.topics.get(r.name)
-                    if t is not None:
-                        topics.append(topic_row(t))
-                    elif r.error == ErrorCode.topic_already_exists:
+                    if r.error in (ErrorCode.none, ErrorCode.topic_already_exists):
+                        # Kafka's answer for a topic this request created, or one another
+                        # created meanwhile: LEADER_NOT_AVAILABLE, so the client asks again
+                        # (this node may not have applied it yet: an empty partition list with
+                        # no error would tell the client the topic has no partitions)
                         topics.append(
                             {
                                 "error_code": ErrorCode.leader_not_available,

@@ -21,6 +21,7 @@ from ..controller.elections import LeaderBalance, LeaderElections
 from ..controller.mirrors import MirrorController
 from ..controller.partition_change import UncleanElection
 from ..controller.reassignment import Reassignments
+from ..metadata.image import apply_records
 from ..mirror.node_view import THROTTLED_REPLICAS_KEY
 from ..replication.replica_manager import ReplicaManager
 
@@ -48,10 +49,21 @@ def monotonic_ms() -> int:
 
 class PublishingQuorum:
     """The controller's commits: through the metadata quorum, answered once every record is
-    applied to this node's image (the quorum's commit listener applies them)."""
+    applied to this node's image (the quorum's commit listener applies them). The append and
+    the wait for its commit are apart (``WritableQuorum``): the controller's written state
+    holds a batch from the moment it is appended."""
 
     def __init__(self, node: Node) -> None:
         self._node = node
+
+    def leader_epoch(self) -> int | None:
+        return self._node.quorum.leader_epoch()
+
+    def begin_append(self, records: Sequence[Any]) -> tuple[int, int]:
+        return self._node.quorum.begin_append(records)
+
+    async def wait_committed(self, epoch: int, last_offset: int) -> None:
+        await self._node.quorum.wait_committed(epoch, last_offset)
 
     async def append(self, records: Sequence[Any]) -> int:
         return await self._node.quorum.append(records)
@@ -84,6 +96,8 @@ def build_controller(node: Node) -> None:
         ),
         config.node_id,
         ready=node.quorum.wait_writable,
+        # the written state applies batches as the node applies committed ones
+        apply=lambda img, pairs: apply_records(img, pairs, node.config_secrets.open)[0],
     )
     node.acl_controller = AclController(node.controller)
     node.elections = LeaderElections(node.controller)

@@ -13,6 +13,7 @@ from ..metadata.snapshot import image_info
 from ..metrics.broker_metrics import StateSnapshot
 from ..metrics.log_file_metrics import LogFileStats
 from ..metrics.on_loop import read_on_loop
+from ..metrics.retry_metrics import RetrySnapshot
 from ..mirror.metrics_snapshot import build_snapshot
 from ..quorum.quorum_metrics import quorum_snapshot
 
@@ -52,8 +53,21 @@ def serve_metrics(node: Node) -> None:
     node.metrics.watch_image(lambda: image_info(node.image))  # immutable: any thread
     node.metrics.watch_log_files(lambda: LogFileStats(*file_cache.stats()))  # any thread
     node.metrics.watch_gc(installed_stats)  # any thread
+    node.metrics.watch_retries(read_on_loop(loop, lambda: _retry_snapshot(node), "retry metrics"))
     node.metrics.watch_cleaner(read_on_loop(loop, node.cleaner.metrics_snapshot, "cleaner metrics"))
     node.metrics.serve(node.config.metrics_host, node.config.metrics_port)
+
+
+def _retry_snapshot(node: Node) -> RetrySnapshot:
+    retries = {
+        "AlterPartition": node.alter_partition_sender.retries,
+        "ControllerChannel": node.controller_channel.retries,
+        "LifecycleChannel": node.lifecycle_channel.retries,
+    }
+    if node.lifecycle is not None:
+        retries["BrokerRegistration"] = node.lifecycle.retries
+    written = node.controller.written
+    return RetrySnapshot(retries, written.pending, written.rollbacks)
 
 
 def _state_snapshot(node: Node) -> StateSnapshot:

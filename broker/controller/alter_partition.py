@@ -125,6 +125,8 @@ def plan(
     answers: list[TopicResult] = []
     for topic in topics:
         t = None if topic.topic_id is None else img.topic_by_id(topic.topic_id)
+        if t is not None and t.topic_id != topic.topic_id:
+            t = None  # the id's name now belongs to another topic: that id is unknown
         if t is None:
             answers.append(
                 TopicResult(
@@ -185,7 +187,7 @@ def plan(
                     results.append(PartitionResult(req.partition, ErrorCode.new_leader_elected))
                     continue
             results.append(PartitionResult(req.partition, ErrorCode.none, current))
-        answers.append(TopicResult(t.topic_id, tuple(results)))
+        answers.append(TopicResult(topic.topic_id, tuple(results)))
     return Plan(AlterPartitionResult(ErrorCode.none, tuple(answers)), tuple(records))
 
 

@@ -206,6 +206,11 @@ class ImageBuilder:
         self.offset = offset
 
     def _on_TopicRecord(self, r: Any) -> None:
+        old = self.topics.get(r.name)
+        if old is not None and old.topic_id != r.topic_id:
+            # a second TopicRecord for a name (a log written before issue 27's fix): the name
+            # is the new topic's, and the old id no longer names anything
+            self.topic_names.pop(old.topic_id, None)
         self.topics[r.name] = TopicImage(r.name, r.topic_id, MappingProxyType({}))
         self.topic_names[r.topic_id] = r.name
         self.delta.created_topics.append(r.name)

@@ -26,6 +26,7 @@ from .log_file_metrics import LogFileCollector, LogFileStats
 from .mirror_metrics import MirrorCollector, MirrorSnapshot
 from .quota_metrics import QuotaCollector, QuotaSnapshot
 from .raft_metrics import QuorumCollector, QuorumSnapshot
+from .retry_metrics import RetryCollector, RetrySnapshot
 
 _LATENCY_BUCKETS = (
     0.0005,
@@ -335,6 +336,10 @@ class BrokerMetrics:
     def watch_log_files(self, read: Callable[[], LogFileStats]) -> None:
         """``kafka_log_open_file_failures_total`` and the open-file cache's series."""
         self.registry.register(LogFileCollector(read))
+
+    def watch_retries(self, read: Callable[[], RetrySnapshot | None]) -> None:
+        """``kmirror_node_request_retries`` and the controller's written-state series."""
+        self.registry.register(RetryCollector(read))
 
     def watch_gc(self, read: Callable[[], GcStats | None]) -> None:
         """``kmirror_gc_*``: the cyclic garbage collector's pauses and frozen heap."""

@@ -18,6 +18,8 @@ Kafka's backoff (100 ms doubling up to the session timeout); NOT_CONTROLLER is r
 BROKER_ID_NOT_REGISTERED) means the controller no longer knows this registration: register
 again. Nothing registered within ``initial.broker.registration.timeout.ms`` (60 s) stops the
 manager, and ``wait_registered`` raises saying why, as Kafka shuts the broker down then.
+``retries`` counts the attempts made again; a WARN names the request and the answer at most
+once a minute.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ from kio.schema.errors import ErrorCode
 
 from protocol.build import build
 from protocol.registry import REGISTRY
+
+from ..network.retry_backoff import RetryBackoff
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +127,13 @@ class BrokerLifecycleManager:
         self._epoch = -1
         self._registered = False
         self._failures = 0
+        # counts and reports retries; the delays are Kafka's (``_after_failure``)
+        self._retry_report = RetryBackoff(
+            f"registration/heartbeat of broker {node_id}",
+            INITIAL_BACKOFF_MS,
+            max(INITIAL_BACKOFF_MS, session_timeout_ms),
+            log,
+        )
         self._shutdown_answered = False  # a first "not yet" to WantShutDown came
         self.is_fenced = True  # as the last heartbeat answer said
         self.last_error: str | None = None
@@ -245,7 +256,13 @@ class BrokerLifecycleManager:
             timer.cancel()
         self._wake.clear()
 
+    @property
+    def retries(self) -> int:
+        """Registrations/heartbeats sent again after a failure or an error answer (a metric)."""
+        return self._retry_report.retries
+
     def _after_failure(self) -> int:
+        self._retry_report.failed(self.last_error or "no answer")
         delay = min(INITIAL_BACKOFF_MS * (1 << self._failures), self._max_backoff_ms)
         self._failures = min(self._failures + 1, 32)
         self._wake.clear()  # never at once after a failure
@@ -256,6 +273,7 @@ class BrokerLifecycleManager:
         self.last_error = f"{what}: {_name(code)}"
         if code == int(ErrorCode.not_controller):
             log.debug("broker %d: %s; asking the new controller", self.node_id, self.last_error)
+            self._retry_report.failed(self.last_error)
             return INITIAL_BACKOFF_MS
         log.info("broker %d: %s", self.node_id, self.last_error)
         return self._after_failure()

@@ -12,7 +12,10 @@ request is retried, as Kafka's NodeToControllerRequestThread does, when
   frozen or cut off, and would hold it until the timeout): send it to the new one, as Kafka's
   channel does when it disconnects from a controller that lost the leadership;
 
-until the channel's timeout from the first attempt, then `TimeoutError`. Any other answer,
+until the channel's timeout from the first attempt, then `TimeoutError`. The pause between
+attempts doubles from ``retry_backoff_ms`` up to ``retry_backoff_max_ms`` while attempts keep
+failing (reset by any answer); ``retries`` counts them, and a WARN names the request and what
+went wrong at most once a minute. Any other answer,
 errors included, is the caller's. A request the controller cannot serve at any common version
 is not retried (`broker.network.errors.UnsupportedVersionError`).
 
@@ -36,6 +39,7 @@ from protocol.registry import REGISTRY, Registry
 
 from ..network.client import ReconnectingClient
 from ..network.errors import NetworkError, UnsupportedVersionError
+from ..network.retry_backoff import RetryBackoff
 from .driver import ClientFactory
 
 log = logging.getLogger(__name__)
@@ -45,6 +49,7 @@ LeaderEndpoint = Callable[[], tuple[int, str, int] | None]
 
 NOT_CONTROLLER: Final = int(ErrorCode.not_controller)
 DEFAULT_RETRY_BACKOFF_MS: Final = 100  # Kafka's wait when no controller is known
+DEFAULT_RETRY_BACKOFF_MAX_MS: Final = 1000  # Kafka's retry.backoff.max.ms
 LEADER_CHECK_S: Final = 0.1  # how often a waiting request looks for a new leader
 
 
@@ -60,13 +65,20 @@ class ControllerChannel:
         timeout_ms: int,
         *,
         retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS,
+        retry_backoff_max_ms: int = DEFAULT_RETRY_BACKOFF_MAX_MS,
         registry: Registry = REGISTRY,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._leader = leader
         self._client_factory = client_factory
         self.timeout_ms = timeout_ms
-        self._retry_backoff_ms = retry_backoff_ms
+        self._backoff = RetryBackoff(
+            "request to the active controller",
+            retry_backoff_ms,
+            max(retry_backoff_ms, retry_backoff_max_ms),
+            log,
+            monotonic=monotonic,
+        )
         self._registry = registry
         self._monotonic = monotonic
         # node id -> (host, port, client); a node's client is replaced if its endpoint changes
@@ -113,10 +125,11 @@ class ControllerChannel:
                     log.debug("%s to the controller: %s; retrying", name, last)
                 else:
                     if _top_level_error(response) != NOT_CONTROLLER:
+                        self._backoff.succeeded()
                         return response
                     last = f"node {node} answered NOT_CONTROLLER"
                     log.debug("%s: %s; looking for the new controller", name, last)
-            pause = min(self._retry_backoff_ms / 1000, deadline - self._monotonic())
+            pause = min(self._backoff.failed(f"{name}: {last}"), deadline - self._monotonic())
             if pause > 0:
                 await asyncio.sleep(pause)
 
@@ -157,6 +170,11 @@ class ControllerChannel:
         client = self._client_factory(node, host, port)
         self._clients[node] = (host, port, client)
         return client
+
+    @property
+    def retries(self) -> int:
+        """Attempts made again after a failure or NOT_CONTROLLER (a metric)."""
+        return self._backoff.retries
 
     def _api_name(self, api_key: int) -> str:
         try:

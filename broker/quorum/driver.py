@@ -96,7 +96,7 @@ class QuorumDriver:
         self._clients: dict[int, ReconnectingClient] = {}
         self._inbound: dict[tuple[int, int], asyncio.Future[m.RaftResponse]] = {}
         self._inbound_ids = itertools.count(1 << 30)  # never clashes with the core's own ids
-        self._commit_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._commit_waiters: list[tuple[int, int, asyncio.Future[None]]] = []
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._timer: asyncio.Task[None] | None = None
@@ -124,7 +124,7 @@ class QuorumDriver:
         for pending in self._inbound.values():
             if not pending.done():
                 pending.cancel()
-        for _, waiter in self._commit_waiters:
+        for _, _, waiter in self._commit_waiters:
             if not waiter.done():
                 waiter.set_exception(NotLeaderError(self.core.leader_id, self.core.epoch))
         for client in self._clients.values():
@@ -150,16 +150,31 @@ class QuorumDriver:
 
     async def append(self, payloads: Sequence[bytes]) -> int:
         """Append as leader and wait until committed; the last entry's offset."""
+        epoch = self.core.epoch
+        last = self.append_nowait(payloads)
+        await self.wait_committed(last, epoch)
+        return last
+
+    def append_nowait(self, payloads: Sequence[bytes]) -> int:
+        """Append as leader (now, before this returns); the last entry's offset.
+        ``NotLeaderError`` when this node does not lead."""
         result, outputs = self.core.append(self._now_ms(), payloads)
         self._process(outputs)
         if isinstance(result, NotLeader):
             raise NotLeaderError(result.leader_id, result.epoch)
-        if result < self.core.high_watermark:
-            return result
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._commit_waiters.append((result, fut))
-        await fut
         return result
+
+    async def wait_committed(self, offset: int, epoch: int) -> None:
+        """Until the entry at ``offset``, appended as leader in ``epoch``, is committed.
+        ``NotLeaderError`` if that epoch ends first: the entry may then be truncated and its
+        offset reused by another leader's, so passing the high watermark proves nothing."""
+        if self.core.epoch != epoch:
+            raise NotLeaderError(self.core.leader_id, self.core.epoch)
+        if offset < self.core.high_watermark:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._commit_waiters.append((offset, epoch, fut))
+        await fut
 
     def describe(self) -> QuorumDescription | NotLeader:
         """DescribeQuorum's data, as the core answers it now."""
@@ -192,6 +207,7 @@ class QuorumDriver:
             elif isinstance(out, Committed):
                 self._committed(out.high_watermark)
             elif isinstance(out, LeaderChange):
+                self._epoch_changed(out.leader_id, out.epoch)
                 self._listener.handle_leader_change(out.leader_id, out.epoch)
             elif isinstance(out, SnapshotLoaded):
                 self._listener.handle_load_snapshot(out.snapshot_id)
@@ -205,13 +221,26 @@ class QuorumDriver:
         self._listener.handle_commit(hw)
         if self._commit_waiters:
             still = []
-            for offset, fut in self._commit_waiters:
+            for offset, epoch, fut in self._commit_waiters:
                 if offset < hw:
                     if not fut.done():
                         fut.set_result(None)
                 else:
-                    still.append((offset, fut))
+                    still.append((offset, epoch, fut))
             self._commit_waiters = still
+
+    def _epoch_changed(self, leader_id: int, epoch: int) -> None:
+        """Appends of an ended epoch that have not committed: their answer is unknown (the next
+        leader may keep or truncate them); the caller hears NotLeader, as Kafka's controller
+        answers NOT_CONTROLLER, and a client retrying sees what was kept."""
+        still = []
+        for offset, waiter_epoch, fut in self._commit_waiters:
+            if waiter_epoch != epoch:
+                if not fut.done():
+                    fut.set_exception(NotLeaderError(leader_id, epoch))
+            else:
+                still.append((offset, waiter_epoch, fut))
+        self._commit_waiters = still
 
     def _client(self, dest: int) -> ReconnectingClient:
         client = self._clients.get(dest)

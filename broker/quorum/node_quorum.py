@@ -170,17 +170,41 @@ class MetadataQuorum:
         ``NotLeaderError`` when this node does not lead the quorum."""
         if not records:
             return self.applied_offset
-        self.start()
-        last = await self.driver.append([encode_metadata_record(r) for r in records])
-        await self.wait_applied(last)
+        epoch, last = self.begin_append(records)
+        await self.wait_committed(epoch, last)
         return last
+
+    def leader_epoch(self) -> int | None:
+        """The epoch this node leads the quorum in; None when it does not lead."""
+        return self.epoch if self.is_leader else None
+
+    def begin_append(self, records: Sequence[Any]) -> tuple[int, int]:
+        """Append as the leader, now; (epoch, offset of the last record). ``NotLeaderError``
+        when this node does not lead the quorum."""
+        self.start()
+        epoch = self.driver.core.epoch
+        last = self.driver.append_nowait([encode_metadata_record(r) for r in records])
+        return epoch, last
+
+    async def wait_committed(self, epoch: int, last_offset: int) -> None:
+        """Until the records ``begin_append`` put at ``last_offset`` in ``epoch`` are committed
+        and applied; ``NotLeaderError`` if the epoch ends before they commit."""
+        await self.driver.wait_committed(last_offset, epoch)
+        await self.wait_applied(last_offset)
 
     async def wait_writable(self) -> None:
         """As the leader: until every entry before this leadership's LeaderChange is applied
-        (they are committed with it); at once otherwise (an append will say NotLeader)."""
+        (they are committed with it). ``NotLeaderError`` when this node does not lead, or
+        stopped leading meanwhile: only the active controller decides (a request checked on
+        another node's image, even one that commits nothing, would be answered from a state
+        that may be behind, as Kafka answers NOT_CONTROLLER)."""
         start = self.driver.core.epoch_start_offset()
-        if start is not None:
-            await self.wait_applied(start)
+        if start is None:
+            raise NotLeaderError(self.leader_id, self.epoch)
+        epoch = self.epoch
+        await self.wait_applied(start)
+        if self.epoch != epoch or not self.is_leader:
+            raise NotLeaderError(self.leader_id, self.epoch)
 
     async def wait_applied(self, offset: int) -> None:
         if self._next > offset:

@@ -8,11 +8,17 @@ at a time and carries every queued proposal; what arrives meanwhile goes in the 
 
 The channel finds the active controller and retries on NOT_CONTROLLER and on lost connections.
 Whatever else keeps an answer from arriving (the channel gave up, a top-level error such as
-STALE_BROKER_EPOCH while the broker re-registers) is retried after ``retry_backoff_ms`` with the
-broker epoch read again, without end, as Kafka does: an answer that comes too late is ignored by
-the leader (it carries the request's local id), and a leader that stops waiting cancels its
-``send``, which takes its proposal out of the queue. A partition the controller's answer leaves
-out stays queued and goes again.
+STALE_BROKER_EPOCH while the broker re-registers) is retried with the broker epoch read again,
+as Kafka does, after a backoff that doubles from ``retry_backoff_ms`` up to ``retry_backoff_max_ms``
+(``retries`` counts them; a WARN names the request and the answer at most once a minute): an
+answer that comes too late is ignored by the leader (it carries the request's local id), and a
+leader that stops waiting cancels its ``send``, which takes its proposal out of the queue.
+
+A partition the controller's answer leaves out (or answers under a topic id the request did not
+name) is answered UNKNOWN_SERVER_ERROR, as Kafka's sender does, and leaves the queue: the
+leader falls back to its committed ISR and proposes again from its next check, with what it then
+knows. Resending it as it was could never get another answer (issue 27: a controller that
+answered another topic id for the partition got the same request every 50 ms, forever).
 """
 
 from __future__ import annotations
@@ -27,12 +33,14 @@ from typing import Any, Final, NamedTuple, Protocol
 
 from kio.schema.errors import ErrorCode
 
+from ..network.retry_backoff import RetryBackoff
 from .isr import AlterPartitionRequest
 
 log = logging.getLogger(__name__)
 
 ALTER_PARTITION: Final = 56
 RETRY_BACKOFF_MS: Final = 50  # Kafka's pause before resending after a top-level error
+RETRY_BACKOFF_MAX_MS: Final = 1000  # Kafka's retry.backoff.max.ms
 
 
 class ControllerRequests(Protocol):
@@ -72,11 +80,18 @@ class AlterPartitionSender:
         broker_epoch: Callable[[], int],
         *,
         retry_backoff_ms: int = RETRY_BACKOFF_MS,
+        retry_backoff_max_ms: int = RETRY_BACKOFF_MAX_MS,
     ) -> None:
         self._channel = channel
         self._broker_id = broker_id
         self._broker_epoch = broker_epoch
-        self._backoff_s = retry_backoff_ms / 1000
+        self._backoff = RetryBackoff(
+            f"AlterPartition from broker {broker_id}",
+            retry_backoff_ms,
+            max(retry_backoff_ms, retry_backoff_max_ms),
+            log,
+        )
+        self.unanswered = 0  # proposals the controller's answer left out (a metric)
         self._queued: dict[_Key, _Proposal] = {}
         self._task: asyncio.Task[None] | None = None
         self._closed = False
@@ -103,6 +118,11 @@ class AlterPartitionSender:
     def queued(self) -> int:
         return len(self._queued)
 
+    @property
+    def retries(self) -> int:
+        """Requests sent again after a failure or a top-level error (a metric)."""
+        return self._backoff.retries
+
     async def close(self) -> None:
         """Stop sending; every waiting ``send`` returns OPERATION_NOT_ATTEMPTED."""
         self._closed = True
@@ -125,22 +145,16 @@ class AlterPartitionSender:
             try:
                 response = await self._channel.request(ALTER_PARTITION, self._body(batch, epoch))
                 error = _code(response.error_code)
-                if error == ErrorCode.none and self._answer(batch, response) == 0:
+                if error == ErrorCode.none:
+                    self._answer(batch, response)
+                    self._backoff.succeeded()
                     continue
+                answer = f"the controller answered {error.name.upper()} (broker epoch {epoch})"
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # the channel's timeout, no common version, closed
-                log.warning("AlterPartition to the controller failed (%s); retrying", e)
-            else:
-                if error != ErrorCode.none:
-                    log.warning(
-                        "AlterPartition from broker %d (epoch %d): the controller answered %s; "
-                        "retrying",
-                        self._broker_id,
-                        epoch,
-                        error.name,
-                    )
-            await asyncio.sleep(self._backoff_s)
+                answer = f"no answer from the controller ({e})"
+            await asyncio.sleep(self._backoff.failed(answer))
 
     def _body(self, batch: dict[_Key, _Proposal], broker_epoch: int) -> dict[str, Any]:
         topics: dict[uuid.UUID, list[dict[str, Any]]] = {}
@@ -165,8 +179,9 @@ class AlterPartitionSender:
             "topics": [{"topic_id": t, "partitions": parts} for t, parts in topics.items()],
         }
 
-    def _answer(self, batch: dict[_Key, _Proposal], response: Any) -> int:
-        """Answer the proposals the response covers; how many it left out."""
+    def _answer(self, batch: dict[_Key, _Proposal], response: Any) -> None:
+        """Answer every proposal of ``batch``: with the response's outcome for it, or
+        UNKNOWN_SERVER_ERROR where the response has none."""
         outcomes: dict[_Key, Outcome] = {}
         for t in response.topics:
             for p in t.partitions:
@@ -179,19 +194,27 @@ class AlterPartitionSender:
                         int(p.leader_epoch),
                         int(p.partition_epoch),
                     )
-                outcomes[(t.topic_id, int(p.partition_index))] = (error, reg)
-        missing = 0
+                key = (t.topic_id, int(p.partition_index))
+                if key not in batch:
+                    self._backoff.warn(
+                        f"an answer for {t.topic_id}-{p.partition_index} ({error.name.upper()}), "
+                        "which the request did not name: ignored"
+                    )
+                    continue
+                outcomes[key] = (error, reg)
         for key, proposal in batch.items():
             outcome = outcomes.get(key)
             if outcome is None:
-                log.warning("AlterPartition: no answer for %s-%d; sending it again", *key)
-                missing += 1
-                continue
+                self.unanswered += 1
+                self._backoff.warn(
+                    f"no answer for {key[0]}-{key[1]}: dropped as UNKNOWN_SERVER_ERROR "
+                    "(the leader proposes again from its committed ISR)"
+                )
+                outcome = (ErrorCode.unknown_server_error, None)
             if self._queued.get(key) is proposal:
                 del self._queued[key]
             if not proposal.answer.done():
                 proposal.answer.set_result(outcome)
-        return missing
 
 
 def _code(value: Any) -> ErrorCode:

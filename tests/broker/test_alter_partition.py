@@ -522,3 +522,101 @@ def test_sender_partition_errors_and_cancel_and_close() -> None:
         )
 
     run(go())
+
+
+# -- issue 27: an answer for another topic id is no missing answer; no endless resend ------------
+
+
+def test_controller_answers_unknown_topic_id_for_an_id_whose_name_moved_on() -> None:
+    """Two TopicRecords for one name (a log from before the written-state fix): the first id
+    is unknown, not answered under the second id with its partition's epochs."""
+    w = World()
+    old = w.tid
+    newer = uuid.uuid4()
+    run(
+        w.core.commit(
+            [
+                TopicRecord(name="t", topic_id=newer),
+                PartitionRecord(
+                    partition_id=0,
+                    topic_id=newer,
+                    replicas=[1, 2, 3],
+                    isr=[1, 2, 3],
+                    leader=2,
+                    leader_epoch=0,
+                    partition_epoch=0,
+                ),
+            ]
+        )
+    )
+    req = TopicAlter(old, (PartitionAlter(0, 0, w.isr(1, 2), 0),))
+    res = run(w.control.alter_partition(1, w.epoch(1), [req]))
+    assert res.error == ErrorCode.none
+    (topic,) = res.topics
+    assert topic.topic_id == old
+    assert [p.error for p in topic.partitions] == [ErrorCode.unknown_topic_id]
+
+
+class OtherIdChannel:
+    """A controller that answers every partition under another topic id (the livelock)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def request(self, api_key: int, body: Any, version: int | None = None) -> Any:
+        self.calls += 1
+        topics = [
+            {
+                "topic_id": uuid.uuid4(),
+                "partitions": [
+                    {"partition_index": p["partition_index"], "error_code": 0}
+                    for p in t["partitions"]
+                ],
+            }
+            for t in body["topics"]
+        ]
+        return build(REGISTRY.spec(AP).response_type(3), {"error_code": 0, "topics": topics})
+
+
+def test_sender_drops_a_proposal_the_answer_leaves_out(caplog: pytest.LogCaptureFixture) -> None:
+    w = World()
+    ch = OtherIdChannel()
+
+    async def go() -> Any:
+        s = AlterPartitionSender(ch, 1, lambda: w.epoch(1), retry_backoff_ms=1)
+        out = await asyncio.wait_for(s.send(w.tid, 0, _proposal(w, 1, 1, 2)), 2)
+        assert s.queued == 0 and s.unanswered == 1
+        await s.close()
+        return out
+
+    with caplog.at_level("WARNING"):
+        assert run(go()) == (ErrorCode.unknown_server_error, None)
+    assert ch.calls == 1  # not sent again
+    assert "which the request did not name" in caplog.text
+
+
+def test_sender_backs_off_exponentially_and_warns_once(caplog: pytest.LogCaptureFixture) -> None:
+    w = World()
+    ch = FakeChannel(w)
+    ch.failures = [ErrorCode.stale_broker_epoch] * 6
+
+    async def go() -> tuple[Any, float, int]:
+        s = AlterPartitionSender(
+            ch, 1, lambda: w.epoch(1), retry_backoff_ms=10, retry_backoff_max_ms=40
+        )
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        out = await asyncio.wait_for(s.send(w.tid, 0, _proposal(w, 1, 1, 3)), 5)
+        elapsed = loop.time() - t0
+        retries = s.retries
+        await s.close()
+        return out, elapsed, retries
+
+    with caplog.at_level("WARNING"):
+        out, elapsed, retries = run(go())
+    assert out[0] == ErrorCode.none
+    assert retries == 6
+    # 10 + 20 + 40 + 40 + 40 + 40 ms (+-20% jitter): more than 6 fixed 10 ms pauses
+    assert elapsed >= 0.15
+    warnings = [r for r in caplog.records if "STALE_BROKER_EPOCH" in r.getMessage()]
+    assert len(warnings) == 1
