@@ -6,6 +6,8 @@
   (``kmirror_metadata_image_info``) agrees.
 - Auto-create through each node answers LEADER_NOT_AVAILABLE (with the name) or the full
   topic, never no error with 0 partitions, and the first produce succeeds.
+- After all that, a node killed with kill -9 restarts from its metadata snapshot (the cluster
+  snapshots every few KB of metadata) and holds the same image digest as the others.
 """
 
 from __future__ import annotations
@@ -26,14 +28,18 @@ from protocol.records import iter_records, scan_batches
 from tests.waits import wait_value
 
 from .cluster import Cluster
-from .test_metadata_snapshots import all_alike
+from .test_metadata_snapshots import all_alike, loaded_since, snapshot_past
 
 TOPICS = 30
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = Cluster(Path(tmp_path_factory.mktemp("auto-create")))
+    # small snapshot interval: the restart test below loads the image from a snapshot
+    c = Cluster(
+        Path(tmp_path_factory.mktemp("auto-create")),
+        metadata__log__max__record__bytes__between__snapshots="8000",
+    )
     c.start()
     try:
         yield c
@@ -147,3 +153,16 @@ def test_auto_create_through_each_node_answers_leader_not_available_or_the_topic
         p.produce(name, b"first", callback=lambda err, msg, out=result: out.append(err))
         p.flush(15)
         assert result == [None], result
+
+
+def test_a_node_restarted_from_its_snapshot_holds_the_same_image(cluster: Cluster) -> None:
+    """Runs after the concurrent creates: the restarted node's image, loaded from its newest
+    snapshot plus the log after it, has the digest of the live nodes' images."""
+    node = cluster.nodes[-1]
+    snapshot_past(cluster.nodes, 0)  # more topics until every node wrote a snapshot
+    node.kill()
+    seen = node.output.stat().st_size
+    node.start()
+    loaded = wait_value(lambda: loaded_since(node, seen) or None, 30, "the snapshot loaded")
+    assert loaded[-1] > 0, loaded
+    wait_value(lambda: all_alike(cluster.nodes), 30, "the same metadata digest on every node")
