@@ -13,7 +13,8 @@ request is retried, as Kafka's NodeToControllerRequestThread does, when
   channel does when it disconnects from a controller that lost the leadership;
 
 until the channel's timeout from the first attempt, then `TimeoutError`. Any other answer,
-errors included, is the caller's. A request the controller cannot serve at any common version
+errors included, is the caller's; a CLUSTER_AUTHORIZATION_FAILED (this node's principal lacks
+CLUSTER_ACTION there) is also logged, once per controller and request, as the caller retries. A request the controller cannot serve at any common version
 is not retried (`broker.network.errors.UnsupportedVersionError`).
 
 Retrying a request that may have reached the old controller is what Kafka does too: the
@@ -36,6 +37,7 @@ from protocol.registry import REGISTRY, Registry
 
 from ..network.client import ReconnectingClient
 from ..network.errors import NetworkError, UnsupportedVersionError
+from ..network.peer_refusals import PeerRefusals
 from .driver import ClientFactory
 
 log = logging.getLogger(__name__)
@@ -72,6 +74,7 @@ class ControllerChannel:
         # node id -> (host, port, client); a node's client is replaced if its endpoint changes
         self._clients: dict[int, tuple[str, int, ReconnectingClient]] = {}
         self._closed = False
+        self._refusals = PeerRefusals("controller channel")
 
     async def request(self, api_key: int, body: Any, version: int | None = None) -> Any:
         """Send to the active controller and return its decoded response body.
@@ -112,7 +115,10 @@ class ControllerChannel:
                     last = f"controller {node} at {host}:{port}: {e or type(e).__name__}"
                     log.debug("%s to the controller: %s; retrying", name, last)
                 else:
-                    if _top_level_error(response) != NOT_CONTROLLER:
+                    code = _top_level_error(response)
+                    # a controller that refuses this node (no CLUSTER_ACTION) is logged once
+                    self._refusals.note(f"controller {node} at {host}:{port}", name, code)
+                    if code != NOT_CONTROLLER:
                         return response
                     last = f"node {node} answered NOT_CONTROLLER"
                     log.debug("%s: %s; looking for the new controller", name, last)
