@@ -12,6 +12,7 @@ from typing import Final
 
 from protocol.registry import REGISTRY
 
+from ..network.peer_refusals import api_name
 from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..security.authorizer import Authorizer, all_operations_bits
 from .context import RequestContext
@@ -102,7 +103,7 @@ DENIALS: Final = DenialLog()
 
 def _api_name(key: int) -> str:
     try:
-        return f"{REGISTRY.spec(key).name} (api key {key})"
+        return f"{api_name(REGISTRY.spec(key).name)} (api key {key})"
     except KeyError:
         return f"api key {key}"
 

@@ -21,7 +21,7 @@ from protocol.registry import REGISTRY
 
 from .client import ReconnectingClient
 from .errors import NetworkError
-from .peer_refusals import PeerRefusals, answer_code
+from .peer_refusals import PeerRefusals, answer_code, api_name
 
 # broker id -> (host, port) on the inter-broker listener, None: not known or fenced
 Endpoint = Callable[[int], tuple[str, int] | None]
@@ -53,7 +53,7 @@ class BrokerClients:
         # a broker that refuses this node (no CLUSTER_ACTION there) is logged once
         self._refusals.note(
             f"broker {broker_id} at {host}:{port}",
-            REGISTRY.spec(api_key).name,
+            api_name(REGISTRY.spec(api_key).name),
             answer_code(response),
         )
         return response

@@ -52,7 +52,7 @@ class PeerRefusals:
         return set(self._refused)
 
 
-def answer_code(response: Any, depth: int = 4) -> int:
+def answer_code(response: Any, depth: int = 8) -> int:
     """A refusal anywhere in a decoded response (WriteTxnMarkers refuses each partition), else
     its top-level error code (0 when it has none)."""
     found = _refusal_in(response, depth)
@@ -80,3 +80,8 @@ def _refusal_in(value: Any, depth: int) -> int:
         if nested and (code := _refusal_in(item, depth - 1)):
             return code
     return 0
+
+
+def api_name(spec_name: str) -> str:
+    """Kafka's name of an API from the registry's (``fetch_snapshot`` -> ``FetchSnapshot``)."""
+    return "".join(w.capitalize() for w in spec_name.split("_"))
