@@ -42,7 +42,7 @@ class RawConn:
     def ask(self, key: int, version: int, data: dict[str, Any]) -> Any:
         """The response, or None: the connection was closed unanswered."""
         self._corr += 1
-        body = build(REGISTRY.spec(key).request_type(version), data)
+        body: Any = build(REGISTRY.spec(key).request_type(version), data)
         try:
             self.sock.sendall(REGISTRY.encode_request(version, self._corr, "attacker", body))
             head = self.sock.recv(4, socket.MSG_WAITALL)
@@ -81,7 +81,7 @@ def _meta_partition(**fields: Any) -> dict[str, Any]:
 
 def embedded_create_topics(topic: str) -> bytes:
     """A CreateTopics frame (header and body, no size prefix), as a broker forwards it."""
-    body = build(
+    body: Any = build(
         REGISTRY.spec(19).request_type(7),
         {
             "topics": [{"name": topic, "num_partitions": 1, "replication_factor": 1}],
