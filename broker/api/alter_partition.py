@@ -30,8 +30,8 @@ from ..controller.alter_partition import (
 from ..quorum.driver import NotLeaderError
 from ..security.acls import AclOperation
 from ..security.authorizer import Authorizer
-from .authz import allowed_on_cluster
-from .broker_lifecycle import NotEnabledOnListener
+from .authz import cluster_allowed
+from .broker_lifecycle import not_enabled
 from .context import RequestContext
 from .dispatcher import Api
 
@@ -65,9 +65,9 @@ class AlterPartitionApi:
 
     async def alter_partition(self, ctx: RequestContext, req: Any) -> Any:
         if not self._is_controller_listener(ctx):
-            raise NotEnabledOnListener(ctx)
+            raise not_enabled(ctx)
         cls = REGISTRY.spec(ALTER_PARTITION).response_type(ctx.api_version)
-        if not allowed_on_cluster(self._authorizer(), ctx, AclOperation.CLUSTER_ACTION):
+        if not cluster_allowed(self._authorizer(), ctx, AclOperation.CLUSTER_ACTION):
             return build(cls, _failed(ErrorCode.cluster_authorization_failed))
         control = self._control()
         if control is None:

@@ -1,4 +1,6 @@
-"""ApiVersions v0-v4: the versions this node serves, derived from the dispatcher's table.
+"""ApiVersions v0-v4: the versions this node serves on the request's listener, derived from the
+dispatcher's table (a controller listener lists the controller's APIs, a broker listener the
+broker's: ``listener_apis.py``).
 
 An unsupported ApiVersions version is answered by the dispatcher with a v0 response carrying
 UNSUPPORTED_VERSION and the full list, as Kafka does, so the client can retry lower.
@@ -29,11 +31,12 @@ FEATURES: dict[str, tuple[int, int, int]] = {  # name -> (min, max supported, fi
 
 
 def make_handler(
-    supported: Callable[[], dict[int, tuple[int, int]]],
+    supported: Callable[[str], dict[int, tuple[int, int]]],
     features_epoch: Callable[[], int],
     levels: Mapping[str, int] | None = None,
 ) -> Any:
-    """``levels``: finalized levels that differ from ``FEATURES``' (this node's config)."""
+    """``supported(listener)``: the versions served there. ``levels``: finalized levels that
+    differ from ``FEATURES``' (this node's config)."""
     finalized = {n: (levels or {}).get(n, lvl) for n, (_lo, _hi, lvl) in FEATURES.items()}
 
     async def handle(ctx: RequestContext, req: Any) -> Any:
@@ -44,7 +47,7 @@ def make_handler(
                 "error_code": ErrorCode.none,
                 "api_keys": [
                     {"api_key": k, "min_version": lo, "max_version": hi}
-                    for k, (lo, hi) in sorted(supported().items())
+                    for k, (lo, hi) in sorted(supported(ctx.listener).items())
                 ],
                 "throttle_time": 0,
                 "supported_features": [

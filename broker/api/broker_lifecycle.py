@@ -20,16 +20,16 @@ from typing import Any, Final
 from kio.schema.errors import ErrorCode
 
 from protocol.build import build
-from protocol.errors import RequestError
 from protocol.registry import REGISTRY
 
 from ..controller.cluster_control import ClusterControl
 from ..quorum.driver import NotLeaderError
 from ..security.acls import AclOperation
 from ..security.authorizer import Authorizer
-from .authz import allowed_on_cluster
+from .authz import cluster_allowed
 from .context import RequestContext
 from .dispatcher import Api
+from .listener_apis import NotEnabledOnListener
 
 BROKER_REGISTRATION: Final = 62
 BROKER_HEARTBEAT: Final = 63
@@ -37,19 +37,12 @@ REGISTRATION_MAX_VERSION: Final = 4
 HEARTBEAT_MAX_VERSION: Final = 1
 
 
-class NotEnabledOnListener(RequestError):
-    """An API of the controller listener arrived on another one: the connection is closed."""
-
-    def __init__(self, ctx: RequestContext) -> None:
-        h = ctx.header
-        super().__init__(
-            f"Received request api key {h.api_key} with version {h.api_version} which is not "
-            f"enabled on listener {ctx.listener}",
-            h.api_key,
-            h.api_version,
-            h.correlation_id,
-            h.client_id,
-        )
+def not_enabled(ctx: RequestContext) -> NotEnabledOnListener:
+    """The error for an API of the controller listener that arrived on another one."""
+    h = ctx.header
+    return NotEnabledOnListener(
+        h.api_key, h.api_version, h.correlation_id, h.client_id, ctx.listener
+    )
 
 
 class BrokerLifecycleApi:
@@ -75,8 +68,8 @@ class BrokerLifecycleApi:
 
     def _refusal(self, ctx: RequestContext) -> ErrorCode | None:
         if not self._is_controller_listener(ctx):
-            raise NotEnabledOnListener(ctx)
-        if not allowed_on_cluster(self._authorizer(), ctx, AclOperation.CLUSTER_ACTION):
+            raise not_enabled(ctx)
+        if not cluster_allowed(self._authorizer(), ctx, AclOperation.CLUSTER_ACTION):
             return ErrorCode.cluster_authorization_failed
         return None
 

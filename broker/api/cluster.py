@@ -28,7 +28,7 @@ from ..coordinator.share.state_coordinator import SHARE_STATE_TOPIC
 from ..coordinator.txn.config import TRANSACTION_STATE_TOPIC
 from ..metadata.mirror_states import MIRROR_STATE_TOPIC
 from ..security.acls import AclOperation, ResourceType
-from .authz import allowed, allowed_on_cluster
+from .authz import allowed, cluster_allowed
 from .context import RequestContext
 from .dispatcher import Api
 from .metadata import broker_rows
@@ -217,7 +217,7 @@ class ClusterApi:
             authz, ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
         ):
             return ErrorCode.transactional_id_authorization_failed
-        if key_type in (MIRROR_KEY, SHARE_KEY) and not allowed_on_cluster(
+        if key_type in (MIRROR_KEY, SHARE_KEY) and not cluster_allowed(
             authz, ctx, AclOperation.CLUSTER_ACTION
         ):
             return ErrorCode.cluster_authorization_failed

@@ -5,6 +5,10 @@ and what the codec knows), never written by hand. A request whose header parses 
 does not gets an error response built from the response schema (top-level error code
 INVALID_REQUEST with the decoder's message where the schema has room for one).
 
+Each listener serves its own set (``listener_apis.py``, Kafka's split between broker and
+controller listeners): ApiVersions on a listener lists that set, and a request for an API the
+listener does not serve closes the connection unanswered, as Kafka's socket server does.
+
 An optional `Forwarding` hook (a broker's `forwarding.Forwarder`) may answer a decoded request
 instead of its handler: admin requests go to the active controller. Raw (hot) APIs never see
 it. `handle_embedded` serves a request that came inside an Envelope, without that hook.
@@ -12,7 +16,7 @@ it. `handle_embedded` serves a request that came inside an Envelope, without tha
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence, Set
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -31,6 +35,7 @@ from protocol.registry import REGISTRY, Registry, body_bytes, decode_body
 from .client_throttle import ClientThrottle, timed_raw_request, timed_request
 from .context import RequestContext
 from .error_counts import error_counts
+from .listener_apis import ListenerApis, NotEnabledOnListener
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +82,10 @@ class Dispatcher:
         on_request: OnRequest | None = None,
         forwarding: Forwarding | None = None,
         quotas: ClientThrottle | None = None,
+        controller_listeners: Collection[str] | None = None,
     ) -> None:
+        """``controller_listeners``: split the APIs between controller and broker listeners
+        (`ListenerApis`); None serves every API on every listener (unit tests)."""
         self._registry = registry
         self._quotas = quotas  # request_percentage client quotas; None: not enforced
         self._forwarding = forwarding
@@ -95,10 +103,20 @@ class Dispatcher:
             self._ranges[api.key] = (lo, hi)
             adv_lo = lo if api.advertised_min_version is None else api.advertised_min_version
             self._advertised[api.key] = (adv_lo, hi)
+        self.listener_apis = (
+            None
+            if controller_listeners is None
+            else ListenerApis(self._apis.keys(), controller_listeners)
+        )
 
-    def supported_versions(self) -> dict[int, tuple[int, int]]:
-        """What ApiVersions advertises (served ranges, except advertised_min_version)."""
-        return dict(self._advertised)
+    def supported_versions(self, listener: str | None = None) -> dict[int, tuple[int, int]]:
+        """What ApiVersions advertises on ``listener`` (served ranges, except
+        advertised_min_version); every API the node serves when ``listener`` is None."""
+        split = self.listener_apis
+        if listener is None or split is None:
+            return dict(self._advertised)
+        keys = split.keys(listener)
+        return {k: r for k, r in self._advertised.items() if k in keys}
 
     def _header_version(self, key: int, version: int) -> int:
         return self._registry.request_header_version(key, version)
@@ -117,6 +135,11 @@ class Dispatcher:
         try:
             if api is None:
                 raise UnknownApiKeyError(key, version, header.correlation_id)
+            split = self.listener_apis
+            if split is not None and not split.serves(ctx.listener, key):
+                raise NotEnabledOnListener(
+                    key, version, header.correlation_id, header.client_id, ctx.listener
+                )
             lo, hi = self._ranges[key]
             if not lo <= version <= hi:
                 raise UnsupportedVersionError(key, version, header.correlation_id, lo, hi)
@@ -168,10 +191,10 @@ class Dispatcher:
             ]
         except UnsupportedVersionError as e:
             if key == API_VERSIONS:
-                return self._api_versions_unsupported(header.correlation_id)
+                return self._api_versions_unsupported(header.correlation_id, ctx.listener)
             log.info("closing: %s from client %r", e, header.client_id)
             raise
-        except UnknownApiKeyError as e:
+        except (UnknownApiKeyError, NotEnabledOnListener) as e:
             log.info("closing: %s from client %r", e, header.client_id)
             raise
         except RequestBodyError as e:
@@ -221,7 +244,7 @@ class Dispatcher:
     def _resp_header(self, key: int, version: int) -> int:
         return self._registry.spec(key).response_header_version(version)
 
-    def _api_versions_unsupported(self, corr: int) -> list[Buffer]:
+    def _api_versions_unsupported(self, corr: int, listener: str) -> list[Buffer]:
         """Kafka answers an ApiVersions version it doesn't know with a v0 response."""
         from kio.schema.api_versions.v0.response import ApiVersion, ApiVersionsResponse
 
@@ -229,7 +252,7 @@ class Dispatcher:
             error_code=ErrorCode.unsupported_version,
             api_keys=tuple(
                 ApiVersion(api_key=k, min_version=lo, max_version=hi)  # type: ignore[arg-type]
-                for k, (lo, hi) in sorted(self._advertised.items())
+                for k, (lo, hi) in sorted(self.supported_versions(listener).items())
             ),
         )
         return [encode_response_header(corr, 0), body_bytes(resp)]

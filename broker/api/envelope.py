@@ -40,7 +40,7 @@ from ..quorum.driver import NotLeaderError
 from ..security.acls import AclOperation
 from ..security.authorizer import Authorizer
 from ..security.principal_data import PrincipalDataError, deserialize_principal
-from .authz import allowed_on_cluster
+from .authz import cluster_allowed
 from .context import RequestContext
 from .dispatcher import Api
 from .forwarding import ENVELOPE, FORWARDED_APIS
@@ -101,8 +101,7 @@ class EnvelopeApi:
                 f"Envelope from {ctx.peer_host} on listener {ctx.listener}, which is not a "
                 "controller listener"
             )
-        if not allowed_on_cluster(self._authorizer, ctx, AclOperation.CLUSTER_ACTION):
-            log.info("Envelope from %s denied: no CLUSTER_ACTION on the cluster", ctx.principal)
+        if not cluster_allowed(self._authorizer, ctx, AclOperation.CLUSTER_ACTION):
             return self._response(ErrorCode.cluster_authorization_failed)
         if not self._is_active_controller():
             return self._response(ErrorCode.not_controller)

@@ -28,12 +28,11 @@ from protocol.readers import Buffer
 from protocol.registry import REGISTRY, body_bytes, decode_body
 
 from ..log.file_cache import is_fd_exhaustion, note_fd_exhaustion
-from ..metadata.image import METADATA_TOPIC, METADATA_TOPIC_ID
 from ..replication.change_watch import ChangeWatch
 from ..replication.leader_epochs import diverging_epoch
 from ..replication.replica_manager import leader_epoch_error
 from ..security.acls import AclOperation, ResourceType
-from .authz import allowed
+from .authz import allowed, cluster_allowed
 from .client_throttle import (
     FETCH_CLIENT_THROTTLES,
     ClientThrottle,
@@ -62,11 +61,12 @@ class FetchApi:
         self.sessions = FetchSessionCache()
         self._on_bytes_out = on_bytes_out
         self.quotas = quotas  # client quotas (consumer_byte_rate); None: not enforced
-        # KRaft's Fetch of __cluster_metadata-0 (QuorumApi.fetch), set where the node has a quorum
+        # KRaft's Fetch of __cluster_metadata-0 (QuorumApi.fetch, which checks CLUSTER_ACTION)
         self.metadata_fetch: Callable[[RequestContext, Any], Awaitable[Any]] | None = None
-        # Only a quorum peer reads the metadata log: on a controller listener, with
-        # CLUSTER_ACTION (Kafka's controller); anyone else gets the topic as unknown.
-        self.quorum_peer: Callable[[RequestContext], bool] = lambda ctx: False
+        # A Fetch on a controller listener is the quorum's, as in Kafka's ControllerApis (there
+        # it reads the metadata log or is INVALID_REQUEST); on a broker listener the metadata
+        # log is no topic of the node's (UNKNOWN_TOPIC_OR_PARTITION).
+        self.controller_listener: Callable[[RequestContext], bool] = lambda ctx: False
 
     def apis(self) -> list[Api]:
         """The API keys and versions this module serves (the node's handler table)."""
@@ -85,7 +85,7 @@ class FetchApi:
             raise RequestBodyError(
                 str(e), h.api_key, version, h.correlation_id, h.client_id
             ) from None
-        if self.metadata_fetch is not None and _is_metadata_fetch(req) and self.quorum_peer(ctx):
+        if self.metadata_fetch is not None and self.controller_listener(ctx):
             # a voter or observer fetching __cluster_metadata-0: the quorum answers it
             body = decode_body(REGISTRY.spec(API_KEY).request_type(version), frame, pos)
             return [body_bytes(await self.metadata_fetch(ctx, body))]
@@ -218,7 +218,7 @@ class FetchApi:
         self, ctx: RequestContext, wanted: dict[tuple[Any, int], SessionPartition]
     ) -> set[Any]:
         """A follower's Fetch needs CLUSTER_ACTION on the cluster (Kafka's rule)."""
-        if allowed(self.s.authorizer, ctx, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, ""):
+        if cluster_allowed(self.s.authorizer, ctx, AclOperation.CLUSTER_ACTION):
             return set()
         return {k for k, _p in wanted}
 
@@ -431,10 +431,3 @@ def _diverging(row: dict[str, Any], diverging: Any, high_watermark: int, log_sta
     row["high_watermark"] = high_watermark
     row["log_start_offset"] = log_start
     row["diverging_epoch"] = {"epoch": diverging.epoch, "end_offset": diverging.end_offset}
-
-
-def _is_metadata_fetch(req: FetchRequestView) -> bool:
-    if len(req.topics) != 1:
-        return False
-    t = req.topics[0]
-    return t.topic_id == METADATA_TOPIC_ID or t.topic == METADATA_TOPIC

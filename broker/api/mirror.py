@@ -54,7 +54,7 @@ from ..controller.topics import topic_name_error
 from ..metadata.image import MIRROR_RESOURCE, TOPIC_RESOURCE
 from ..metadata.mirror_states import MIRROR_NAME_CONFIG, PAUSED_SUFFIX
 from ..security.acls import AclOperation, ResourceType
-from .authz import allowed, allowed_on_cluster
+from .authz import allowed, cluster_allowed
 from .context import RequestContext
 from .dispatcher import Api
 from .mirror_freshness import FreshnessFn, source_view
@@ -620,7 +620,7 @@ class MirrorApi:
     # -- BumpLeaderEpochs --------------------------------------------------------------------
 
     async def bump_leader_epochs(self, ctx: RequestContext, req: Any) -> Any:
-        if not allowed_on_cluster(self.s.authorizer, ctx, AclOperation.CLUSTER_ACTION):
+        if not cluster_allowed(self.s.authorizer, ctx, AclOperation.CLUSTER_ACTION):
             return self._respond(
                 BUMP_LEADER_EPOCHS,
                 ctx,

@@ -34,7 +34,7 @@ from ..metadata.image import MetadataImage
 from ..metadata.mirror_states import MirrorState
 from ..security.acls import AclOperation
 from ..security.authorizer import Authorizer
-from .authz import allowed_on_cluster
+from .authz import cluster_allowed
 from .context import RequestContext
 from .dispatcher import Api
 
@@ -64,7 +64,7 @@ class MirrorStateApi:
 
     def _refused(self, key: int, ctx: RequestContext) -> Any:
         """The CLUSTER_AUTHORIZATION_FAILED answer, or None when the caller may proceed."""
-        if allowed_on_cluster(self.authorizer, ctx, AclOperation.CLUSTER_ACTION):
+        if cluster_allowed(self.authorizer, ctx, AclOperation.CLUSTER_ACTION):
             return None
         cls = REGISTRY.spec(key).response_type(ctx.api_version)
         return build(

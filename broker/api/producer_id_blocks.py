@@ -16,7 +16,7 @@ from protocol.build import build
 from protocol.registry import REGISTRY
 
 from ..security.acls import AclOperation
-from .authz import allowed_on_cluster
+from .authz import cluster_allowed
 from .context import RequestContext
 from .dispatcher import Api
 from .services import Services
@@ -48,7 +48,7 @@ class ProducerIdBlocksApi:
         )
 
     async def allocate_producer_ids(self, ctx: RequestContext, req: Any) -> Any:
-        if not allowed_on_cluster(self.s.authorizer, ctx, AclOperation.CLUSTER_ACTION):
+        if not cluster_allowed(self.s.authorizer, ctx, AclOperation.CLUSTER_ACTION):
             return self._respond(ctx, ErrorCode.cluster_authorization_failed, -1, 0)
         pending = self._allocate(int(req.broker_id), int(req.broker_epoch))
         if pending is None:

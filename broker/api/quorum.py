@@ -7,6 +7,14 @@ node's ``QuorumDriver`` (a Fetch may wait there up to its MaxWaitMs for new entr
 core's answer is built at the request's version. A request about another partition than
 ``__cluster_metadata-0`` is INVALID_REQUEST, as Kafka answers it.
 
+Vote, BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot and Fetch need CLUSTER_ACTION on the
+cluster (the quorum's own peers; super users have it): anyone else gets
+CLUSTER_AUTHORIZATION_FAILED in the response's top-level error code (a Fetch below v13 also in
+each partition it asked for), as Kafka's ControllerApis answers, and the refusal is logged. A
+Fetch on a controller listener always comes here: one about another partition than the
+metadata log's is INVALID_REQUEST. The dispatcher serves all of these on controller listeners
+only (``listener_apis.py``).
+
 DescribeQuorum needs DESCRIBE on the cluster (CLUSTER_AUTHORIZATION_FAILED otherwise, as
 Kafka's ControllerApis checks it) and is answered by this node's quorum directly: the leader
 describes every replica, another node answers NOT_LEADER_OR_FOLLOWER (``describe_wire.py``).
@@ -28,7 +36,7 @@ from ..quorum import describe_wire, wire
 from ..quorum.driver import QuorumDriver
 from ..raft import messages as m
 from ..security.acls import AclOperation
-from .authz import allowed_on_cluster
+from .authz import cluster_allowed
 from .context import RequestContext
 from .dispatcher import Api
 
@@ -76,7 +84,16 @@ class QuorumApi:
             return None
         return await driver.serve(sender, request)
 
+    def _peer_refused(self, key: int, ctx: RequestContext) -> Any:
+        """The CLUSTER_AUTHORIZATION_FAILED answer when the sender may not take part in the
+        quorum, else None."""
+        if cluster_allowed(self._authorizer(), ctx, AclOperation.CLUSTER_ACTION):
+            return None
+        return self._refuse(key, ctx, ErrorCode.cluster_authorization_failed)
+
     async def vote(self, ctx: RequestContext, body: Any) -> Any:
+        if (refused := self._peer_refused(wire.VOTE, ctx)) is not None:
+            return refused
         try:
             req = wire.parse_vote_request(body)
         except wire.NotMetadataPartition:
@@ -87,6 +104,8 @@ class QuorumApi:
         return self._respond(wire.VOTE, ctx, wire.vote_response_body(resp))
 
     async def begin_quorum_epoch(self, ctx: RequestContext, body: Any) -> Any:
+        if (refused := self._peer_refused(wire.BEGIN_QUORUM_EPOCH, ctx)) is not None:
+            return refused
         try:
             req = wire.parse_begin_request(body)
         except wire.NotMetadataPartition:
@@ -97,6 +116,8 @@ class QuorumApi:
         return self._respond(wire.BEGIN_QUORUM_EPOCH, ctx, wire.epoch_response_body(resp))
 
     async def end_quorum_epoch(self, ctx: RequestContext, body: Any) -> Any:
+        if (refused := self._peer_refused(wire.END_QUORUM_EPOCH, ctx)) is not None:
+            return refused
         try:
             req = wire.parse_end_request(body)
         except wire.NotMetadataPartition:
@@ -107,6 +128,8 @@ class QuorumApi:
         return self._respond(wire.END_QUORUM_EPOCH, ctx, wire.epoch_response_body(resp))
 
     async def fetch_snapshot(self, ctx: RequestContext, body: Any) -> Any:
+        if (refused := self._peer_refused(wire.FETCH_SNAPSHOT, ctx)) is not None:
+            return refused
         try:
             req = wire.parse_fetch_snapshot_request(body)
         except wire.NotMetadataPartition:
@@ -117,7 +140,13 @@ class QuorumApi:
         return self._respond(wire.FETCH_SNAPSHOT, ctx, wire.fetch_snapshot_response_body(resp))
 
     async def fetch(self, ctx: RequestContext, body: Any) -> Any:
-        """A Fetch of ``__cluster_metadata-0`` (the caller checked ``wire.is_metadata_fetch``)."""
+        """A Fetch that came to a controller listener: the metadata log's, from a peer."""
+        if not cluster_allowed(self._authorizer(), ctx, AclOperation.CLUSTER_ACTION):
+            return self._respond(
+                wire.FETCH,
+                ctx,
+                _fetch_refusal(body, ctx.api_version, ErrorCode.cluster_authorization_failed),
+            )
         try:
             req = wire.parse_fetch_request(body)
         except wire.NotMetadataPartition:
@@ -129,7 +158,7 @@ class QuorumApi:
 
     async def describe_quorum(self, ctx: RequestContext, body: Any) -> Any:
         key = describe_wire.DESCRIBE_QUORUM
-        if not allowed_on_cluster(self._authorizer(), ctx, AclOperation.DESCRIBE):
+        if not cluster_allowed(self._authorizer(), ctx, AclOperation.DESCRIBE):
             return self._respond(
                 key,
                 ctx,
@@ -152,3 +181,20 @@ class QuorumApi:
         return self._respond(
             key, ctx, describe_wire.describe_response_body(described, self._voter_endpoints())
         )
+
+
+def _fetch_refusal(body: Any, version: int, code: ErrorCode) -> dict[str, Any]:
+    """A Fetch refused as a whole (Kafka's FetchRequest.getErrorResponse): the top-level error,
+    and below v13 the same error in each partition asked for."""
+    out: dict[str, Any] = {"error_code": code, "session_id": body.session_id, "responses": []}
+    if version < 13:
+        out["responses"] = [
+            {
+                "topic": t.topic,
+                "partitions": [
+                    {"partition_index": p.partition, "error_code": code} for p in t.partitions
+                ],
+            }
+            for t in body.topics
+        ]
+    return out

@@ -22,7 +22,7 @@ from ..coordinator.share.state_coordinator import ShareStateCoordinator
 from ..coordinator.share.state_records import PersistedBatch, ShareKey, ShareSnapshot
 from ..security.acls import AclOperation
 from ..security.authorizer import Authorizer
-from .authz import allowed_on_cluster
+from .authz import cluster_allowed
 from .context import RequestContext
 from .dispatcher import Api
 
@@ -50,7 +50,7 @@ class ShareStateApi:
         ]
 
     def _denied(self, ctx: RequestContext) -> bool:
-        return not allowed_on_cluster(self.authorizer, ctx, AclOperation.CLUSTER_ACTION)
+        return not cluster_allowed(self.authorizer, ctx, AclOperation.CLUSTER_ACTION)
 
     async def _per_partition(
         self,

@@ -42,7 +42,7 @@ from ..coordinator.txn.markers import MarkerWriter
 from ..coordinator.txn.metadata import TopicPartition
 from ..coordinator.txn.remote import TxnVerification
 from ..security.acls import AclOperation, ResourceType
-from .authz import allowed, allowed_on_any, allowed_on_cluster
+from .authz import allowed, allowed_on_any, allowed_on_cluster, cluster_allowed
 from .context import RequestContext
 from .dispatcher import Api
 from .services import Services
@@ -198,7 +198,7 @@ class TxnApi:
                 ctx,
                 {"throttle_time": 0, "results_by_topic_v3_and_below": _topic_results(errors)},
             )
-        if not allowed_on_cluster(self.s.authorizer, ctx, AclOperation.CLUSTER_ACTION):
+        if not cluster_allowed(self.s.authorizer, ctx, AclOperation.CLUSTER_ACTION):
             return _response(
                 ADD_PARTITIONS_TO_TXN,
                 ctx,
@@ -294,7 +294,7 @@ class TxnApi:
 
     async def write_txn_markers(self, ctx: RequestContext, req: Any) -> Any:
         """Markers from a transaction coordinator (another node's, once there are several)."""
-        if not allowed_on_cluster(self.s.authorizer, ctx, AclOperation.CLUSTER_ACTION):
+        if not cluster_allowed(self.s.authorizer, ctx, AclOperation.CLUSTER_ACTION):
             no = ErrorCode.cluster_authorization_failed
             return _response(
                 WRITE_TXN_MARKERS,

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 from ..api.acls import AclsApi
 from ..api.alter_partition import AlterPartitionApi
 from ..api.api_versions import make_handler as api_versions_handler
-from ..api.authz import allowed_on_cluster
 from ..api.broker_lifecycle import BrokerLifecycleApi
 from ..api.client_quotas import ClientQuotasApi
 from ..api.client_throttle import ClientThrottle
@@ -56,7 +55,6 @@ from ..coordinator.share.partition import ShareConfig
 from ..coordinator.share.persister import SharePersister
 from ..coordinator.share.sessions import ShareSessions
 from ..coordinator.share.state_coordinator import SHARE_STATE_TOPIC
-from ..security.acls import AclOperation
 from .controller_parts import monotonic_ms
 
 if TYPE_CHECKING:
@@ -114,7 +112,7 @@ def build_dispatcher(node: Node) -> Dispatcher:
     cfg = node.config
     holder: dict[str, Dispatcher] = {}
     api_versions = api_versions_handler(
-        lambda: holder["d"].supported_versions(),
+        lambda listener: holder["d"].supported_versions(listener),
         lambda: node.image.offset,
         {"share.version": 1 if node.config.group_share_enable else 0},
     )
@@ -141,6 +139,8 @@ def build_dispatcher(node: Node) -> Dispatcher:
         on_request=node.metrics.on_request,
         forwarding=forwarding,
         quotas=node.client_throttle,
+        # controller listeners serve the controller's APIs, the others the broker's
+        controller_listeners=cfg.controller_listener_names,
     )
     holder["d"] = d
     return d
@@ -180,10 +180,7 @@ def _apis(node: Node) -> list[Api]:
     quorum = _quorum_api(node)
     fetch = FetchApi(s, m.on_bytes_out, node.client_throttle)
     fetch.metadata_fetch = quorum.fetch
-    fetch.quorum_peer = lambda ctx: (
-        ctx.listener in node.config.controller_listener_names
-        and allowed_on_cluster(node.authorizer, ctx, AclOperation.CLUSTER_ACTION)
-    )
+    fetch.controller_listener = lambda ctx: ctx.listener in node.config.controller_listener_names
     groups = GroupApi(node.groups, lambda t: t in node.image.topics, node.authorizer)
     return [
         *MetadataApi(s).apis(),

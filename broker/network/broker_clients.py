@@ -21,6 +21,7 @@ from protocol.registry import REGISTRY
 
 from .client import ReconnectingClient
 from .errors import NetworkError
+from .peer_refusals import PeerRefusals, answer_code, api_name
 
 # broker id -> (host, port) on the inter-broker listener, None: not known or fenced
 Endpoint = Callable[[int], tuple[str, int] | None]
@@ -36,6 +37,7 @@ class BrokerClients:
         self._endpoint = endpoint
         self._factory = client_factory
         self._clients: dict[int, tuple[str, int, ReconnectingClient]] = {}
+        self._refusals = PeerRefusals("inter-broker client")
 
     async def request(
         self, broker_id: int, api_key: int, body: Mapping[str, Any], version: int | None = None
@@ -43,10 +45,18 @@ class BrokerClients:
         """Send to ``broker_id``; its decoded response. ``NetworkError`` when it cannot be
         reached (unknown, fenced, connection lost) or serves no common version."""
         client = self._client(broker_id)
+        host, port, _ = self._clients[broker_id]
         if version is None:
             version = await client.version_for(api_key)
         request: Any = build(REGISTRY.spec(api_key).request_type(version), dict(body))
-        return await client.send(request, version)
+        response = await client.send(request, version)
+        # a broker that refuses this node (no CLUSTER_ACTION there) is logged once
+        self._refusals.note(
+            f"broker {broker_id} at {host}:{port}",
+            api_name(REGISTRY.spec(api_key).name),
+            answer_code(response),
+        )
+        return response
 
     async def version_for(self, broker_id: int, api_key: int) -> int:
         """The highest version of ``api_key`` both sides serve (``NetworkError`` if none)."""

@@ -15,8 +15,10 @@ request is retried, as Kafka's NodeToControllerRequestThread does, when
 until the channel's timeout from the first attempt, then `TimeoutError`. The pause between
 attempts doubles from ``retry_backoff_ms`` up to ``retry_backoff_max_ms`` while attempts keep
 failing (reset by any answer); ``retries`` counts them, and a WARN names the request and what
-went wrong at most once a minute. Any other answer,
-errors included, is the caller's. A request the controller cannot serve at any common version
+went wrong at most once a minute. Any other answer, errors included, is the caller's; a
+CLUSTER_AUTHORIZATION_FAILED (this node's principal lacks CLUSTER_ACTION there) is also logged,
+once per controller and request, as the caller retries. A request the controller cannot serve
+at any common version
 is not retried (`broker.network.errors.UnsupportedVersionError`).
 
 Retrying a request that may have reached the old controller is what Kafka does too: the
@@ -39,6 +41,7 @@ from protocol.registry import REGISTRY, Registry
 
 from ..network.client import ReconnectingClient
 from ..network.errors import NetworkError, UnsupportedVersionError
+from ..network.peer_refusals import PeerRefusals
 from ..network.retry_backoff import RetryBackoff
 from .driver import ClientFactory
 
@@ -84,6 +87,7 @@ class ControllerChannel:
         # node id -> (host, port, client); a node's client is replaced if its endpoint changes
         self._clients: dict[int, tuple[str, int, ReconnectingClient]] = {}
         self._closed = False
+        self._refusals = PeerRefusals("controller channel")
 
     async def request(self, api_key: int, body: Any, version: int | None = None) -> Any:
         """Send to the active controller and return its decoded response body.
@@ -124,7 +128,10 @@ class ControllerChannel:
                     last = f"controller {node} at {host}:{port}: {e or type(e).__name__}"
                     log.debug("%s to the controller: %s; retrying", name, last)
                 else:
-                    if _top_level_error(response) != NOT_CONTROLLER:
+                    code = _top_level_error(response)
+                    # a controller that refuses this node (no CLUSTER_ACTION) is logged once
+                    self._refusals.note(f"controller {node} at {host}:{port}", name, code)
+                    if code != NOT_CONTROLLER:
                         self._backoff.succeeded()
                         return response
                     last = f"node {node} answered NOT_CONTROLLER"

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 from protocol.build import build
 
 from ..network.client import ReconnectingClient
+from ..network.peer_refusals import PeerRefusals
 from ..raft import messages as m
 from ..raft.core import (
     Committed,
@@ -102,6 +103,7 @@ class QuorumDriver:
         self._timer: asyncio.Task[None] | None = None
         self._closed = False
         self._foreign: set[int] = set()  # voters that answered INCONSISTENT_CLUSTER_ID
+        self._refusals = PeerRefusals("quorum")  # voters that refuse this node, logged once
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -266,11 +268,15 @@ class QuorumDriver:
                     self.core.request_failed(self._now_ms(), out.dest, out.correlation_id)
                 )
             return
+        host, port = self._endpoints[out.dest]
+        # a voter that refuses this node (no CLUSTER_ACTION there) says so once; the core retries
+        self._refusals.note(
+            f"voter {out.dest} at {host}:{port}", type(out.message).__name__, response.error_code
+        )
         if response.error_code == m.INCONSISTENT_CLUSTER_ID and out.dest not in self._foreign:
             # a voter formatted for another cluster never counts towards this quorum: say so
             # once, naming it, rather than wait in silence
             self._foreign.add(out.dest)
-            host, port = self._endpoints[out.dest]
             log.error(
                 "quorum: voter %d at %s:%d belongs to another cluster (INCONSISTENT_CLUSTER_ID):"
                 " check that every node was formatted with this node's cluster id %s",

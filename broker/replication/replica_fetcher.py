@@ -37,6 +37,7 @@ from protocol.fetch_codec import (
 from protocol.fetch_session import SESSION_ERRORS, FetchSessionBuilder
 
 from ..log.file_cache import is_fd_exhaustion, note_fd_exhaustion
+from ..network.peer_refusals import REFUSALS, PeerRefusals
 from .follower_state import (
     FetchPartition,
     FetchResponsePartition,
@@ -176,6 +177,7 @@ class ReplicaFetcher:
             tuple[str, int], tuple[Partition, FetchPartition, FetchPartitionRequest]
         ] = {}
         self._dirty: set[tuple[str, int]] = set()  # entries to look at again
+        self._refusals = PeerRefusals(f"replica fetcher {key[1]}")
         self._full_refresh_at = 0.0
 
     def __repr__(self) -> str:
@@ -284,6 +286,12 @@ class ReplicaFetcher:
         if resp.error_code in SESSION_ERRORS:
             log.info("%s: Fetch answered %s; a new session", self, _name(resp.error_code))
             return True
+        # a leader that refuses this follower (no CLUSTER_ACTION there) is logged once
+        refusal = resp.error_code if resp.error_code in REFUSALS else 0
+        refusal = refusal or next(
+            (d.error_code for _t, d in resp.partitions if d.error_code in REFUSALS), 0
+        )
+        self._refusals.note(f"leader {self.leader_id}", "Fetch (as a follower)", refusal)
         if resp.error_code != 0:
             log.info("%s: Fetch answered %s", self, _name(resp.error_code))
             return False

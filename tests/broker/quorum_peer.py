@@ -29,7 +29,7 @@ class QuorumPeer:
         self.dir = root / f"node-{node_id}"
         self.dir.mkdir(parents=True, exist_ok=True)
         api = QuorumApi(driver, now_ms)
-        versions = api_versions_handler(lambda: self.dispatcher.supported_versions(), lambda: 0)
+        versions = api_versions_handler(lambda _l: self.dispatcher.supported_versions(), lambda: 0)
         self.dispatcher = Dispatcher(
             [Api(18, versions, max_version=4), *api.apis(), Api(FETCH, api.fetch, min_version=13)]
         )

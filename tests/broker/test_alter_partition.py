@@ -12,9 +12,9 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from broker.api.alter_partition import AlterPartitionApi
-from broker.api.broker_lifecycle import NotEnabledOnListener
 from broker.api.context import RequestContext
 from broker.api.dispatcher import Dispatcher
+from broker.api.listener_apis import NotEnabledOnListener
 from broker.controller.alter_partition import (
     AlterPartitionControl,
     AlterPartitionResult,

@@ -9,8 +9,8 @@ from broker.api.api_versions import FEATURES, make_handler
 
 
 def _answer(levels: dict[str, int] | None) -> Any:
-    handle = make_handler(lambda: {18: (0, 4)}, lambda: 7, levels)
-    return asyncio.run(handle(SimpleNamespace(api_version=3), None))  # type: ignore[arg-type]
+    handle = make_handler(lambda _listener: {18: (0, 4)}, lambda: 7, levels)
+    return asyncio.run(handle(SimpleNamespace(api_version=3, listener="PLAINTEXT"), None))  # type: ignore[arg-type]
 
 
 def test_share_version_is_finalized_at_the_configured_level() -> None:

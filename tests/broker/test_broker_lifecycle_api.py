@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from broker.api.broker_lifecycle import BrokerLifecycleApi, NotEnabledOnListener
+from broker.api.broker_lifecycle import BrokerLifecycleApi
 from broker.api.context import RequestContext
 from broker.api.dispatcher import Dispatcher
+from broker.api.listener_apis import NotEnabledOnListener
 from broker.controller.cluster_control import ClusterControl
 from broker.quorum.driver import NotLeaderError
 from broker.security.acls import Acl, AclOperation, PatternType, PermissionType, ResourceType

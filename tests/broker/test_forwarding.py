@@ -100,7 +100,7 @@ class Node:
 
 
 def _versions(holder: dict[str, Dispatcher]) -> Api:
-    return Api(18, api_versions_handler(lambda: holder["d"].supported_versions(), lambda: 0))
+    return Api(18, api_versions_handler(lambda _l: holder["d"].supported_versions(), lambda: 0))
 
 
 def _allow(principal: str, rtype: ResourceType, name: str, op: AclOperation) -> Acl:
