@@ -72,6 +72,9 @@ class WrittenState:
         """``records`` went into the log at offsets ending at ``last_offset`` in ``epoch``."""
         if not records:
             return
+        if last_offset <= self._committed().offset:
+            # committed and applied within the append (a quorum of one voter): nothing pending
+            return
         base = self.image()
         if self._pending and epoch != self._epoch:
             self.rollback()

@@ -185,3 +185,31 @@ def test_written_state_follows_commits_and_epochs() -> None:
     ws.appended(3, 1, [TopicRecord(name="y", topic_id=uuid.uuid4())])
     epoch[0] = None  # leadership lost before it committed
     assert "y" not in ws.image().topics and ws.pending == 0
+
+
+class InstantQuorum(LaggingQuorum):
+    """A one-voter quorum: the append commits and is applied before ``begin_append`` returns."""
+
+    def begin_append(self, records: Sequence[Any]) -> tuple[int, int]:
+        epoch, last = super().begin_append(records)
+        self.commit_all()
+        return epoch, last
+
+
+def test_a_batch_committed_within_its_append_leaves_nothing_pending() -> None:
+    """A one-node cluster commits as it appends: the written state is the committed image, and
+    the next request is decided on it (it used to refuse the batch as 'not after' itself)."""
+
+    async def main() -> None:
+        q = InstantQuorum()
+        c = _controller(q)
+        (res,) = await asyncio.wait_for(c.create_topics([TopicSpec("a")], False), 1)
+        assert res.error == ErrorCode.none
+        assert c.written.pending == 0
+        (again,) = await asyncio.wait_for(c.create_topics([TopicSpec("a")], False), 1)
+        assert again.error == ErrorCode.topic_already_exists
+        (other,) = await asyncio.wait_for(c.create_topics([TopicSpec("b")], False), 1)
+        assert other.error == ErrorCode.none
+        assert [n for n, _ in _topic_records(q)] == ["a", "b"]
+
+    asyncio.run(main())
