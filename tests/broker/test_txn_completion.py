@@ -10,6 +10,7 @@ from kio.schema.errors import ErrorCode as E
 
 from broker.coordinator.runtime import InMemoryRecordLog
 from broker.coordinator.txn.metadata import TxnState
+from broker.metrics.txn_metrics import TxnCollector
 
 from .group_support import async_test
 from .test_txn_coordinator import TIMEOUT, Env, begin, make_env
@@ -111,6 +112,8 @@ async def test_failed_markers_are_retried_counted_and_warned_once_a_minute() -> 
     # pending markers show in DescribeTransactions as the decided state
     d = await env.coord.describe("tx")
     assert (d.state, d.partitions) == ("PrepareCommit", [("t", [0, 1])])
+    snap = env.coord.metrics_snapshot()
+    assert dict(snap.states)["PrepareCommit"] == 1 and snap.running == 1
     await env.advance(4_000)
     assert env.states("tx")[-1] == TxnState.PREPARE_COMMIT  # still failing, still retried
     await env.advance(10_000)
@@ -121,6 +124,15 @@ async def test_failed_markers_are_retried_counted_and_warned_once_a_minute() -> 
     assert len(warns) == 1  # 12 failures within WARN_INTERVAL_MS
     assert env.states("tx")[-1] == TxnState.COMPLETE_COMMIT
     assert (await env.coord.describe("tx")).state == "CompleteCommit"
+    families = {f.name: f for f in TxnCollector(env.coord.metrics_snapshot).collect()}
+    retries = families["kmirror_txn_coordinator_marker_retries"].samples
+    assert [s.value for s in retries] == [12]
+    running = families["kmirror_txn_coordinator_completions_running"].samples
+    assert [s.value for s in running] == [0]
+    states = {
+        s.labels["state"]: s.value for s in families["kmirror_txn_coordinator_transactions"].samples
+    }
+    assert states["CompleteCommit"] == 1 and states["PrepareCommit"] == 0
 
 
 @async_test

@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import random
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -171,6 +172,10 @@ def test_transactions_survive_kill_rounds_on_one_node(tmp_path: Path) -> None:
             assert sum(v.startswith(b"-1:") for v in written) == PARTITIONS, abandoned
             load.out.aborted.add(-1)
             check_after(node.bootstrap, load, timeout=TXN_TIMEOUT_MS / 1000 + 15)
+            with urllib.request.urlopen(f"http://127.0.0.1:{node.metrics_port}/metrics") as r:
+                metrics = r.read().decode()
+            for state in ("PrepareCommit", "PrepareAbort"):
+                assert f'kmirror_txn_coordinator_transactions{{state="{state}"}} 0.0' in metrics
             node.stop(30)
             stuck = prepare_states_on_disk(node.log_dir)
             assert not stuck, f"__transaction_state ends in Prepare*: {stuck}"

@@ -18,6 +18,7 @@ import asyncio
 import functools
 import logging
 import re
+from collections import Counter
 from collections.abc import Awaitable, Callable
 
 from kio.schema.errors import ErrorCode
@@ -42,6 +43,7 @@ from broker.coordinator.txn.shard import (
     TimedOut,
     TransactionShard,
 )
+from broker.metrics.txn_metrics import TxnSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +80,20 @@ class TransactionCoordinator:
     @property
     def completion_stats(self) -> CompletionStats:
         return self.completions.stats
+
+    def metrics_snapshot(self) -> TxnSnapshot:
+        """For the metrics endpoint (on the loop): states of the loaded shards, completions."""
+        states = Counter(
+            m.state.label for s in self.runtime.loaded_states() for m in s.txns.values()
+        )
+        stats = self.completions.stats
+        return TxnSnapshot(
+            tuple(sorted(states.items())),
+            sum(1 for t in self.completions.tasks() if not t.done()),
+            stats.marker_retries,
+            stats.restarted,
+            stats.stopped,
+        )
 
     # -- shard ownership (driven by __transaction_state leadership) ----------------------------
 
