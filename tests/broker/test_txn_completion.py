@@ -118,6 +118,7 @@ async def test_failed_markers_are_retried_counted_and_warned_once_a_minute() -> 
     assert env.states("tx")[-1] == TxnState.PREPARE_COMMIT  # still failing, still retried
     await env.advance(10_000)
     assert env.coord.completion_stats.marker_retries == 12
+    assert env.coord.completion_stats.restarted == 0  # the sweep saw it running: left alone
     logging.getLogger("broker.coordinator.txn").removeHandler(seen)
     warns = [m for m in seen.messages if "marker not written" in m]
     assert warns and all("tx" in w and "t-1 (NOT_LEADER_OR_FOLLOWER)" in w for w in warns)
