@@ -72,8 +72,9 @@ ACCEPTING_STATES: Final = ("UNKNOWN", "STOPPED")  # the KIP's precondition for A
 Code = ErrorCode | MirrorErrorCode
 # mirror -> {(topic, partition): (state name, last mirrored epoch or -1)}
 StatesFn = Callable[[str], Mapping[tuple[str, int], tuple[str, int]]]
-# (mirror, topic, partition) -> (source offset, destination offset, lag) or None
-ProgressFn = Callable[[str, str, int], tuple[int, int, int] | None]
+# (mirror, topic, partition) -> (source offset, destination offset, lag, source last stable
+# offset) or None; the lag runs to the source's LSO, what a READ_COMMITTED mirror can copy
+ProgressFn = Callable[[str, str, int], tuple[int, int, int, int] | None]
 
 
 class SourceTopicLike(Protocol):
@@ -594,8 +595,8 @@ class MirrorApi:
                         continue  # its leader reports it
                     state, lme = states.get((name, p), ("UNKNOWN", -1))
                     prog = self.progress(m, name, p) if self.progress is not None else None
-                    src, dst, lag = (
-                        prog if prog is not None else (-1, self._local_offset(name, p), -1)
+                    src, dst, lag, src_lso = (
+                        prog if prog is not None else (-1, self._local_offset(name, p), -1, -1)
                     )
                     fresh = self.freshness(m, name, p) if self.freshness is not None else None
                     view = source_view(src, lag, state, self.reason(name, p), fresh, now_ms)
@@ -609,6 +610,7 @@ class MirrorApi:
                             "last_mirror_epoch": lme,
                             "state_reason": view.reason,
                             "source_offset_age": view.age_ms,
+                            "source_last_stable_offset": src_lso,
                         }
                     )
                 topics.append({"topic_name": name, "partitions": parts})

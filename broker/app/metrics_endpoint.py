@@ -50,6 +50,9 @@ def serve_metrics(node: Node) -> None:
     node.metrics.watch_groups(
         read_on_loop(loop, node.groups.metrics_snapshot, "group coordinator metrics")
     )
+    node.metrics.watch_transactions(
+        read_on_loop(loop, node.txn_coordinator.metrics_snapshot, "transaction coordinator metrics")
+    )
     node.metrics.watch_image(lambda: image_info(node.image))  # immutable: any thread
     node.metrics.watch_log_files(lambda: LogFileStats(*file_cache.stats()))  # any thread
     node.metrics.watch_gc(installed_stats)  # any thread

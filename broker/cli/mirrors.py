@@ -192,6 +192,18 @@ def _num(v: int) -> str:
     return "-" if v < 0 else str(v)
 
 
+def _held(source_offset: int, source_lso: int) -> str:
+    """The note for records the mirror cannot copy yet (LAG leaves them out): those behind a
+    transaction open on the source (between its last stable offset and its high watermark)."""
+    if source_lso < 0 or source_offset <= source_lso:
+        return ""
+    n = source_offset - source_lso
+    return (
+        f"{n} record(s) held behind a transaction open on the source (source last stable "
+        f"offset {source_lso}); copied once it ends"
+    )
+
+
 def _lag(source_offset: int, lag: int) -> str:
     """``?``: the source offset is known but not current (the source is unreachable, or has
     not answered for a while), so the lag is unknown; ``-``: no source offset at all."""
@@ -436,6 +448,9 @@ async def _dispatch(
                     reason = getattr(p, "state_reason", None)  # kmirror's tagged field
                     if reason:
                         notes.append(f"{t.topic_name}-{p.partition_index} {p.state}: {reason}")
+                    held = _held(p.source_offset, getattr(p, "source_last_stable_offset", -1))
+                    if held:
+                        notes.append(f"{t.topic_name}-{p.partition_index} {p.state}: {held}")
         if not rows:
             print("No mirror partitions found", file=out)
             return 0

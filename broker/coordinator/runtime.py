@@ -334,6 +334,11 @@ class CoordinatorRuntime(Generic[S]):
         """The loaded shards' states, for a synchronous look on the event loop (metrics)."""
         return [s.state for _, s in sorted(self._slots.items()) if s.state is not None]
 
+    def loaded_state(self, partition: int) -> S | None:
+        """The partition's shard state when it is loaded here, else None."""
+        slot = self._slots.get(partition)
+        return slot.state if slot is not None else None
+
     def is_loading(self, partition: int) -> bool:
         slot = self._slots.get(partition)
         return slot is not None and slot.state is None

@@ -27,6 +27,7 @@ from .mirror_metrics import MirrorCollector, MirrorSnapshot
 from .quota_metrics import QuotaCollector, QuotaSnapshot
 from .raft_metrics import QuorumCollector, QuorumSnapshot
 from .retry_metrics import RetryCollector, RetrySnapshot
+from .txn_metrics import TxnCollector, TxnSnapshot
 
 _LATENCY_BUCKETS = (
     0.0005,
@@ -328,6 +329,10 @@ class BrokerMetrics:
     def watch_groups(self, read: Callable[[], GroupSnapshot | None]) -> None:
         """The group coordinator's ``kafka_server_group_coordinator_metrics_*`` series."""
         self.registry.register(GroupCollector(read))
+
+    def watch_transactions(self, read: Callable[[], TxnSnapshot | None]) -> None:
+        """The transaction coordinator's ``kmirror_txn_coordinator_*`` series."""
+        self.registry.register(TxnCollector(read))
 
     def watch_image(self, read: Callable[[], ImageInfo | None]) -> None:
         """``kmirror_metadata_image_info{digest,offset}``, from ``read`` per scrape."""

@@ -28,11 +28,15 @@ class PartitionRow:
     topic: str
     partition: int
     state: str | None  # the state driver's (PREPARING, MIRRORING, ...); None: not known to it
-    lag: int | None  # records behind the source's high watermark; None: not fetched / no answer
+    # records the mirror can still copy (to the source's LSO: READ_COMMITTED fetches stop
+    # there); None: not fetched / no answer
+    lag: int | None
     fetch_failing: bool = False  # the last fetch attempt failed, or the fetcher gave it up
     # what a read_committed consumer is behind: source LSO - local LSO (a transaction left open
     # here, e.g. a marker that could not be read, shows as lag although every byte is copied)
     committed_lag: int | None = None
+    # source HW - source LSO: records behind transactions open on the source (not lag)
+    held: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +101,8 @@ def _partition_families(snap: MirrorSnapshot) -> list[Any]:
     states = _gauge("partitions", "Mirror partitions on this node, per state", ["mirror", "state"])
     lag = _gauge(
         "consumer_lag",
-        "Records the local copy is behind the source's high watermark",
+        "Records the local copy can still copy from the source: to its last stable offset, "
+        "where READ_COMMITTED fetches stop (its high watermark while that is unknown)",
         ["mirror", "topic", "partition"],
     )
     max_lag = _gauge("max_lag", "Largest consumer_lag of a mirror's partitions", ["mirror"])
@@ -105,6 +110,12 @@ def _partition_families(snap: MirrorSnapshot) -> list[Any]:
         "committed_lag",
         "Offsets a read_committed consumer of the local copy is behind one of the source "
         "(source last stable offset minus the local one)",
+        ["mirror", "topic", "partition"],
+    )
+    held = _gauge(
+        "source_open_transaction_records",
+        "Records between the source's last stable offset and its high watermark: behind "
+        "transactions open on the source, copied once they end (not in consumer_lag)",
         ["mirror", "topic", "partition"],
     )
     failed = _gauge(
@@ -132,6 +143,8 @@ def _partition_families(snap: MirrorSnapshot) -> list[Any]:
             maxes[row.mirror] = max(maxes[row.mirror], row.lag)
         if row.committed_lag is not None:
             committed.add_metric([row.mirror, row.topic, str(row.partition)], row.committed_lag)
+        if row.held is not None:
+            held.add_metric([row.mirror, row.topic, str(row.partition)], row.held)
         if row.fetch_failing:
             fails[row.mirror] += 1
     for (m, s), n in sorted(counts.items()):
@@ -140,7 +153,7 @@ def _partition_families(snap: MirrorSnapshot) -> list[Any]:
         max_lag.add_metric([m], maxes[m])
         failed.add_metric([m], fails[m])
         timeouts.add_metric([m], snap.truncation_timeouts.get(m, 0))
-    return [states, lag, max_lag, committed, failed, timeouts]
+    return [states, lag, max_lag, committed, held, failed, timeouts]
 
 
 def _fetcher_families(snap: MirrorSnapshot) -> list[Any]:

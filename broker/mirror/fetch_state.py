@@ -57,12 +57,15 @@ class FetchStatus:
     source_last_stable_offset: int
     source_log_start_offset: int
     local_log_end_offset: int
-    lag: int  # records: source HW - local LEO, never negative
+    # records the mirror can still copy: source LSO (HW while unknown) - local LEO, never
+    # negative (READ_COMMITTED fetches stop at the source's LSO: an open transaction is not lag)
+    lag: int
     last_fetch_ms: int  # wall clock of the last answer for this partition, -1 never
     bytes_per_sec: float
     source_leader_id: int  # -1 while looking for the leader
     error: str | None  # the last problem, None when fetching fine
     failed: bool  # handed to on_failed; not fetched any more
+    held: int = 0  # source HW - source LSO: records behind transactions open on the source
 
 
 class SourceFreshness(NamedTuple):
@@ -73,6 +76,7 @@ class SourceFreshness(NamedTuple):
     error: str | None  # the last fetch problem since the last good answer, None if none
     fetching: bool  # False: no longer fetched (paused, ...): the last known values, frozen
     stale_after_ms: int  # older than this while fetching: the source offset is not current
+    source_last_stable_offset: int = -1  # -1 never learnt
 
 
 @dataclass(slots=True)
@@ -151,3 +155,13 @@ class _Mirror:
         self.partition_max_bytes = int(
             config.get("max.partition.fetch.bytes", DEFAULT_PARTITION_MAX_BYTES)
         )
+
+
+def copyable_lag(source_hw: int, source_lso: int, local_leo: int) -> tuple[int, int]:
+    """(lag, held): the records the mirror can still copy (to the source's last stable offset,
+    where READ_COMMITTED fetches stop; to its high watermark while the LSO is unknown), and the
+    records between the two, held behind transactions open on the source."""
+    if source_hw < 0 or local_leo < 0:
+        return 0, 0
+    limit = source_lso if 0 <= source_lso <= source_hw else source_hw
+    return max(0, limit - local_leo), max(0, source_hw - max(limit, local_leo))

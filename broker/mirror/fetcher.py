@@ -66,6 +66,7 @@ from .fetch_state import (
     _Mirror,
     _Partition,
     _Sent,
+    copyable_lag,
 )
 from .fetch_throttle import RATE_WINDOW_S, THROTTLE_BURST_S, TokenBucket, _Rate
 from .source import SourceClient
@@ -193,14 +194,17 @@ class MirrorFetcherManager(BatchAppender, OffsetReconciler):
         for p in states:
             if p.src_hw >= 0:
                 self._last_known[(mirror, p.topic, p.partition)] = SourceFreshness(
-                    p.src_hw, p.hw_ms, p.error, False, 0
+                    p.src_hw, p.hw_ms, p.error, False, 0, p.src_lso
                 )
             await self._detach(p)
 
-    def last_known(self, mirror: str, topic: str, partition: int) -> tuple[int, int] | None:
-        """(source high watermark, wall ms it was learnt) of a partition no longer fetched."""
+    def last_known(self, mirror: str, topic: str, partition: int) -> tuple[int, int, int] | None:
+        """(source high watermark, wall ms it was learnt, source last stable offset) of a
+        partition no longer fetched."""
         known = self._last_known.get((mirror, topic, partition))
-        return None if known is None else (known.source_high_watermark, known.learnt_ms)
+        if known is None:
+            return None
+        return known.source_high_watermark, known.learnt_ms, known.source_last_stable_offset
 
     def freshness(self, mirror: str, topic: str, partition: int) -> SourceFreshness | None:
         """How current the source offset --describe shows is: of the partition being fetched,
@@ -245,7 +249,7 @@ class MirrorFetcherManager(BatchAppender, OffsetReconciler):
             return None
         plog = self.get_log(topic, partition)
         leo = plog.log_end_offset if plog is not None else -1
-        lag = max(0, p.src_hw - leo) if p.src_hw >= 0 and leo >= 0 else 0
+        lag, held = copyable_lag(p.src_hw, p.src_lso, leo)
         return FetchStatus(
             p.src_hw,
             p.src_lso,
@@ -257,6 +261,7 @@ class MirrorFetcherManager(BatchAppender, OffsetReconciler):
             p.leader_id if p.fetcher is not None else -1,
             p.error,
             p.failed,
+            held,
         )
 
     def fetcher_stats(self) -> list[tuple[str, int, int, bool | None, FetcherCounters]]:

@@ -58,6 +58,7 @@ def build_snapshot(
                 st.lag if st.source_high_watermark >= 0 else None,
                 st.failed or st.error is not None or (known is not None and known.fetch_failing),
                 _committed_lag(fetchers, topic, partition, st.source_last_stable_offset),
+                st.held if st.source_high_watermark >= 0 else None,
             )
     return MirrorSnapshot(
         mirrors=tuple(mirror_names(image)),

@@ -25,6 +25,7 @@ from ..log.partition_log import PartitionLog
 from ..metadata.image import BROKER_RESOURCE, MIRROR_RESOURCE, TOPIC_RESOURCE, Delta, MetadataImage
 from ..metadata.mirror_states import MirrorState
 from ..replication.replica_manager import ReplicaManager
+from .fetch_state import copyable_lag
 from .fetcher import MirrorFetcherManager
 from .manager import MirrorManager, SourceRefused
 from .metadata_sync import MirrorMetadataSync
@@ -189,17 +190,20 @@ class MirrorStatusView:
             )
         return out
 
-    def progress(self, mirror: str, topic: str, partition: int) -> tuple[int, int, int] | None:
-        """(source high watermark, local log end offset, lag) of a mirrored partition."""
+    def progress(self, mirror: str, topic: str, partition: int) -> tuple[int, int, int, int] | None:
+        """(source high watermark, local log end offset, lag, source last stable offset) of a
+        mirrored partition; the lag runs to the source's LSO (`fetch_state.copyable_lag`)."""
         st = self._fetchers.status(mirror, topic, partition)
         if st is not None:
-            return st.source_high_watermark, st.local_log_end_offset, st.lag
+            hw, leo = st.source_high_watermark, st.local_log_end_offset
+            return hw, leo, st.lag, st.source_last_stable_offset
         known = self._fetchers.last_known(mirror, topic, partition)
         hosted = self._replicas.get(topic, partition)
         if known is None or hosted is None:
             return None
         leo = int(hosted.log.log_end_offset)
-        return known[0], leo, max(0, known[0] - leo)  # paused: the last answer's numbers
+        lag, _held = copyable_lag(known[0], known[2], leo)
+        return known[0], leo, lag, known[2]  # paused: the last answer's numbers
 
     def reason(self, topic: str, partition: int) -> str | None:
         """--describe's note: why FAILED, what a truncation removed, or how old the source

@@ -79,7 +79,7 @@ def test_mirror_rpcs_check_cluster_mirror_and_topic_acls() -> None:
         _allow(Res.CLUSTER_MIRROR, "m", Op.ALTER),  # implies DESCRIBE
         _allow(Res.TOPIC, "a", Op.READ),
     )
-    api = MirrorApi(s, mc, progress=lambda _m, _t, _p: (0, 0, 0))
+    api = MirrorApi(s, mc, progress=lambda _m, _t, _p: (0, 0, 0, 0))
 
     def pause(mirror: str, *names: str) -> Any:
         topics = [{"topic_id": None, "topic_name": n} for n in names]

@@ -20,6 +20,7 @@ from broker.metrics.mirror_metrics import (
     PartitionRow,
 )
 from broker.metrics.on_loop import read_on_loop
+from broker.mirror.fetch_state import copyable_lag
 from broker.mirror.fetcher import FetcherCounters, FetchStatus
 from broker.mirror.manager import PartitionInfo
 from broker.mirror.metrics_snapshot import KIP_SYNC_ERROR_KINDS, STATES, build_snapshot
@@ -252,7 +253,9 @@ def test_build_snapshot_joins_states_with_fetch_status() -> None:
     assert snap.mirrors == ("m",)
     assert "UNKNOWN" not in snap.states and "MIRRORING" in snap.states
     rows = {(r.topic, r.partition): r for r in snap.partitions}
-    assert rows[("t", 0)] == PartitionRow("m", "t", 0, "MIRRORING", 6, False, committed_lag=7)
+    assert rows[("t", 0)] == PartitionRow(
+        "m", "t", 0, "MIRRORING", 6, False, committed_lag=7, held=0
+    )
     assert rows[("t", 1)] == PartitionRow("m", "t", 1, "MIRRORING", None, True)
     assert rows[("t", 2)] == PartitionRow("m", "t", 2, "PAUSED", None, False)
     assert snap.fetchers == (FetcherRow("m", 1, 0, True, 3, 0, 0, 100, 0, 0.0),)
@@ -314,3 +317,25 @@ def test_read_on_loop_from_the_loop_itself_calls_directly() -> None:
         return read_on_loop(asyncio.get_running_loop(), lambda: 5)()
 
     assert asyncio.run(main()) == 5
+
+
+def test_lag_runs_to_the_source_last_stable_offset() -> None:
+    """A READ_COMMITTED mirror copies up to the source's LSO: records behind a transaction
+    open on the source are held, not lag (issue 32)."""
+    assert copyable_lag(10, 8, 8) == (0, 2)  # caught up; 2 behind an open source transaction
+    assert copyable_lag(10, 8, 5) == (3, 2)
+    assert copyable_lag(10, 10, 4) == (6, 0)  # nothing open: to the HW, as before
+    assert copyable_lag(10, -1, 4) == (6, 0)  # LSO unknown: to the HW
+    assert copyable_lag(-1, -1, 4) == (0, 0)  # nothing learnt yet
+    status = FetchStatus(10, 8, 0, 8, *copyable_lag(10, 8, 8)[:1], 1, 0.0, 1, None, False, 2)
+    fetchers = FakeFetchers({"m": {("t", 0): status}}, [])
+    fetchers.local_lso = {("t", 0): 8}
+    image = MetadataImage(configs={(MIRROR_RESOURCE, "m"): {"bootstrap.servers": "src:9092"}})
+    manager = FakeManager({("t", 0): PartitionInfo("m", uuid.uuid4(), MirrorState.MIRRORING)}, {})
+    snap = build_snapshot(image, manager, fetchers, FakeSync())  # type: ignore[arg-type]
+    (row,) = snap.partitions
+    assert (row.lag, row.committed_lag, row.held) == (0, 0, 2)
+    samples = scrape(lambda: snap)
+    where = {"mirror": "m", "topic": "t", "partition": "0"}
+    assert value(samples, "kafka_server_mirror_consumer_lag", **where) == 0
+    assert value(samples, "kafka_server_mirror_source_open_transaction_records", **where) == 2

@@ -268,19 +268,27 @@ async def test_prepared_transaction_blocks_until_complete() -> None:
 
 
 @async_test
-async def test_deleted_partition_is_skipped_and_fenced_marker_stops() -> None:
+async def test_deleted_partition_is_skipped_and_fenced_answers_do_not_stick() -> None:
     env = await make_env()
     pid, epoch = await begin(env)
     env.markers.fail[("t", 1)] = [E.unknown_topic_or_partition]
     assert await env.coord.end_txn("tx", pid, epoch, True) == E.none
     assert env.states("tx")[-1] == TxnState.COMPLETE_COMMIT
     assert env.markers.partitions() == {("t", 0)}
+    # a newer producer epoch on the partition: the transaction is over there
     pid2, epoch2 = await begin(env, "tx2")
     env.markers.fail[("t", 0)] = [E.invalid_producer_epoch]
     assert await env.coord.end_txn("tx2", pid2, epoch2, False) == E.none
     await env.coord.settle()
-    # Kafka stops there: a newer coordinator or epoch owns the transaction
-    assert env.states("tx2")[-1] == TxnState.PREPARE_ABORT
+    assert env.states("tx2")[-1] == TxnState.COMPLETE_ABORT
+    # a coordinator epoch refused while this node still owns the shard: retried, never dropped
+    pid3, epoch3 = await begin(env, "tx3")
+    env.markers.fail[("t", 0)] = [E.transaction_coordinator_fenced] * 3
+    assert await env.coord.end_txn("tx3", pid3, epoch3, True) == E.none
+    assert env.states("tx3")[-1] == TxnState.PREPARE_COMMIT
+    await env.advance(5_000)
+    assert env.markers.fail[("t", 0)] == []
+    assert env.states("tx3")[-1] == TxnState.COMPLETE_COMMIT
 
 
 @async_test

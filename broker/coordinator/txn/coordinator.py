@@ -1,14 +1,14 @@
 """The transaction coordinator service: routes each transactional id to its shard, allocates
-producer ids, and drives transactions to completion.
+producer ids, and starts the completion of every decided transaction (`completion.py`).
 
-Completing a decided transaction (Prepare* durable) writes its marker to every partition it
-touched, retrying those that fail with a growing backoff, then writes Complete*. One completion
-runs per transactional id; it stops when the shard is unloaded or reloaded (the next owner
-completes it from `prepared` after loading). Partitions that no longer exist and read-only
-mirror partitions get no marker; a marker refused as fenced (INVALID_PRODUCER_EPOCH,
-TRANSACTION_COORDINATOR_FENCED) stops the completion, as in Kafka; one the log can never take
-(a malformed batch) is logged and skipped rather than blocking the transaction forever. A shard timer aborts transactions open past their timeout, fencing
-their producer (Kafka's transaction.abort.timed.out.transaction.cleanup.interval.ms).
+Shard ownership: loads and unloads of one `__transaction_state` partition run one at a time,
+in the order they were asked for (a leader change spawns them as separate tasks, and a load
+replaying a long log yields to the loop), and a completion belongs to the loaded shard at its
+coordinator epoch (`_owner` asks the runtime which shard is loaded, not a side table). A shard
+is completed from after every load, from EndTxn, from a fence and from the timeout; its timer
+aborts transactions open past their timeout, fencing their producer (Kafka's
+transaction.abort.timed.out.transaction.cleanup.interval.ms), and hands back every decided
+transaction, so one that nothing completes is started again.
 
 Errors come back as Kafka error codes: NOT_COORDINATOR when the shard is not loaded here,
 COORDINATOR_LOAD_IN_PROGRESS while it loads, and the mapped append error when a write fails.
@@ -18,6 +18,7 @@ import asyncio
 import functools
 import logging
 import re
+from collections import Counter
 from collections.abc import Awaitable, Callable
 
 from kio.schema.errors import ErrorCode
@@ -25,11 +26,11 @@ from kio.schema.errors import ErrorCode
 from broker.coordinator.runtime import (
     CoordinatorError,
     CoordinatorRuntime,
-    EndMarker,
     RecordLog,
     ShardContext,
 )
 from broker.coordinator.timer import LoopScheduler, Scheduler
+from broker.coordinator.txn.completion import Completions, CompletionStats
 from broker.coordinator.txn.config import TxnConfig
 from broker.coordinator.txn.markers import MarkerWriter
 from broker.coordinator.txn.metadata import TopicPartition, TxnState
@@ -42,24 +43,9 @@ from broker.coordinator.txn.shard import (
     TimedOut,
     TransactionShard,
 )
-from protocol.errors import MirrorErrorCode
+from broker.metrics.txn_metrics import TxnSnapshot
 
 log = logging.getLogger(__name__)
-
-# A partition gone, or a read-only mirror partition: nothing of the transaction is there.
-_MARKER_SKIP = frozenset({ErrorCode.unknown_topic_or_partition, MirrorErrorCode.READ_ONLY_TOPIC})
-_MARKER_FENCED = frozenset(
-    {ErrorCode.invalid_producer_epoch, ErrorCode.transaction_coordinator_fenced}
-)
-_MARKER_FATAL = frozenset(
-    {
-        ErrorCode.corrupt_message,
-        ErrorCode.message_too_large,
-        ErrorCode.record_list_too_large,
-        ErrorCode.invalid_required_acks,
-        ErrorCode.unsupported_for_message_format,
-    }
-)
 
 
 class TransactionCoordinator:
@@ -74,19 +60,39 @@ class TransactionCoordinator:
         """`offsets_partition` maps a group id to its `__consumer_offsets` partition."""
         self.config = config
         self._next_pid = next_producer_id
-        self._markers = markers
         self.offsets_partition = offsets_partition
-        self._epochs: dict[int, int] = {}  # coordinator epoch of each loaded partition
-        self._completing: dict[str, asyncio.Task[None]] = {}
+        # The coordinator epoch the next shard of a partition is built with (set under the
+        # partition's load lock, read by the factory; ownership is the loaded shard's epoch).
+        self._epochs: dict[int, int] = {}
+        self._load_locks: dict[int, asyncio.Lock] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
 
         def factory(ctx: ShardContext[TransactionShard]) -> TransactionShard:
             epoch = self._epochs.get(ctx.partition, 0)
-            return TransactionShard(ctx, config, epoch, self._on_timed_out)
+            return TransactionShard(ctx, config, epoch, self._on_timed_out, self._on_prepared)
 
         self.runtime: CoordinatorRuntime[TransactionShard] = CoordinatorRuntime(
             config.num_partitions, factory, scheduler or LoopScheduler()
+        )
+        self.completions = Completions(config, markers, self.runtime, self._owner, self._sleep)
+
+    @property
+    def completion_stats(self) -> CompletionStats:
+        return self.completions.stats
+
+    def metrics_snapshot(self) -> TxnSnapshot:
+        """For the metrics endpoint (on the loop): states of the loaded shards, completions."""
+        states = Counter(
+            m.state.label for s in self.runtime.loaded_states() for m in s.txns.values()
+        )
+        stats = self.completions.stats
+        return TxnSnapshot(
+            tuple(sorted(states.items())),
+            sum(1 for t in self.completions.tasks() if not t.done()),
+            stats.marker_retries,
+            stats.restarted,
+            stats.stopped,
         )
 
     # -- shard ownership (driven by __transaction_state leadership) ----------------------------
@@ -97,31 +103,42 @@ class TransactionCoordinator:
     def loaded_partitions(self) -> list[int]:
         return self.runtime.loaded_partitions()
 
+    def _load_lock(self, partition: int) -> asyncio.Lock:
+        lock = self._load_locks.get(partition)
+        if lock is None:
+            lock = self._load_locks[partition] = asyncio.Lock()
+        return lock
+
     async def load(self, partition: int, log_: RecordLog) -> None:
         """Become the coordinator of `partition` at the log's leader epoch; then finish the
-        transactions that were decided but not completed."""
-        self._epochs[partition] = int(getattr(log_, "leader_epoch", 0))
-        await self.runtime.load(partition, log_)
-        try:
-            prepared = await self.runtime.read(partition, lambda s: s.prepared())
-        except CoordinatorError:
-            return  # unloaded meanwhile
+        transactions that were decided but not completed. Runs after any load or unload of
+        the partition asked for before it (asyncio's lock wakes its waiters in order)."""
+        async with self._load_lock(partition):
+            epoch = int(getattr(log_, "leader_epoch", 0))
+            self._epochs[partition] = epoch
+            await self.runtime.load(partition, log_)
+            try:
+                prepared = await self.runtime.read(partition, lambda s: s.prepared())
+            except CoordinatorError:
+                return  # unloaded meanwhile
         for c in prepared:
             log.info(
-                "completing %s of transactional id %s after loading %s",
+                "completing %s of transactional id %s after loading %s at coordinator epoch %d",
                 "commit" if c.commit else "abort",
                 c.transactional_id,
                 partition,
+                epoch,
             )
             self._start_completion(partition, c)
 
     async def unload(self, partition: int) -> None:
-        await self.runtime.unload(partition)
-        self._epochs.pop(partition, None)
+        async with self._load_lock(partition):
+            await self.runtime.unload(partition)
+            self._epochs.pop(partition, None)
 
     async def close(self) -> None:
         self._closed = True
-        pending = [*self._tasks, *self._completing.values()]
+        pending = [*self._tasks, *self.completions.tasks()]
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
@@ -131,7 +148,7 @@ class TransactionCoordinator:
         """Let started work run until what is left waits on the clock (tests)."""
         for _ in range(100):
             await self.runtime.settle()
-            busy = [t for t in (*self._tasks, *self._completing.values()) if not t.done()]
+            busy = [t for t in (*self._tasks, *self.completions.tasks()) if not t.done()]
             if not busy:
                 return
             done, _ = await asyncio.wait(busy, timeout=0.05)
@@ -139,10 +156,10 @@ class TransactionCoordinator:
                 return  # the rest sleep on the (manual) clock
 
     def _owner(self, partition: int, coordinator_epoch: int) -> bool:
+        """Is the shard loaded here at this coordinator epoch (may its completions go on)?"""
+        shard = self.runtime.loaded_state(partition)
         return (
-            not self._closed
-            and partition in self.runtime.loaded_partitions()
-            and self._epochs.get(partition) == coordinator_epoch
+            not self._closed and shard is not None and shard.coordinator_epoch == coordinator_epoch
         )
 
     def _spawn(self, coro: Awaitable[None]) -> None:
@@ -289,96 +306,23 @@ class TransactionCoordinator:
     async def _wait(self, task: "asyncio.Task[None]") -> None:
         await asyncio.wait({task}, timeout=self.config.end_txn_wait_ms / 1000)
 
-    # -- completion: markers, then Complete* -------------------------------------------------
+    # -- completion: markers, then Complete* (completion.py) ---------------------------------
 
     def _start_completion(self, partition: int, c: Completion) -> "asyncio.Task[None]":
-        tid = c.transactional_id
-        running = self._completing.get(tid)
-        if running is not None and not running.done():
-            return running
-        task = asyncio.ensure_future(self._complete(partition, c))
-        self._completing[tid] = task
+        return self.completions.start(partition, c)
 
-        def done(t: "asyncio.Task[None]") -> None:
-            if self._completing.get(tid) is t:
-                del self._completing[tid]
-
-        task.add_done_callback(done)
-        return task
-
-    async def _complete(self, partition: int, c: Completion) -> None:
-        try:
-            if await self._write_markers(partition, c):
-                await self._write_complete(partition, c)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("completing transactional id %s failed", c.transactional_id)
-
-    async def _write_markers(self, partition: int, c: Completion) -> bool:
-        """Every marker written (or skipped); False when the completion must stop."""
-        marker = EndMarker(c.producer_id, c.producer_epoch, c.coordinator_epoch, c.commit)
-        pending = sorted(c.partitions)
-        backoff = self.config.marker_retry_backoff_ms
-        while pending:
-            if not self._owner(partition, c.coordinator_epoch):
-                return False
-            retry: list[TopicPartition] = []
-            for topic, p in pending:
-                code = await self._markers.write_marker(topic, p, marker)
-                if code == ErrorCode.none:
-                    continue
-                if code in _MARKER_SKIP:
-                    log.info(
-                        "transactional id %s: no marker for %s-%d (%s)",
-                        c.transactional_id,
-                        topic,
-                        p,
-                        code.name,
-                    )
-                elif code in _MARKER_FENCED:
-                    log.warning(
-                        "transactional id %s: %s-%d refused the marker (%s); a newer "
-                        "coordinator or epoch owns it",
-                        c.transactional_id,
-                        topic,
-                        p,
-                        code.name,
-                    )
-                    return False
-                elif code in _MARKER_FATAL:
-                    log.error(
-                        "transactional id %s: %s-%d cannot take the marker (%s); skipped",
-                        c.transactional_id,
-                        topic,
-                        p,
-                        code.name,
-                    )
-                else:
-                    retry.append((topic, p))
-            pending = retry
-            if pending:
-                log.debug(
-                    "transactional id %s: retrying markers for %s in %d ms",
-                    c.transactional_id,
-                    pending,
-                    backoff,
-                )
-                await self._sleep(backoff)
-                backoff = min(backoff * 2, self.config.marker_retry_max_backoff_ms)
-        return True
-
-    async def _write_complete(self, partition: int, c: Completion) -> None:
-        backoff = self.config.marker_retry_backoff_ms
-        while self._owner(partition, c.coordinator_epoch):
-            try:
-                await self.runtime.write(partition, lambda s: s.complete_txn(c))
-                return
-            except CoordinatorError as exc:
-                if exc.code != ErrorCode.coordinator_not_available:
-                    return  # not ours any more: the next owner completes it after loading
-            await self._sleep(backoff)
-            backoff = min(backoff * 2, self.config.marker_retry_max_backoff_ms)
+    def _on_prepared(self, partition: int, prepared: list[Completion]) -> None:
+        """The shard's sweep (under its lock): start what nothing completes."""
+        for c in prepared:
+            if self.completions.is_running(c):
+                continue
+            self.completions.stats.restarted += 1
+            log.warning(
+                "transactional id %s: %s decided but not being completed; completing it",
+                c.transactional_id,
+                "PrepareCommit" if c.commit else "PrepareAbort",
+            )
+            self._start_completion(partition, c)
 
     # -- timed-out transactions ----------------------------------------------------------------
 

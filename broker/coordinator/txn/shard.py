@@ -8,7 +8,8 @@ Ending a transaction is three steps, the first and last of them here: the Prepar
 (`end_txn`, or a fence), the markers (the coordinator writes them to every partition), then the
 Complete* record (`complete_txn`). A transaction in Prepare* blocks every other change of its
 transactional id with CONCURRENT_TRANSACTIONS until then; after a restart, `prepared` lists
-what is left to complete.
+what is left to complete, and the periodic sweep hands it to the coordinator again (which
+restarts a completion only where none runs).
 """
 
 import logging
@@ -103,11 +104,13 @@ class TransactionShard:
         config: TxnConfig,
         coordinator_epoch: int,
         on_timed_out: Callable[[int, list[TimedOut]], None],
+        on_prepared: Callable[[int, list[Completion]], None] | None = None,
     ) -> None:
         self.ctx = ctx
         self.config = config
         self.coordinator_epoch = coordinator_epoch
         self._on_timed_out = on_timed_out
+        self._on_prepared = on_prepared
         self.txns: dict[str, TxnMetadata] = {}
 
     # -- loading -----------------------------------------------------------------------------
@@ -344,10 +347,15 @@ class TransactionShard:
         ]
 
     def _check_timeouts(self) -> None:
+        """The periodic sweep: abort what is open past its timeout, and hand every decided
+        transaction back to the coordinator, which completes any that nothing is completing."""
         self._schedule_abort_check()
         expired = self.timed_out()
         if expired:
             self._on_timed_out(self.ctx.partition, expired)
+        prepared = self.prepared()
+        if prepared and self._on_prepared is not None:
+            self._on_prepared(self.ctx.partition, prepared)
 
     def _schedule_expiration(self) -> None:
         self.ctx.schedule(

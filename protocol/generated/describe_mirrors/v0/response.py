@@ -32,7 +32,7 @@ class PartitionDetail:
     destination_offset: i64 = field(metadata={"kafka_type": "int64"}, default=i64(-1))
     """Log end offset on this (destination) cluster, or -1 while unknown."""
     lag: i64 = field(metadata={"kafka_type": "int64"}, default=i64(-1))
-    """SourceOffset minus DestinationOffset, or -1 while unknown."""
+    """What the mirror can still copy: SourceLastStableOffset (SourceOffset while that is unknown) minus DestinationOffset, or -1 while unknown. A READ_COMMITTED mirror copies up to the source's last stable offset, so records behind a transaction open on the source are not lag."""
     state: str = field(metadata={"kafka_type": "string"})
     """Mirror partition state name (PREPARING, MIRRORING, PAUSED, STOPPED, FAILED, ...)."""
     last_mirror_epoch: i32 = field(metadata={"kafka_type": "int32"}, default=i32(-1))
@@ -41,6 +41,8 @@ class PartitionDetail:
     """kmirror extension: why the partition is FAILED, or what the last truncation by the mirror removed and why, or the last error fetching from the source; null when there is nothing to say."""
     source_offset_age: i64Timedelta = field(metadata={"kafka_type": "timedelta_i64", "tag": 1}, default=i64Timedelta.parse(datetime.timedelta(milliseconds=-1)))
     """kmirror extension: how long ago (ms) SourceOffset was learnt from the source, or -1 when it is unknown."""
+    source_last_stable_offset: i64 = field(metadata={"kafka_type": "int64", "tag": 2}, default=i64(-1))
+    """kmirror extension: last stable offset of the source leader, or -1 while unknown; SourceOffset minus it are records held behind transactions open on the source."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
