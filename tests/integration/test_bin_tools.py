@@ -23,6 +23,7 @@ WRAPPERS = {
     "kafka-leader-election.sh": ("broker.cli.leader_election", "--election-type"),
     "kafka-reassign-partitions.sh": ("broker.cli.reassign_partitions", "--reassignment-json-file"),
     "kafka-dump-log.sh": ("broker.cli.dump_log", "--files"),
+    "kafka-topics.sh": ("broker.cli.topics", "--under-replicated-partitions"),
     "kafka-mirror-audit.sh": ("audit", "--destination"),
     "bench.sh": ("bench.network_bench", "network_bench"),
 }
