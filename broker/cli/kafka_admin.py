@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import re
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -89,6 +90,21 @@ class TopicInfo:
     topic_id: uuid.UUID | None
     internal: bool
     partitions: tuple[PartitionInfo, ...]
+
+
+class TopicFilter:
+    """Kafka's IncludeList: a regex matching the whole name (',' means '|')."""
+
+    def __init__(self, raw: str) -> None:
+        text = re.sub(r"[\"']+$", "", re.sub(r"^[\"']+", "", raw.strip().replace(",", "|")))
+        self.text = text.replace(" ", "")
+        try:
+            self.pattern = re.compile(self.text)
+        except re.error:
+            raise CommandError(f"{self.text} is an invalid regex.") from None
+
+    def allows(self, topic: str) -> bool:
+        return self.pattern.fullmatch(topic) is not None
 
 
 class KafkaAdmin:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
-import re
 import sys
 import uuid
 from collections.abc import Sequence
@@ -24,7 +23,14 @@ from typing import Any, Final, TextIO
 from broker.cli import topics_options as options
 from broker.cli.admin import CommandError, UsageError, code, optional_config
 from broker.cli.jopt import Fatal
-from broker.cli.kafka_admin import ApiError, KafkaAdmin, PartitionInfo, TopicInfo, kafka_uuid
+from broker.cli.kafka_admin import (
+    ApiError,
+    KafkaAdmin,
+    PartitionInfo,
+    TopicFilter,
+    TopicInfo,
+    kafka_uuid,
+)
 
 CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS, CREATE_PARTITIONS = 19, 20, 32, 37
 LIST_PARTITION_REASSIGNMENTS = 46
@@ -51,21 +57,6 @@ class Config:
     @property
     def overrides(self) -> list[tuple[str, str | None]]:
         return [(n, v) for n, v, default in self.entries if not default]
-
-
-class TopicFilter:
-    """Kafka's IncludeList: a regex matching the whole name (',' means '|')."""
-
-    def __init__(self, raw: str) -> None:
-        text = re.sub(r"[\"']+$", "", re.sub(r"^[\"']+", "", raw.strip().replace(",", "|")))
-        self.text = text.replace(" ", "")
-        try:
-            self.pattern = re.compile(self.text)
-        except re.error:
-            raise options.failure(f"{self.text} is an invalid regex.") from None
-
-    def allows(self, topic: str) -> bool:
-        return self.pattern.fullmatch(topic) is not None
 
 
 class Topics:
