@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, TextIO
 
-from broker.cli.admin import CommandError, UsageError, code, optional_config, servers
-from broker.cli.jopt import Failed, Option, Tool, Usage
+from broker.cli.admin import CommandError, UsageError, code, optional_config
+from broker.cli.jopt import Failed, Option, Tool, Usage, validate_bootstrap
 from broker.cli.kafka_admin import KafkaAdmin, TopicFilter, exception
 
 LIST_OFFSETS: Final = 2
@@ -242,10 +242,7 @@ def main(
     def start(args: argparse.Namespace) -> int:
         if not args.bootstrap_server:
             raise Usage('Missing required argument "[bootstrap-server]"')
-        try:
-            servers(args.bootstrap_server)
-        except UsageError:
-            raise Usage("Error while validating the bootstrap address") from None
+        validate_bootstrap(args.bootstrap_server)
         return asyncio.run(_run(args, out, err))
 
     return TOOL.main(argv, out, err, start)

@@ -21,7 +21,7 @@ from typing import TextIO
 from broker.cli.admin import UsageError, version
 from broker.cli.consumer_groups_options import Option, build_parser, render_help
 
-__all__ = ["Failed", "Fatal", "Option", "Tool", "Usage", "parse_int"]
+__all__ = ["Failed", "Fatal", "Option", "Tool", "Usage", "parse_int", "validate_bootstrap"]
 
 
 class Usage(Exception):
@@ -103,6 +103,19 @@ class Tool:
         except BrokenPipeError:  # stdout closed early (| head): stop quietly
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return 1
+        except Exception as e:  # a failure nothing above names: one line, never a traceback
+            print(f"ERROR {type(e).__name__}: {e}", file=err)
+            return 1
+
+
+def validate_bootstrap(value: str | None) -> None:
+    """ToolsUtils.validateBootstrapServer (its messages end with a blank line)."""
+    if value is None or not value.strip():
+        raise Usage("Error while validating the bootstrap address\n")
+    for entry in value.split(","):
+        _host, sep, port = entry.rpartition(":")
+        if not sep or not port.isdigit():
+            raise Usage("Please provide valid host:port like host1:9091,host2:9092\n")
 
 
 def parse_int(value: str | None, option: str, bits: int = 32) -> int | None:

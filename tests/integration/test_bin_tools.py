@@ -27,6 +27,8 @@ WRAPPERS = {
     "kafka-get-offsets.sh": ("broker.cli.get_offsets", "--topic-partitions"),
     "kafka-delete-records.sh": ("broker.cli.delete_records", "--offset-json-file"),
     "kafka-log-dirs.sh": ("broker.cli.log_dirs", "--broker-list"),
+    "kafka-console-producer.sh": ("broker.cli.console_producer", "--request-required-acks"),
+    "kafka-console-consumer.sh": ("broker.cli.console_consumer", "--isolation-level"),
     "kafka-mirror-audit.sh": ("audit", "--destination"),
     "bench.sh": ("bench.network_bench", "network_bench"),
 }
