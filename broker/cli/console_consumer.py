@@ -35,10 +35,10 @@ LOGGER: Final = "org.apache.kafka.tools.consumer.ConsoleConsumer"
 TIMESTAMP_TYPE: Final = {0: 0, 1: 1}
 
 
-def log_error(err: TextIO, text: str, cause: str) -> None:
+def log_error(err: TextIO, text: str, cause: str, logger: str = LOGGER) -> None:
     """A log4j ERROR line as Kafka's tools log it, with the exception's line under it."""
     now = datetime.datetime.now().strftime("%Y-%m-%d %H:%M:%S,%f")[:-3]
-    print(f"[{now}] ERROR {text} ({LOGGER})\n{cause}", file=err, flush=True)
+    print(f"[{now}] ERROR {text} ({logger})\n{cause}", file=err, flush=True)
 
 
 def to_record(m: Any) -> Record:

@@ -29,6 +29,7 @@ WRAPPERS = {
     "kafka-log-dirs.sh": ("broker.cli.log_dirs", "--broker-list"),
     "kafka-console-producer.sh": ("broker.cli.console_producer", "--request-required-acks"),
     "kafka-console-consumer.sh": ("broker.cli.console_consumer", "--isolation-level"),
+    "kafka-console-share-consumer.sh": ("broker.cli.console_share_consumer", "--release"),
     "kafka-mirror-audit.sh": ("audit", "--destination"),
     "bench.sh": ("bench.network_bench", "network_bench"),
 }
