@@ -73,9 +73,11 @@ class Console:
         consumer = AIOKafkaConsumer(**kwargs)
         try:
             await consumer.start()
-        except Exception as e:
+        except Exception as e:  # aiokafka's KafkaConnectionError and friends
             await consumer.stop()
-            raise Failed(f"org.apache.kafka.common.KafkaException: {e}") from None
+            log_error(self.err, "Unknown error when running consumer: ",
+                      f"org.apache.kafka.common.KafkaException: {e}")  # fmt: skip
+            raise Failed(f"Processed a total of {self.count} messages") from None
         if self.s.partition is not None:
             assert self.s.topic is not None
             tp = TopicPartition(self.s.topic, self.s.partition)

@@ -267,6 +267,7 @@ async def produce(args: argparse.Namespace, reader: LineReader, out: TextIO, err
     try:
         await producer.start()
     except Exception as e:  # aiokafka's KafkaConnectionError and friends
+        await producer.stop()
         raise Failed(f"org.apache.kafka.common.KafkaException: {e}") from None
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()

@@ -39,10 +39,12 @@ def ok(bootstrap: str, *args: str) -> str:
 
 
 def topic_ids(bootstrap: str, *names: str) -> dict[str, str]:
-    """Each topic's id as a stock admin client prints it (Kafka's base64)."""
+    """Each topic's id as Kafka prints it: URL-safe base64 (librdkafka prints the standard
+    alphabet)."""
     a = AdminClient({"bootstrap.servers": bootstrap})
     futures = a.describe_topics(TopicCollection(list(names)))
-    return {n: str(f.result(10).topic_id) for n, f in futures.items()}
+    ids = {n: str(f.result(10).topic_id) for n, f in futures.items()}
+    return {n: i.replace("+", "-").replace("/", "_") for n, i in ids.items()}
 
 
 def partitions(bootstrap: str) -> dict[str, int]:
