@@ -88,6 +88,11 @@ def test_create_list_describe(node: Node) -> None:
             for p in range(3)
         )
     )
+    # DescribeTopicPartitions pages of one partition (its cursor) give the same description
+    paged = ok(
+        b, "--describe", "--topic", "t-orders|t.dot", "--partition-size-limit-per-response", "1"
+    )
+    assert paged.startswith(out) and paged.count("\tPartition: ") == 4
     first = ok(b, "--describe", "--topic", "t.dot").splitlines()[0]
     assert first.startswith(f"Topic: t.dot\tTopicId: {ids['t.dot']}\tPartitionCount: 1\t")
     configs = first.split("\tConfigs: ")[1].split(",")
