@@ -185,3 +185,18 @@ def test_written_state_follows_commits_and_epochs() -> None:
     ws.appended(3, 1, [TopicRecord(name="y", topic_id=uuid.uuid4())])
     epoch[0] = None  # leadership lost before it committed
     assert "y" not in ws.image().topics and ws.pending == 0
+
+
+def test_a_batch_committed_within_its_append_is_already_in_the_image() -> None:
+    """A lone voter's quorum commits (and applies) a batch inside ``begin_append``: when the
+    controller then records it as written, the committed image already holds it; nothing is
+    pending and the next batch follows it (every single-node start used to fail here)."""
+    tid = uuid.uuid4()
+    committed, _ = apply_records(MetadataImage(), [(0, TopicRecord(name="x", topic_id=tid))])
+    ws = WrittenState(lambda: committed, lambda: 1)
+    ws.appended(1, 0, [TopicRecord(name="x", topic_id=tid)])
+    assert ws.image() is committed and ws.pending == 0
+    ws.appended(1, 1, [TopicRecord(name="y", topic_id=uuid.uuid4())])
+    assert set(ws.image().topics) == {"x", "y"} and ws.pending == 1
+    with pytest.raises(AssertionError):  # a batch inside what is written is still a gap
+        ws.appended(1, 1, [TopicRecord(name="z", topic_id=uuid.uuid4())])
