@@ -23,6 +23,13 @@ WRAPPERS = {
     "kafka-leader-election.sh": ("broker.cli.leader_election", "--election-type"),
     "kafka-reassign-partitions.sh": ("broker.cli.reassign_partitions", "--reassignment-json-file"),
     "kafka-dump-log.sh": ("broker.cli.dump_log", "--files"),
+    "kafka-topics.sh": ("broker.cli.topics", "--under-replicated-partitions"),
+    "kafka-get-offsets.sh": ("broker.cli.get_offsets", "--topic-partitions"),
+    "kafka-delete-records.sh": ("broker.cli.delete_records", "--offset-json-file"),
+    "kafka-log-dirs.sh": ("broker.cli.log_dirs", "--broker-list"),
+    "kafka-console-producer.sh": ("broker.cli.console_producer", "--request-required-acks"),
+    "kafka-console-consumer.sh": ("broker.cli.console_consumer", "--isolation-level"),
+    "kafka-console-share-consumer.sh": ("broker.cli.console_share_consumer", "--release"),
     "kafka-mirror-audit.sh": ("audit", "--destination"),
     "bench.sh": ("bench.network_bench", "network_bench"),
 }
