@@ -67,6 +67,9 @@ class Api:
     # Lower min version shown in ApiVersions than served (Kafka 4 shows Produce v0+ so that
     # librdkafka < 2.10 keeps gzip/snappy/lz4 enabled; v0-v2 requests are still refused).
     advertised_min_version: int | None = None
+    # Served (and advertised) only while this says so (share groups: group.share.enable or
+    # share.version 1); otherwise as an api key this node does not know. None: always.
+    enabled: Callable[[], bool] | None = None
 
 
 class Dispatcher:
@@ -98,7 +101,11 @@ class Dispatcher:
 
     def supported_versions(self) -> dict[int, tuple[int, int]]:
         """What ApiVersions advertises (served ranges, except advertised_min_version)."""
-        return dict(self._advertised)
+        return {
+            k: r
+            for k, r in self._advertised.items()
+            if (on := self._apis[k].enabled) is None or on()
+        }
 
     def _header_version(self, key: int, version: int) -> int:
         return self._registry.request_header_version(key, version)
@@ -115,7 +122,7 @@ class Dispatcher:
         ctx = ctx_factory(header)
         errors: Mapping[int, int] | None = None
         try:
-            if api is None:
+            if api is None or (api.enabled is not None and not api.enabled()):
                 raise UnknownApiKeyError(key, version, header.correlation_id)
             lo, hi = self._ranges[key]
             if not lo <= version <= hi:
