@@ -185,3 +185,30 @@ def test_written_state_follows_commits_and_epochs() -> None:
     ws.appended(3, 1, [TopicRecord(name="y", topic_id=uuid.uuid4())])
     epoch[0] = None  # leadership lost before it committed
     assert "y" not in ws.image().topics and ws.pending == 0
+
+
+class SoloQuorum(LaggingQuorum):
+    """A quorum of one voter: the append itself commits and applies the batch."""
+
+    def begin_append(self, records: Sequence[Any]) -> tuple[int, int]:
+        epoch, last = super().begin_append(records)
+        self.commit_all()
+        return epoch, last
+
+
+def test_a_batch_committed_within_its_append_is_not_pending() -> None:
+    """A single-voter quorum commits as it appends: the written state must take the committed
+    image as it is (every single-node cluster failed to start on the assertion before)."""
+    q = SoloQuorum()
+    c = _controller(q)
+
+    async def go() -> None:
+        await c.finalize_features({"metadata.version": 27, "group.version": 1})
+        await c.register_broker([("PLAINTEXT", "localhost", 9092, 0)], None, {})
+        results = await c.create_topics([TopicSpec("solo", 1, 1)], validate_only=False)
+        assert results[0].error == ErrorCode.none
+
+    asyncio.run(go())
+    assert c.written.pending == 0
+    assert q.image.features == {"metadata.version": 27, "group.version": 1}
+    assert "solo" in q.image.topics
