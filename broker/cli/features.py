@@ -324,6 +324,9 @@ def main(
         return 1
     except BrokenPipeError:
         return 1
+    except Exception as e:  # no traceback for the operator: what failed, in one line
+        print(f"{type(e).__name__}: {e}", file=err)
+        return 1
 
 
 if __name__ == "__main__":
