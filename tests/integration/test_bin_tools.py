@@ -24,6 +24,10 @@ WRAPPERS = {
     "kafka-reassign-partitions.sh": ("broker.cli.reassign_partitions", "--reassignment-json-file"),
     "kafka-dump-log.sh": ("broker.cli.dump_log", "--files"),
     "kafka-mirror-audit.sh": ("audit", "--destination"),
+    "kafka-features.sh": ("broker.cli.features", "--bootstrap-controller"),
+    "kafka-cluster.sh": ("broker.cli.cluster", "unregister"),
+    "kafka-transactions.sh": ("broker.cli.transactions", "find-hanging"),
+    "kafka-producer-perf-test.sh": ("broker.cli.producer_perf", "--num-records"),
     "bench.sh": ("bench.network_bench", "network_bench"),
 }
 
