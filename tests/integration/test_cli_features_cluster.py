@@ -139,6 +139,22 @@ def test_share_version_1_turns_share_groups_on(cluster: Cluster) -> None:
     assert "FinalizedVersionLevel: 0\t" in describe_lines(cluster)["Feature: share.version"]
 
 
+def test_every_controller_finds_the_active_one(cluster: Cluster) -> None:
+    """--bootstrap-controller at each controller: the non-active ones answer DescribeCluster
+    with the active controller, where the tool sends UpdateFeatures."""
+    for n in cluster.nodes:
+        p = run(
+            FEATURES_TOOL,
+            "--bootstrap-controller",
+            f"127.0.0.1:{n.controller_port}",
+            "upgrade",
+            "--feature",
+            "share.version=1",
+            "--dry-run",
+        )
+        assert (p.returncode, p.stdout) == (0, "share.version can be upgraded to 1.\n"), p
+
+
 def test_refused_updates_print_kafkas_lines(cluster: Cluster) -> None:
     p = features(cluster, "upgrade", "--feature", "transaction.version=2")
     assert p.returncode == 1
@@ -318,6 +334,16 @@ def test_a_new_broker_joins_takes_a_partition_and_is_decommissioned(
         )
         assert sorted(state[1]) == [2, 4]
         assert (b4.log_dir / "moving-0").is_dir()
+
+        # as in Kafka, a running broker that is unregistered registers again at once
+        live = run(CLUSTER_TOOL, "unregister", "--bootstrap-server", cluster.bootstrap, "--id", "4")
+        assert (live.returncode, live.stdout) == (0, "Broker 4 is no longer registered.\n")
+        wait_for(
+            lambda: b4.output.read_text().count("broker 4: registered with broker epoch") == 2,
+            30,
+            what="broker 4 registered again (its heartbeat got STALE_BROKER_EPOCH)",
+        )
+        wait_for(lambda: _broker_ids(cluster) == [1, 2, 3, 4], 30, what="broker 4 back")
 
         # decommission: move its partitions away, stop it, unregister it
         _reassign(cluster, tmp_path, [1, 2])
