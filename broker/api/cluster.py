@@ -15,6 +15,7 @@ partitions, created on first use from ``share.coordinator.state.topic.num.partit
 ``share.coordinator.state.topic.replication.factor``.
 """
 
+from collections.abc import Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -45,6 +46,11 @@ class ClusterApi:
         self.s = services
         self._offsets_partitions = offsets_partitions
         self._offsets_rf = offsets_rf
+        # KIP-932: share coordinators are found while share groups are on (the node's
+        # group.share.enable or share.version 1: api_handlers.share_groups_enabled)
+        self.share_enabled: Callable[[], bool] = lambda: bool(
+            getattr(services.config, "group_share_enable", False)
+        )
 
     def apis(self) -> list[Api]:
         """The API keys and versions this module serves (the node's handler table)."""
@@ -271,7 +277,7 @@ class ClusterApi:
             if denial is not None:
                 row["error_code"] = denial
             elif key_type not in (GROUP_KEY, TXN_KEY, MIRROR_KEY) and not (
-                key_type == SHARE_KEY and getattr(self.s.config, "group_share_enable", False)
+                key_type == SHARE_KEY and self.share_enabled()
             ):
                 row["error_code"] = ErrorCode.invalid_request
                 row["error_message"] = f"Unsupported coordinator key type {key_type}"

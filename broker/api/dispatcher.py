@@ -72,6 +72,9 @@ class Api:
     # Lower min version shown in ApiVersions than served (Kafka 4 shows Produce v0+ so that
     # librdkafka < 2.10 keeps gzip/snappy/lz4 enabled; v0-v2 requests are still refused).
     advertised_min_version: int | None = None
+    # Served (and advertised) only while this says so (share groups: group.share.enable or
+    # share.version 1); otherwise as an api key this node does not know. None: always.
+    enabled: Callable[[], bool] | None = None
 
 
 class Dispatcher:
@@ -111,12 +114,15 @@ class Dispatcher:
 
     def supported_versions(self, listener: str | None = None) -> dict[int, tuple[int, int]]:
         """What ApiVersions advertises on ``listener`` (served ranges, except
-        advertised_min_version); every API the node serves when ``listener`` is None."""
+        advertised_min_version; APIs switched off by their ``enabled`` left out); every API the
+        node serves when ``listener`` is None."""
         split = self.listener_apis
-        if listener is None or split is None:
-            return dict(self._advertised)
-        keys = split.keys(listener)
-        return {k: r for k, r in self._advertised.items() if k in keys}
+        keys = None if listener is None or split is None else split.keys(listener)
+        return {
+            k: r
+            for k, r in self._advertised.items()
+            if (keys is None or k in keys) and ((on := self._apis[k].enabled) is None or on())
+        }
 
     def _header_version(self, key: int, version: int) -> int:
         return self._registry.request_header_version(key, version)
@@ -133,7 +139,7 @@ class Dispatcher:
         ctx = ctx_factory(header)
         errors: Mapping[int, int] | None = None
         try:
-            if api is None:
+            if api is None or (api.enabled is not None and not api.enabled()):
                 raise UnknownApiKeyError(key, version, header.correlation_id)
             split = self.listener_apis
             if split is not None and not split.serves(ctx.listener, key):

@@ -63,6 +63,8 @@ FORWARDED_APIS: Final[frozenset[int]] = frozenset(
         49,  # AlterClientQuotas
         51,  # AlterUserScramCredentials
         55,  # DescribeQuorum (kafka-metadata-quorum.sh --bootstrap-server <any broker>)
+        57,  # UpdateFeatures
+        64,  # UnregisterBroker
         94,  # CreateMirror
         95,  # AddTopicsToMirror
         96,  # RemoveTopicsFromMirror

@@ -22,6 +22,7 @@ from ..api.consumer_group import ConsumerGroupApi
 from ..api.dispatcher import Api, Dispatcher
 from ..api.elect_leaders import ElectLeadersApi
 from ..api.envelope import EnvelopeApi
+from ..api.features import FeaturesApi
 from ..api.fetch import FetchApi
 from ..api.forwarding import Forwarder
 from ..api.group import GroupApi
@@ -47,14 +48,17 @@ from ..api.share_state import ShareStateApi
 from ..api.topic_partitions import TopicPartitionsApi
 from ..api.topics import TopicsApi
 from ..api.txn import TxnApi
+from ..api.unregister_broker import UnregisterBrokerApi
 from ..config.group_configs import GROUP_RESOURCE
 from ..controller.client_quotas import ClientQuotaController
+from ..controller.features import FeatureControl
 from ..controller.scram import ScramController
 from ..coordinator.share.offsets_admin import ShareOffsetsAdmin
 from ..coordinator.share.partition import ShareConfig
 from ..coordinator.share.persister import SharePersister
 from ..coordinator.share.sessions import ShareSessions
 from ..coordinator.share.state_coordinator import SHARE_STATE_TOPIC
+from ..metadata.features import SHARE_VERSION
 from .controller_parts import monotonic_ms
 
 if TYPE_CHECKING:
@@ -70,6 +74,7 @@ def build_apis(node: Node) -> None:
         config.offsets_topic_num_partitions,
         config.offsets_topic_replication_factor,
     )
+    node.cluster_api.share_enabled = lambda: share_groups_enabled(node)
     node.mirror_api = MirrorApi(node.services, node.mirror_controller)
     # KIP-932 share-partition state wherever its coordinator is, and share offsets admin
     # (AlterShareGroupOffsets, the mirror's share group sync)
@@ -113,8 +118,9 @@ def build_dispatcher(node: Node) -> Dispatcher:
     holder: dict[str, Dispatcher] = {}
     api_versions = api_versions_handler(
         lambda listener: holder["d"].supported_versions(listener),
-        lambda: node.image.offset,
-        {"share.version": 1 if node.config.group_share_enable else 0},
+        lambda: node.image,
+        # group.share.enable turns share groups on by itself, as share.version 1 does
+        {SHARE_VERSION: 1 if node.config.group_share_enable else 0},
     )
     apis = [Api(18, api_versions, max_version=4), *_apis(node)]
     is_active = lambda: node.quorum.is_leader  # noqa: E731 - False on a broker-only node
@@ -146,8 +152,15 @@ def build_dispatcher(node: Node) -> Dispatcher:
     return d
 
 
+def share_groups_enabled(node: Node) -> bool:
+    """KIP-932 share groups are on with group.share.enable=true or, as Kafka 4.1 turns them on
+    (``kafka-features.sh upgrade --feature share.version=1``), a finalized share.version 1."""
+    return bool(node.config.group_share_enable) or node.image.features.get(SHARE_VERSION, 0) >= 1
+
+
 def _share_apis(node: Node) -> list[Api]:
-    """KIP-932: membership on the group coordinator, fetch/acknowledge on the leaders."""
+    """KIP-932: membership on the group coordinator, fetch/acknowledge on the leaders. Served
+    while ``share_groups_enabled``: otherwise neither advertised nor answered, as before."""
     c = node.config
     share = ShareConfig(
         lock_duration_ms=c.group_share_record_lock_duration_ms,
@@ -166,13 +179,16 @@ def _share_apis(node: Node) -> list[Api]:
         persister,
         group_overrides=lambda gid: node.image.config(GROUP_RESOURCE, gid),
     )
-    return [
+    apis = [
         *ShareGroupApi(node.groups, node.authorizer).apis(),
         *ShareOffsetsApi(node.services, node.groups, persister).apis(),
         *ShareOffsetChangesApi(node.services, node.share_offsets).apis(),
         *fetch.apis(),
         *ShareStateApi(node.share_states, node.authorizer).apis(),
     ]
+    for api in apis:
+        api.enabled = lambda: share_groups_enabled(node)
+    return apis
 
 
 def _apis(node: Node) -> list[Api]:
@@ -182,6 +198,7 @@ def _apis(node: Node) -> list[Api]:
     fetch.metadata_fetch = quorum.fetch
     fetch.controller_listener = lambda ctx: ctx.listener in node.config.controller_listener_names
     groups = GroupApi(node.groups, lambda t: t in node.image.topics, node.authorizer)
+    features = FeatureControl(node.controller, node.config.node_id)
     return [
         *MetadataApi(s).apis(),
         *ProduceApi(s, m.on_bytes_in, node.client_throttle).apis(),
@@ -206,8 +223,8 @@ def _apis(node: Node) -> list[Api]:
             if "consumer" in node.config.group_coordinator_rebalance_protocols
             else []
         ),
-        # KIP-932 share groups when group.share.enable (Kafka 4.1's preview switch)
-        *(_share_apis(node) if node.config.group_share_enable else []),
+        # KIP-932 share groups: group.share.enable or share.version 1 (share_groups_enabled)
+        *_share_apis(node),
         *MirrorStateApi(node.mirror_coordinator, lambda: node.image, node.authorizer).apis(),
         *node.mirror_api.apis(),
         *AclsApi(s, node.acl_controller).apis(),
@@ -222,6 +239,14 @@ def _apis(node: Node) -> list[Api]:
             lambda: node.authorizer,
         ).apis(),
         *ProducerIdBlocksApi(s, node._allocate_producer_ids).apis(),
+        # controller APIs on the broker and controller listeners (forwarded by brokers)
+        *FeaturesApi(
+            lambda: features if node.config.is_controller else None, lambda: node.authorizer
+        ).apis(),
+        *UnregisterBrokerApi(
+            lambda: node.cluster_control if node.quorum.is_leader else None,
+            lambda: node.authorizer,
+        ).apis(),
     ]
 
 

@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import topic_configs
-from ..api.api_versions import FEATURES
 from ..controller.acls import AclController
 from ..controller.active_duties import ActiveControllerDuties
 from ..controller.alter_partition import AlterPartitionControl
@@ -21,6 +20,7 @@ from ..controller.elections import LeaderBalance, LeaderElections
 from ..controller.mirrors import MirrorController
 from ..controller.partition_change import UncleanElection
 from ..controller.reassignment import Reassignments
+from ..metadata.features import FEATURES
 from ..metadata.image import apply_records
 from ..mirror.node_view import THROTTLED_REPLICAS_KEY
 from ..replication.replica_manager import ReplicaManager
@@ -38,8 +38,6 @@ LIST_CONFIG_KEYS = frozenset(  # list-type topic keys: APPEND/SUBTRACT work on t
         THROTTLED_REPLICAS_KEY,
     }
 )
-
-_LOGGED_FEATURES = ("metadata.version", "group.version")
 
 
 def monotonic_ms() -> int:
@@ -120,7 +118,7 @@ def build_controller(node: Node) -> None:
         lambda: node.quorum.is_leader,
         # written to the metadata log as Kafka 4.1's format does: the non-zero levels
         # (group.version 1 turns the KIP-848 consumer group protocol on)
-        {n: lvl for n, (_lo, _hi, lvl) in FEATURES.items() if n in _LOGGED_FEATURES},
+        {n: lvl for n, (_lo, _hi, lvl) in FEATURES.items() if lvl > 0},
         node._spawn,
         monotonic_ms,
         SESSION_CHECK_INTERVAL_S,

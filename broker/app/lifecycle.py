@@ -13,7 +13,7 @@ import logging
 import uuid
 from typing import TYPE_CHECKING
 
-from ..api.api_versions import FEATURES
+from ..metadata.features import FEATURES
 from ..network.node_server import advertised_endpoints, node_server
 from ..quorum.broker_lifecycle import BrokerLifecycleManager, BrokerState
 from .metrics_endpoint import serve_metrics

@@ -44,16 +44,19 @@ class BrokerRegistrationMixin(ControllerBase):
     async def finalize_features(
         self, features: Mapping[str, int], bootstrap: Sequence[Any] = ()
     ) -> None:
-        """Record the finalized feature levels (metadata.version) the log does not hold yet:
-        what a newly active controller of a freshly formatted cluster writes first, with the
-        bootstrap records of its format (``--add-scram`` credentials) in the same batch."""
+        """Record the finalized feature levels of a freshly formatted cluster (the log holds no
+        metadata.version yet) with the bootstrap records of its format (``--add-scram``
+        credentials) in the same batch: what its first active controller writes first. Once
+        written, levels change only through UpdateFeatures (a later controller does not put
+        back a level an operator changed or disabled)."""
         async with self._lock:
             img = self._image()
+            if "metadata.version" in img.features:
+                return
             records: list[Any] = [
                 FeatureLevelRecord(name=name, feature_level=level)
                 for name, level in features.items()
-                if img.features.get(name) != level
+                if level > 0
             ]
-            if "metadata.version" not in img.features:
-                records.extend(bootstrap)
+            records.extend(bootstrap)
             await self._commit(records)

@@ -61,6 +61,7 @@ RegisterBrokerRecord = latest_type("RegisterBrokerRecord")
 FenceBrokerRecord = latest_type("FenceBrokerRecord")
 UnfenceBrokerRecord = latest_type("UnfenceBrokerRecord")
 BrokerRegistrationChangeRecord = latest_type("BrokerRegistrationChangeRecord")
+UnregisterBrokerRecord = latest_type("UnregisterBrokerRecord")
 _BrokerEndpoint = sys.modules[RegisterBrokerRecord.__module__].BrokerEndpoint
 _BrokerFeature = sys.modules[RegisterBrokerRecord.__module__].BrokerFeature
 
@@ -223,6 +224,28 @@ class ClusterControl:
                 epoch,
             )
             return ErrorCode.none, epoch
+
+    async def unregister(self, broker_id: int) -> tuple[ErrorCode, str | None]:
+        """UnregisterBroker (KIP-500 decommissioning), as Kafka's controller does it: the broker
+        leaves every ISR (leaders it had are re-elected) and its registration is removed. A
+        broker still running finds its epoch stale on its next heartbeat and registers again,
+        as in Kafka: stop it first. (error, message)."""
+        async with self._core.lock:
+            img = self._core.current_image()
+            b = img.brokers.get(broker_id)
+            if b is None:
+                return (
+                    ErrorCode.broker_id_not_registered,
+                    f"Broker ID {broker_id} is not currently registered",
+                )
+            records = leader_and_isr_changes(
+                img, partitions_with(img, broker_id), remove=broker_id, unclean=self._unclean
+            )
+            records.append(UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=b.epoch))
+            await self._commit(records)
+            self._sessions.pop(broker_id, None)
+            log.info("broker %d unregistered (epoch %d)", broker_id, b.epoch)
+            return ErrorCode.none, None
 
     # -- heartbeats ----------------------------------------------------------------------
 

@@ -79,6 +79,10 @@ class WrittenState:
         if self._pending and epoch != self._epoch:
             self.rollback()
             base = self._committed()
+        if not self._pending and last_offset <= base.offset:
+            # already committed and applied within the append (a quorum of one voter commits
+            # as it appends): the committed image holds it, nothing is pending
+            return
         first = last_offset - len(records) + 1
         if first <= base.offset:
             raise AssertionError(

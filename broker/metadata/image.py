@@ -82,6 +82,8 @@ class BrokerImage:
     in_controlled_shutdown: bool = False
     # offset of its RegisterBrokerRecord: the broker is unfenced once it has caught up to it
     registered_offset: int = -1
+    # (feature, min, max) levels it supports (RegisterBrokerRecord): UpdateFeatures checks them
+    features: tuple[tuple[str, int, int], ...] = ()
 
     def endpoint(self, listener: str) -> EndpointImage | None:
         for e in self.endpoints:
@@ -300,6 +302,10 @@ class ImageBuilder:
             r.incarnation_id,
             bool(getattr(r, "in_controlled_shutdown", False)),  # v1+
             self._record_offset,
+            tuple(
+                (f.name, int(f.min_supported_version), int(f.max_supported_version))
+                for f in r.features
+            ),
         )
         self.delta.brokers_changed = True
 
@@ -332,7 +338,10 @@ class ImageBuilder:
             self.delta.brokers_changed = True
 
     def _on_FeatureLevelRecord(self, r: Any) -> None:
-        self.features[r.name] = int(r.feature_level)
+        if int(r.feature_level) == 0:  # level 0: not finalized (Kafka removes it)
+            self.features.pop(r.name, None)
+        else:
+            self.features[r.name] = int(r.feature_level)
 
     def _on_ProducerIdsRecord(self, r: Any) -> None:
         self.next_producer_id = max(self.next_producer_id, int(r.next_producer_id))

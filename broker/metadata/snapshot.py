@@ -44,6 +44,7 @@ _FRAME: Final = struct.Struct(">qi")  # record offset, record length
 _FeatureLevel = latest_type("FeatureLevelRecord")
 _RegisterBroker = latest_type("RegisterBrokerRecord")
 _Endpoint = sys.modules[_RegisterBroker.__module__].BrokerEndpoint
+_Feature = sys.modules[_RegisterBroker.__module__].BrokerFeature
 _Topic = latest_type("TopicRecord")
 _Partition = latest_type("PartitionRecord")
 _Config = latest_type("ConfigRecord")
@@ -140,7 +141,10 @@ def _broker_record(b: BrokerImage) -> Any:
             )
             for e in b.endpoints
         ),
-        features=(),
+        features=tuple(
+            _Feature(name=n, min_supported_version=lo, max_supported_version=hi)
+            for n, lo, hi in b.features
+        ),
         rack=b.rack,
         fenced=b.fenced,
         in_controlled_shutdown=b.in_controlled_shutdown,

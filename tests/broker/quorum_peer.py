@@ -13,6 +13,7 @@ from broker.api.api_versions import make_handler as api_versions_handler
 from broker.api.context import RequestContext
 from broker.api.dispatcher import Api, Dispatcher
 from broker.api.quorum import QuorumApi
+from broker.metadata.image import MetadataImage
 from broker.network.client import ReconnectingClient
 from broker.network.server import ConnectionContext, KafkaServer, Listener
 from broker.quorum.driver import QuorumDriver
@@ -29,7 +30,9 @@ class QuorumPeer:
         self.dir = root / f"node-{node_id}"
         self.dir.mkdir(parents=True, exist_ok=True)
         api = QuorumApi(driver, now_ms)
-        versions = api_versions_handler(lambda _l: self.dispatcher.supported_versions(), lambda: 0)
+        versions = api_versions_handler(
+            lambda _l: self.dispatcher.supported_versions(), MetadataImage
+        )
         self.dispatcher = Dispatcher(
             [Api(18, versions, max_version=4), *api.apis(), Api(FETCH, api.fetch, min_version=13)]
         )

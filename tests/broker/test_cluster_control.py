@@ -464,3 +464,27 @@ def test_session_keys_must_be_positive(key: str) -> None:
     assert (c.broker_session_timeout_ms, c.broker_heartbeat_interval_ms) == (9000, 2000)
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         cfg(f"{key}=0\n")
+
+
+# -- unregistration (UnregisterBroker, 64) -----------------------------------------------------
+
+
+def test_unregister_leaves_every_isr_then_removes_the_registration() -> None:
+    core = _core()
+    cc = ClusterControl(core, CLUSTER, TIMEOUT)
+    _running(core, cc, 1, 2, 3)
+    _topic(core, "t", ([1, 2, 3], [1, 2, 3]), ([2, 3, 1], [2, 3, 1]))
+    epoch = core.image.brokers[1].epoch
+    assert run(cc.unregister(1)) == (ErrorCode.none, None)
+    assert 1 not in core.image.brokers
+    last = core.batches[-1][-1]
+    assert type(last).__name__ == "UnregisterBrokerRecord"
+    assert (last.broker_id, last.broker_epoch) == (1, epoch)
+    p0, p1 = _part(core, "t", 0), _part(core, "t", 1)
+    assert (p0.leader, p0.isr) == (2, (2, 3)) and (p1.leader, p1.isr) == (2, (2, 3))
+    # its heartbeat is now stale: it registers again (Kafka's behaviour for a running broker)
+    assert _beat(cc, core, 1, 10, epoch=epoch).error == ErrorCode.stale_broker_epoch
+    assert run(cc.unregister(9)) == (
+        ErrorCode.broker_id_not_registered,
+        "Broker ID 9 is not currently registered",
+    )

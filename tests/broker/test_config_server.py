@@ -78,12 +78,17 @@ def test_unknown_key_names_file_line_and_suggestion() -> None:
 
 
 def test_unimplemented_kafka_keys_one_warning() -> None:
-    # (ssl.keystore.location and listener.name.x.ssl.* are implemented since TLS listeners)
+    # (ssl.keystore.location, listener.name.x.ssl.* and ssl.principal.mapping.rules are
+    # implemented since TLS listeners and node links)
     _, warnings = cfg(
-        "ssl.principal.mapping.rules=DEFAULT\nlog.cleaner.io.buffer.size=2\nlistener.name.x.foo=1\n"
+        "delegation.token.max.lifetime.ms=5\nlog.cleaner.io.buffer.size=2\nlistener.name.x.foo=1\n"
     )
     assert len(warnings) == 1
-    for k in ("ssl.principal.mapping.rules", "log.cleaner.io.buffer.size", "listener.name.x.foo"):
+    for k in (
+        "delegation.token.max.lifetime.ms",
+        "log.cleaner.io.buffer.size",
+        "listener.name.x.foo",
+    ):
         assert k in warnings[0]
 
 

@@ -25,6 +25,7 @@ from broker.api.forwarding import FORWARDED_APIS, Forwarder
 from broker.api.services import Services
 from broker.api.topics import TopicsApi
 from broker.controller.controller import Controller
+from broker.metadata.image import MetadataImage
 from broker.network.client import ClientConnection, ReconnectingClient
 from broker.network.errors import NetworkError
 from broker.network.server import ConnectionContext, KafkaServer, Listener
@@ -100,7 +101,7 @@ class Node:
 
 
 def _versions(holder: dict[str, Dispatcher]) -> Api:
-    return Api(18, api_versions_handler(lambda _l: holder["d"].supported_versions(), lambda: 0))
+    return Api(18, api_versions_handler(lambda _l: holder["d"].supported_versions(), MetadataImage))
 
 
 def _allow(principal: str, rtype: ResourceType, name: str, op: AclOperation) -> Acl:
@@ -559,7 +560,7 @@ def test_principal_serde_matches_kafkas_default_principal_data_layout() -> None:
 
 
 def test_forwarded_set_is_what_kafka_and_the_kip_route_to_the_controller() -> None:
-    kafka = {19, 20, 30, 31, 33, 37, 43, 44, 45, 46, 49, 51, 55}
+    kafka = {19, 20, 30, 31, 33, 37, 43, 44, 45, 46, 49, 51, 55, 57, 64}
     kip_1279 = {94, 95, 96, 102, 103, 104, 105}
     assert kafka | kip_1279 == FORWARDED_APIS
     # never the data path or the broker-served mirror reads

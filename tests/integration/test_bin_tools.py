@@ -31,6 +31,10 @@ WRAPPERS = {
     "kafka-console-consumer.sh": ("broker.cli.console_consumer", "--isolation-level"),
     "kafka-console-share-consumer.sh": ("broker.cli.console_share_consumer", "--release"),
     "kafka-mirror-audit.sh": ("audit", "--destination"),
+    "kafka-features.sh": ("broker.cli.features", "--bootstrap-controller"),
+    "kafka-cluster.sh": ("broker.cli.cluster", "unregister"),
+    "kafka-transactions.sh": ("broker.cli.transactions", "find-hanging"),
+    "kafka-producer-perf-test.sh": ("broker.cli.producer_perf", "--num-records"),
     "bench.sh": ("bench.network_bench", "network_bench"),
 }
 
