@@ -262,6 +262,8 @@ class CoordinatorCrashMachine(RuleBasedStateMachine):
         try:
             self.markers.failing.clear()
             self.markers.release()
+            for shard_log in self.logs.values():  # faults stop: the log takes appends again
+                shard_log.fail_appends = 0
             self.run(self.advance(TIMEOUT_MS + 5_000))
             d = self.run(self.coord.describe(TID))
             assert d.state not in ("PrepareCommit", "PrepareAbort"), d
