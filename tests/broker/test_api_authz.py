@@ -15,6 +15,7 @@ from broker.api.topics import TopicsApi
 from broker.config.group_configs import GROUP_RESOURCE
 from broker.controller.acls import AclController
 from broker.metadata.image import BROKER_RESOURCE, MIRROR_RESOURCE, TOPIC_RESOURCE
+from broker.quorum.driver import NotLeaderError
 from broker.security.acls import (
     Acl,
     AclOperation,
@@ -228,6 +229,25 @@ def test_topic_admin_needs_create_delete_alter() -> None:
     )
     assert [(r.name, int(r.error_code)) for r in grown.results] == [
         ("a", ErrorCode.topic_authorization_failed.value)
+    ]
+
+
+def test_a_delete_refused_whole_asks_no_controller() -> None:
+    """Every topic refused: nothing reaches the controller, so a controller that is not the
+    active one answers TOPIC_AUTHORIZATION_FAILED too, not NOT_CONTROLLER or a failure."""
+    _q, _mc, s = _setup()
+
+    class NotLeading:
+        async def delete_topics(self, names: list[str]) -> list[Any]:
+            raise NotLeaderError(2, 1)
+
+    s.controller = NotLeading()
+    api = TopicsApi(s)
+    deleted = run(
+        api.delete_topics(_ctx(6), _req(20, 6, {"topics": [{"name": "b"}], "timeout": 1000}))
+    )
+    assert [(r.name, int(r.error_code)) for r in deleted.responses] == [
+        ("b", ErrorCode.topic_authorization_failed.value)
     ]
 
 
