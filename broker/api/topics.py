@@ -259,8 +259,9 @@ class TopicsApi:
             ],
             denied,
         )
-        results = await self.s.controller.create_partitions(
-            [r for r in reqs if r[0] not in denied and r[0] not in throttled], req.validate_only
+        asked = [r for r in reqs if r[0] not in denied and r[0] not in throttled]
+        results = (
+            await self.s.controller.create_partitions(asked, req.validate_only) if asked else []
         )
         if denied or throttled:
             results = _merge([r[0] for r in reqs], denied, results, throttled)
