@@ -174,10 +174,13 @@ class ConfigsApi:
             )
             if denial is not None:
                 denied[i] = ResourceResult(ch.resource_type, ch.resource_name, *denial)
+        allowed_changes = [ch for i, ch in enumerate(changes) if i not in denied]
+        # none left: no controller call (a controller that is not the active one could only
+        # answer NOT_CONTROLLER; Kafka's returns early on an empty change set)
         done = iter(
-            await self.s.controller.alter_configs(
-                [ch for i, ch in enumerate(changes) if i not in denied], validate_only
-            )
+            await self.s.controller.alter_configs(allowed_changes, validate_only)
+            if allowed_changes
+            else ()
         )
         results = [denied[i] if i in denied else next(done) for i in range(len(changes))]
         rows = [

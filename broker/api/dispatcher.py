@@ -32,9 +32,11 @@ from protocol.headers import encode_response_header, parse_request_header
 from protocol.readers import Buffer
 from protocol.registry import REGISTRY, Registry, body_bytes, decode_body
 
+from ..quorum.driver import NotLeaderError
 from .client_throttle import ClientThrottle, timed_raw_request, timed_request
 from .context import RequestContext
 from .error_counts import error_counts
+from .error_response import error_response
 from .listener_apis import ListenerApis, NotEnabledOnListener
 
 log = logging.getLogger(__name__)
@@ -181,11 +183,19 @@ class Dispatcher:
                 if forwarded is not None:
                     parts, errors = forwarded
                     return parts
-            if timed:
-                assert quotas is not None
-                resp = await timed_request(quotas, ctx, api.handler(ctx, body))
-            else:
-                resp = await api.handler(ctx, body)
+            try:
+                if timed:
+                    assert quotas is not None
+                    resp = await timed_request(quotas, ctx, api.handler(ctx, body))
+                else:
+                    resp = await api.handler(ctx, body)
+            except NotLeaderError as e:
+                # a request on the controller listener of a controller that is not (or no
+                # longer) the active one: NOT_CONTROLLER, as Kafka's ControllerApis answers, so
+                # the client looks for the active controller; not a handler failure that
+                # closes the connection
+                log.debug("%s v%d: %s", self._registry.spec(key).name, version, e)
+                resp = error_response(key, version, body, ErrorCode.not_controller, str(e))
             if resp is None:
                 return None
             if self._on_request is not None:

@@ -200,7 +200,9 @@ class TopicsApi:
             pending[name]["error_code"] = ErrorCode.throttling_quota_exceeded
             pending[name]["error_message"] = THROTTLING_QUOTA_EXCEEDED_MESSAGE
         names = [n for n in names if n not in throttled]
-        for r in await self.s.controller.delete_topics(names):
+        # nothing left to delete (all refused, say): no controller call, which a controller
+        # that is not the active one could only answer NOT_CONTROLLER (Kafka's returns early too)
+        for r in await self.s.controller.delete_topics(names) if names else ():
             row = pending[r.name]
             row["error_code"], row["error_message"] = r.error, r.message
             if r.topic_id is not None:
@@ -257,8 +259,9 @@ class TopicsApi:
             ],
             denied,
         )
-        results = await self.s.controller.create_partitions(
-            [r for r in reqs if r[0] not in denied and r[0] not in throttled], req.validate_only
+        asked = [r for r in reqs if r[0] not in denied and r[0] not in throttled]
+        results = (
+            await self.s.controller.create_partitions(asked, req.validate_only) if asked else []
         )
         if denied or throttled:
             results = _merge([r[0] for r in reqs], denied, results, throttled)

@@ -15,6 +15,7 @@ from broker.api.topics import TopicsApi
 from broker.config.group_configs import GROUP_RESOURCE
 from broker.controller.acls import AclController
 from broker.metadata.image import BROKER_RESOURCE, MIRROR_RESOURCE, TOPIC_RESOURCE
+from broker.quorum.driver import NotLeaderError
 from broker.security.acls import (
     Acl,
     AclOperation,
@@ -229,6 +230,58 @@ def test_topic_admin_needs_create_delete_alter() -> None:
     assert [(r.name, int(r.error_code)) for r in grown.results] == [
         ("a", ErrorCode.topic_authorization_failed.value)
     ]
+
+
+def test_a_request_refused_whole_asks_no_controller() -> None:
+    """Every resource refused: nothing reaches the controller, so a controller that is not the
+    active one answers the authorization error too, not NOT_CONTROLLER or a failure."""
+    _q, _mc, s = _setup()
+
+    class NotLeading:
+        async def _raise(self, *_args: Any) -> list[Any]:
+            raise NotLeaderError(2, 1)
+
+        delete_topics = create_partitions = alter_configs = _raise
+
+    s.controller = NotLeading()
+    api = TopicsApi(s)
+    deleted = run(
+        api.delete_topics(_ctx(6), _req(20, 6, {"topics": [{"name": "b"}], "timeout": 1000}))
+    )
+    assert [(r.name, int(r.error_code)) for r in deleted.responses] == [
+        ("b", ErrorCode.topic_authorization_failed.value)
+    ]
+    grown = run(
+        api.create_partitions(
+            _ctx(3),
+            _req(37, 3, {"topics": [{"name": "a", "count": 4}], "timeout": 1000}),
+        )
+    )
+    assert [(r.name, int(r.error_code)) for r in grown.results] == [
+        ("a", ErrorCode.topic_authorization_failed.value)
+    ]
+    configs = ConfigsApi(s)
+    resource = {"resource_type": 2, "resource_name": "a"}
+    altered = run(
+        configs.alter_configs(
+            _ctx(2),
+            _req(33, 2, {"resources": [{**resource, "configs": [{"name": "x", "value": "1"}]}]}),
+        )
+    )
+    incremental = run(
+        configs.incremental_alter_configs(
+            _ctx(1),
+            _req(
+                44,
+                1,
+                {"resources": [{**resource, "configs": [{"name": "x", "config_operation": 0}]}]},
+            ),
+        )
+    )
+    for resp in (altered, incremental):
+        assert [int(r.error_code) for r in resp.responses] == [
+            ErrorCode.topic_authorization_failed.value
+        ]
 
 
 def test_group_configs_need_describe_and_alter_configs_on_the_group() -> None:

@@ -22,6 +22,7 @@ from broker.config.properties import Entry, Properties
 from broker.config.server_parsing import parse_server_config
 from broker.network.peer_refusals import PeerRefusals, answer_code
 from broker.quorum import wire
+from broker.quorum.driver import NotLeaderError
 from broker.raft import messages as m
 from broker.security.acls import AclOperation
 from broker.security.authorizer import Authorizer
@@ -297,3 +298,28 @@ def test_a_refusal_deep_in_a_response_is_found() -> None:
     assert answer_code(resp) == ErrorCode.cluster_authorization_failed
     ok: Any = build(REGISTRY.spec(63).response_type(1), {"error_code": 0})
     assert answer_code(ok) == 0
+
+
+# -- a controller that is not the active one ------------------------------------------------------
+
+
+def test_an_admin_request_at_a_controller_that_does_not_lead_answers_not_controller() -> None:
+    """Its handler's controller call raises NotLeaderError: Kafka's ControllerApis answers
+    NOT_CONTROLLER for everything asked (the client then finds the active controller); the
+    connection is not closed as if the handler had failed."""
+
+    async def not_leading(_ctx: Any, _req: Any) -> Any:
+        raise NotLeaderError(3, 7)
+
+    d = Dispatcher(
+        [Api(19, not_leading), Api(20, not_leading)], controller_listeners=["CONTROLLER"]
+    )
+    spec = {"name": "t", "num_partitions": 1, "replication_factor": 1}
+    created = _ask(d, "CONTROLLER", 19, 7, {"topics": [spec], "timeout": 1000})
+    assert [(t.name, int(t.error_code)) for t in created.topics] == [
+        ("t", ErrorCode.not_controller)
+    ]
+    deleted = _ask(d, "CONTROLLER", 20, 6, {"topics": [{"name": "t"}], "timeout": 1000})
+    assert [(r.name, int(r.error_code)) for r in deleted.responses] == [
+        ("t", ErrorCode.not_controller)
+    ]
