@@ -54,8 +54,7 @@ class Failover(FetcherControl):
         lso = self._last_stable_offset(plog)
         if lso < plog.log_end_offset:
             info.note = _warn_truncation(info.mirror, topic, partition, plog, lso)
-            plog.truncate_to(lso)
-            hosted.after_local_change()
+            hosted.truncate_to(lso)
             log.info("mirror %s: %s-%d truncated to LSO %d", info.mirror, topic, partition, lso)
 
     async def _bump_above(self, key: Key, hosted: Any, lme: int | None) -> None:

@@ -14,7 +14,6 @@ from protocol.fetch_codec import FetchPartitionData
 from protocol.records import BatchView, scan_batches
 
 from ..log.errors import LogError
-from ..log.partition_log import PartitionLog
 from ..replication.partition import Partition
 from .control_check import control_batch_problem
 from .fetch_assignment import FetchAssignment
@@ -77,7 +76,7 @@ class BatchAppender(FetchAssignment):
                 self.on_appended(p.topic, p.partition)
             self._fail(p, refused)
             return appended
-        self._follow_log_start(plog, data.log_start_offset)
+        self._follow_log_start(part, data.log_start_offset)
         p.error = None
         p.failures = 0
         if appended and self.on_appended is not None:
@@ -114,10 +113,9 @@ class BatchAppender(FetchAssignment):
             # truncation point fell inside the batch. Restart our log at the batch, as a
             # Kafka follower does, then move the log start back up below.
             if leo == plog.log_start_offset or first.base_offset < plog.log_start_offset:
-                plog.truncate_fully_and_start_at(first.base_offset)
+                part.truncate_fully_and_start_at(first.base_offset)
             else:
-                plog.truncate_to(first.base_offset)
-            part.after_local_change()
+                part.truncate_to(first.base_offset)
         limit = max(plog.config.segment_bytes, 1)
         total = 0
         chunk_start = start
@@ -135,7 +133,8 @@ class BatchAppender(FetchAssignment):
         return total, refused
 
     @staticmethod
-    def _follow_log_start(plog: PartitionLog, source_log_start: int) -> None:
+    def _follow_log_start(part: Partition, source_log_start: int) -> None:
         """Mirror the source's retention / DeleteRecords as far as our copy reaches."""
+        plog = part.log
         if plog.log_start_offset < source_log_start <= plog.high_watermark:
-            plog.delete_records_before(source_log_start)
+            part.delete_records_before(source_log_start)

@@ -51,8 +51,9 @@ class OffsetReconciler(FetchAssignment):
                     leo,
                     start,
                 )
-                plog.truncate_fully_and_start_at(start)
-                self._changed(p)
+                part = self.get_partition(p.topic, p.partition)
+                if part is not None:
+                    part.truncate_fully_and_start_at(start)
                 return
             if leo > end:
                 epoch = plog.latest_epoch
@@ -111,8 +112,10 @@ class OffsetReconciler(FetchAssignment):
             plog.log_end_offset,
             target,
         )
+        part = self.get_partition(p.topic, p.partition)
+        if part is None:
+            return
         if target < plog.log_start_offset:
-            plog.truncate_fully_and_start_at(target)
+            part.truncate_fully_and_start_at(target)
         else:
-            plog.truncate_to(target)
-        self._changed(p)
+            part.truncate_to(target)

@@ -198,12 +198,11 @@ class MirrorManager(ReconcileScheduling, Failover):
             aligned_ms = hosted.now_ms()
             if self._align is not None:
                 try:
-                    note = await self._align(info.mirror, topic, partition, hosted.log)
+                    # a cut goes through the partition, which brings the HW down with it
+                    note = await self._align(info.mirror, topic, partition, hosted)
                 except SourceRefused as e:  # who answered the align itself is not the source
                     await self._mark_failed(key, info, str(e))
                     return
-                if note:
-                    hosted.after_local_change()  # the log was cut: its HW comes down with it
                 info.note = note or info.note
             # The second phase: the other replicas truncate too (they learn the cut from
             # their next fetch) before anything new is mirrored on top of it.

@@ -21,9 +21,9 @@ from collections.abc import Callable
 
 from ..config.throttled_replicas import ThrottledReplicasError, parse_throttled_replicas
 from ..coordinator.mirror import MirrorCoordinator
-from ..log.partition_log import PartitionLog
 from ..metadata.image import BROKER_RESOURCE, MIRROR_RESOURCE, TOPIC_RESOURCE, Delta, MetadataImage
 from ..metadata.mirror_states import MirrorState
+from ..replication.partition import Partition
 from ..replication.replica_manager import ReplicaManager
 from .fetcher import MirrorFetcherManager
 from .manager import MirrorManager, SourceRefused
@@ -73,11 +73,11 @@ class MirrorSources:
         finally:
             await client.close()
 
-    async def align(
-        self, mirror: str, topic: str, partition: int, plog: PartitionLog
-    ) -> str | None:
-        """PREPARING: drop local epochs the source never mirrored from us (failback). Returns
-        what was truncated and why (shown by --describe), or None when nothing was."""
+    async def align(self, mirror: str, topic: str, partition: int, part: Partition) -> str | None:
+        """PREPARING: drop local epochs the source never mirrored from us (failback), through
+        the partition (which brings its HW down with the cut). Returns what was truncated and
+        why (shown by --describe), or None when nothing was."""
+        plog = part.log
         if plog.log_end_offset <= plog.log_start_offset:
             return None  # nothing local: a first start copies everything anyway
         client = self._client(mirror)
@@ -98,10 +98,7 @@ class MirrorSources:
             return None
         note = _truncation_note(cut, plog.log_end_offset, confirmed)
         log.warning("mirror %s: %s-%d %s", mirror, topic, partition, note)
-        if cut <= plog.log_start_offset:
-            plog.truncate_fully_and_start_at(cut)
-        else:
-            plog.truncate_to(cut)
+        part.cut_at(cut)
         return note
 
 

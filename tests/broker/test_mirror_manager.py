@@ -443,8 +443,8 @@ def _cut_to_one(w: Any) -> Any:
     """An align that cuts the log (as an LME truncation does; here all of it: the world's
     one batch holds offsets 0-2)."""
 
-    async def align(mirror: str, topic: str, partition: int, plog: Any) -> str | None:
-        plog.truncate_to(1)
+    async def align(mirror: str, topic: str, partition: int, part: Any) -> str | None:
+        part.truncate_to(1)
         return "truncated"
 
     return align
