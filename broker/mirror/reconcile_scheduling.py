@@ -6,7 +6,6 @@ that needs one. `MirrorManager._reconcile_locked` does the stepping itself.
 
 import asyncio
 import logging
-import time
 import uuid
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
@@ -14,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 from ..controller import mirror_config
 from ..metadata.image import MIRROR_RESOURCE, TOPIC_RESOURCE, Delta, MetadataImage
 from ..metadata.mirror_states import MIRROR_NAME_CONFIG, MirrorState
+from .core.states import Wanted, wanted_from_config
 from .fetcher_control import FetcherControl
 from .manager_interfaces import Key
-from .state_transitions import Wanted, wanted_from_config
 
 # The name the code logged under before manager.py was split: KMIRROR_LOG_LEVELS lines and the
 # (logger) of log lines stay the same.
@@ -77,7 +76,7 @@ class ReconcileScheduling(FetcherControl):
         are wanted get a task: stable mirrored partitions cost nothing per second. Every
         ``FULL_SWEEP_S`` every topic is looked at too, as a backstop."""
         img = self._image()
-        now = time.monotonic()
+        now = self._monotonic()
         if now - self._last_sweep >= FULL_SWEEP_S:
             self._last_sweep = now
             self._touched.clear()

@@ -23,11 +23,8 @@ from broker.controller.mirrors import MirrorController
 from broker.coordinator.group.shard import CommitItem, CommitParams, SyncParams
 from broker.coordinator.share.state_records import ShareKey
 from broker.metadata.image import MIRROR_RESOURCE, TOPIC_RESOURCE
-from broker.mirror.metadata_sync import (
-    MirrorMetadataSync,
-    compile_patterns,
-    config_ops,
-)
+from broker.mirror.core.config_filter import config_ops
+from broker.mirror.metadata_sync import MirrorMetadataSync, compile_patterns
 from broker.mirror.sync_source import SourceGroup, SourceOffset
 from tests.waits import wait_for_async
 

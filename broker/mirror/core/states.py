@@ -6,7 +6,7 @@
 import uuid
 from dataclasses import dataclass
 
-from ..metadata.mirror_states import PAUSED_SUFFIX, REMOVED_SUFFIX, MirrorState
+from ...metadata.mirror_states import PAUSED_SUFFIX, REMOVED_SUFFIX, MirrorState
 
 
 @dataclass(frozen=True, slots=True)
