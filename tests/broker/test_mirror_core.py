@@ -83,8 +83,13 @@ def test_realignment() -> None:
     assert truncation.divergence_target(20, -1, -1, (-1, -1), fallback=9) == 9
     assert truncation.divergence_target(20, -1, -1, (-1, -1)) is None
     assert truncation.out_of_range(3, 2, 5, 30).restart_at == 5
+    assert truncation.out_of_range(5, 2, 5, 30).restart_at == 5
     assert truncation.out_of_range(40, 2, 5, 30).diverged_epoch == 2
-    assert truncation.out_of_range(10, 2, 5, 30).retry
+    assert truncation.out_of_range(10, None, 5, 30).retry
+    # inside the range yet refused: the source lost our epoch; cut at its log start if unknown
+    assert truncation.out_of_range(10, 2, 5, 30) == truncation.OutOfRange(
+        diverged_epoch=2, fallback=5
+    )
 
 
 def test_plans_keep_the_kips_order() -> None:

@@ -100,7 +100,7 @@ def divergence_target(
 class OutOfRange:
     """What OFFSET_OUT_OF_RANGE means: ``restart_at`` (restart the log at the source's log
     start), ``diverged_epoch`` (look up where the histories part, from our latest epoch;
-    ``fallback`` the source's end), or neither (our end is inside the source's range: retry)."""
+    ``fallback`` where to cut when the source does not know that epoch), or ``retry``."""
 
     restart_at: int | None = None
     diverged_epoch: int | None = None
@@ -111,12 +111,21 @@ class OutOfRange:
 def out_of_range(
     log_end: int, latest_epoch: int | None, source_start: int, source_end: int
 ) -> OutOfRange:
-    if log_end < source_start:
+    if log_end < source_start or (log_end == source_start and latest_epoch is not None):
+        # (at its start exactly: the source kept none of our last epoch, so nothing can be
+        # compared; the source dropped what we hold below too: start afresh where it starts)
         return OutOfRange(restart_at=source_start)
     if log_end > source_end:
         if latest_epoch is None:
             return OutOfRange(diverged_epoch=-1, fallback=source_end)
         return OutOfRange(diverged_epoch=latest_epoch, fallback=source_end)
+    if latest_epoch is not None and log_end > source_start:
+        # Our end is inside the source's range, yet out of range: the source no longer knows
+        # our last epoch (an unclean election below our end, then retention past that epoch's
+        # start; Kafka answers OUT_OF_RANGE for an undefined epoch). Retrying the same fetch
+        # would never end: where the source knows the epoch, cut at its end of it; where it
+        # does not, what we hold from its log start on is from a history it no longer has.
+        return OutOfRange(diverged_epoch=latest_epoch, fallback=source_start)
     return OutOfRange(
         retry=f"offset {log_end} out of range at the source [{source_start}, {source_end}]; "
         "retrying"
