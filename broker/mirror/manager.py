@@ -28,7 +28,7 @@ manager is tested without sockets, and so the seams for a multi-node cluster sta
 puts them.
 
 The manager is in parts, one job each: `manager_interfaces` (what it needs of the node),
-`state_transitions` (the wanted state from ``mirror.name``, the transition table),
+`core` (the decisions, without I/O: the transition table, each transition's steps, the cuts),
 `fetcher_control` (starting and stopping a partition's fetcher behind the source check),
 `reconcile_scheduling` (when partitions are looked at) and `failover` (STOPPING and STOPPED).
 `MirrorManager`, here, combines them and steps each partition through its transitions.
