@@ -44,7 +44,7 @@ from typing import Any
 from ..metadata.image import TOPIC_RESOURCE, MetadataImage
 from ..metadata.mirror_states import MIRROR_NAME_CONFIG, MirrorState
 from .core import truncation_wait
-from .core.states import PartitionInfo, Wanted, next_state, wanted_from_config
+from .core.states import PartitionInfo, Wanted, current, next_state, wanted_from_config
 from .core.transitions import Step, plan
 from .core.truncation_wait import Outcome
 from .failover import EPOCH_APPLY_WAIT_S, EPOCH_RECHECK_S, Failover
@@ -181,9 +181,13 @@ class MirrorManager(ReconcileScheduling, Failover):
                 if hosted is None or not hosted.is_leader:
                     return  # led elsewhere: that node drives it
                 info = self._info.get(key)
-                if info is None or info.mirror != wanted.mirror or info.topic_id != topic_id:
+                if info is None or not current(info, wanted.mirror, topic_id, hosted.leader_epoch):
                     state, lme = await self._states.read_state(wanted.mirror, topic_id, key[1])
-                    info = self._info[key] = PartitionInfo(wanted.mirror, topic_id, state, lme)
+                    fresh = PartitionInfo(wanted.mirror, topic_id, state, lme)
+                    fresh.leader_epoch = hosted.leader_epoch
+                    if info is not None and info.mirror == wanted.mirror:
+                        fresh.note, fresh.error = info.note, info.error  # for --describe
+                    info = self._info[key] = fresh
                 if info.state == wanted.state:
                     await self._settle(key, info, wanted)
                     return
@@ -240,6 +244,7 @@ class MirrorManager(ReconcileScheduling, Failover):
                 await self._append_marker(key, info, hosted)
             elif step == Step.WRITE_STATE:
                 await self._write(key, info, new, lme)
+                info.leader_epoch = hosted.leader_epoch  # ours, bumped or not: still current
             elif step == Step.START_FETCHER:
                 await self._start_fetcher(key, info)
             elif step == Step.CLEAR_NAME:

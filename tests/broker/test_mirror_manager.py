@@ -673,3 +673,43 @@ def test_an_add_while_a_failed_partition_is_stopping_mirrors_it_again(world: Any
         assert ("t", 0) in world["fetchers"].active
 
     asyncio.run(run())
+
+
+def test_a_leader_that_lost_and_regained_the_partition_reads_its_state_again(world: Any) -> None:
+    """Leadership went to another node and came back (a frozen leader, fenced, then preferred
+    again) before any reconcile here saw it go: what this node remembers is stale, since the
+    other leader moved the partition on in the coordinator. The state is read again (the
+    leader epoch moved), so a --remove and an --add still step the partition."""
+
+    async def run() -> None:
+        m: MirrorManager = world["manager"]
+        key = ("m", world["tid"], 0)
+        hosted = world["hosted"]
+        m.reconcile_all()
+        await _settle(m)
+        _set(world, "m.removed")
+        await _settle(m)
+        assert world["states"].states[key] == MirrorState.STOPPED
+        # meanwhile, under another leader: --add, PREPARING, MIRRORING (this node saw nothing)
+        world["states"].states[key] = MirrorState.MIRRORING
+        world["commit"](
+            [
+                ConfigRecord(
+                    resource_type=TOPIC_RESOURCE, resource_name="t", name="mirror.name",
+                    value="m",
+                )
+            ]
+        )  # fmt: skip
+        hosted.leader_epoch += 2  # away and back
+        _set(world, "m.removed")  # --remove reaches this node, leader again
+        await _settle(m)
+        for _ in range(3):
+            m.reconcile_all()
+            await _settle(m)
+        assert world["states"].states[key] == MirrorState.STOPPED, world["states"].history
+        assert m.partitions()[("t", 0)].state == MirrorState.STOPPED
+        _set(world, "m")  # --add
+        await _settle(m)
+        assert world["states"].states[key] == MirrorState.MIRRORING, world["states"].history
+
+    asyncio.run(run())
