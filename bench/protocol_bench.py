@@ -22,7 +22,7 @@ from kio.schema.produce.v11 import request as produce11
 from kio.schema.produce.v13 import request as produce13
 from kio.serial import entity_reader, entity_writer
 
-from protocol.encoders.fetch import encode_fetch_response
+from protocol.encoders.fetch import encode_fetch_rows
 from protocol.encoders.metadata import encode_metadata_response
 from protocol.encoders.produce import parse_produce_request
 
@@ -148,8 +148,28 @@ def fetch_case(
             ),
         ),
     )
-    assert b"".join(encode_fetch_response(resp, version)) == kio_write(mod.FetchResponse, resp)
-    return (lambda: encode_fetch_response(resp, version)), (
+    # what FetchApi hands the encoder: rows, not kio objects
+    topics = [
+        {
+            "topic_id": uuid.UUID(int=7),
+            "partitions": [
+                {
+                    "partition_index": i,
+                    "error_code": 0,
+                    "high_watermark": 1_000_000 + i,
+                    "last_stable_offset": 1_000_000 + i,
+                    "log_start_offset": 0,
+                    "aborted_transactions": None,
+                    "preferred_read_replica": -1,
+                    "records": blob,
+                }
+                for i in range(partitions)
+            ],
+        }
+    ]
+    ours = b"".join(encode_fetch_rows(0, 0, 12345, topics, version))
+    assert ours == kio_write(mod.FetchResponse, resp)
+    return (lambda: encode_fetch_rows(0, 0, 12345, topics, version)), (
         lambda: kio_write(mod.FetchResponse, resp)
     )
 

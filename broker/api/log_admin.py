@@ -61,7 +61,8 @@ class LogAdminApi:
                     row["error_code"] = ErrorCode.offset_out_of_range
                     continue
                 try:
-                    row["low_watermark"] = plog.delete_records_before(offset)
+                    # through the partition, which wakes Fetches waiting on the log start
+                    row["low_watermark"] = hosted.delete_records_before(offset)
                 except Exception as e:
                     row["error_code"] = getattr(e, "error_code", ErrorCode.offset_out_of_range)
             topics.append({"name": t.name, "partitions": parts})

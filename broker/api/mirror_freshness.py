@@ -15,7 +15,7 @@ from typing import Protocol
 
 
 class FreshnessLike(Protocol):
-    """What this module needs of `broker.mirror.fetcher.SourceFreshness`."""
+    """What this module needs of `broker.mirror.fetch_state.SourceFreshness`."""
 
     @property
     def source_high_watermark(self) -> int: ...

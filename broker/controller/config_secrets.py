@@ -63,10 +63,6 @@ class ConfigSecrets:
         # keys whose stored value is plain text or uses the old secret although a secret is set
         self._stale: set[tuple[int, str, str]] = set()
 
-    @property
-    def encrypts(self) -> bool:
-        return self._encoder is not None
-
     def seal(self, resource_type: int, name: str, key: str, value: str) -> str:
         """The value to store in a ConfigRecord for ``key=value``."""
         if not is_sensitive(resource_type, key):

@@ -46,10 +46,6 @@ class LeaderEpochCache:
     def latest_epoch(self) -> int | None:
         return self._epochs[-1] if self._epochs else None
 
-    @property
-    def earliest_entry(self) -> tuple[int, int] | None:
-        return (self._epochs[0], self._offsets[0]) if self._epochs else None
-
     def epoch_for_offset(self, offset: int) -> int | None:
         """The epoch whose range holds ``offset`` (None before the first entry)."""
         i = bisect.bisect_right(self._offsets, offset) - 1

@@ -450,10 +450,6 @@ class LogManager:
             self.moves.start(topic, partition, target)
         self._interrupted_moves.clear()
 
-    def flush_all(self) -> None:
-        for plog in self._logs.values():
-            plog.flush()
-
     def close(self) -> None:
         """Clean shutdown: flush and close every log, checkpoint, leave the clean marker."""
         if self._closed:

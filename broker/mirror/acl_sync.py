@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Final
 
 from ..controller import mirror_config
-from .acl_rules import AclRuleError, binding_from_codes, included, parse_acl_include
+from .core.acl_rules import AclRuleError, binding_from_codes, included, parse_acl_include
 from .metadata_sync_interfaces import AclStore, SyncSource
 from .metadata_sync_state import SyncState
 from .source import SourceError

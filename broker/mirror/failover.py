@@ -7,7 +7,6 @@ MIRROR_PID_RESET control batch. Once every partition of the topic is STOPPED its
 
 import asyncio
 import logging
-import time
 from typing import Any
 
 from protocol.records import build_mirror_pid_reset
@@ -15,9 +14,10 @@ from protocol.records import build_mirror_pid_reset
 from ..log.validation import AppendOrigin
 from ..metadata.image import TOPIC_RESOURCE
 from ..metadata.mirror_states import MIRROR_NAME_CONFIG, REMOVED_SUFFIX, MirrorState
+from .core import truncation
+from .core.states import PartitionInfo
 from .fetcher_control import FetcherControl
 from .manager_interfaces import Key
-from .state_transitions import PartitionInfo
 
 # The name the code logged under before manager.py was split: KMIRROR_LOG_LEVELS lines and the
 # (logger) of log lines stay the same.
@@ -29,17 +29,23 @@ EPOCH_RECHECK_S = 0.25
 
 
 class Failover(FetcherControl):
-    """STOPPING's work on entry, the step to STOPPED, and clearing ``mirror.name`` after."""
+    """STOPPING's steps (`core.transitions` orders them; `core.truncation` says where to cut and
+    which epoch to ask for) and clearing ``mirror.name`` after."""
 
-    async def _enter_stopping(self, key: Key, info: PartitionInfo, hosted: Any) -> int | None:
-        """Failover's first half, before STOPPING is written: the fetcher stops, the log is cut
-        to its last stable offset, and the epoch bump starts (awaited in `_do_stopping`). The
-        last mirrored epoch returned is written with STOPPING, so a restart in STOPPING never
-        takes the LME from a log that may already hold the local marker."""
+    def _truncate_to_lso(self, key: Key, info: PartitionInfo, hosted: Any) -> None:
+        topic, partition = key
         plog = hosted.log
-        await self._stop_fetcher(key, info.mirror)
-        self._truncate_to_lso(key, info, hosted)
-        lme: int | None = plog.latest_epoch
+        lso = truncation.lso_cut(plog.log_end_offset, int(plog.last_stable_offset))
+        if lso is not None:
+            info.note = _warn_truncation(info.mirror, topic, partition, plog, lso)
+            hosted.truncate_to(lso)  # the partition brings its HW down with the cut
+            log.info("mirror %s: %s-%d truncated to LSO %d", info.mirror, topic, partition, lso)
+
+    def _start_bump(self, key: Key, hosted: Any) -> int | None:
+        """Entering STOPPING, after the LSO cut: the bump starts (awaited in `_finish_bump`).
+        The last mirrored epoch returned is written with STOPPING, so a restart in STOPPING
+        never takes the LME from a log that may already hold the local marker."""
+        lme: int | None = hosted.log.latest_epoch
         old = self._bumping.pop(key, None)
         if old is not None:
             old.cancel()
@@ -48,26 +54,16 @@ class Failover(FetcherControl):
         )
         return lme
 
-    def _truncate_to_lso(self, key: Key, info: PartitionInfo, hosted: Any) -> None:
-        topic, partition = key
-        plog = hosted.log
-        lso = self._last_stable_offset(plog)
-        if lso < plog.log_end_offset:
-            info.note = _warn_truncation(info.mirror, topic, partition, plog, lso)
-            plog.truncate_to(lso)
-            hosted.after_local_change()
-            log.info("mirror %s: %s-%d truncated to LSO %d", info.mirror, topic, partition, lso)
-
     async def _bump_above(self, key: Key, hosted: Any, lme: int | None) -> None:
         """New local writes must carry an epoch above every mirrored one: through the
         controller, then until this node applied it (the marker carries it)."""
-        target = max(lme if lme is not None else -1, hosted.leader_epoch) + 1
+        target = truncation.bump_target(lme, hosted.leader_epoch)
         await self._bump(key[0], key[1], target)
-        deadline = time.monotonic() + EPOCH_APPLY_WAIT_S
+        deadline = self._monotonic() + EPOCH_APPLY_WAIT_S
         # Woken by the metadata change that names the partition (polling every 10 ms was
         # 100 wake-ups a second for each of a failover's thousands of partitions); the
         # timeout is a backstop for a change applied without passing through `on_metadata`.
-        while hosted.leader_epoch < target and (left := deadline - time.monotonic()) > 0:
+        while hosted.leader_epoch < target and (left := deadline - self._monotonic()) > 0:
             changed = asyncio.get_running_loop().create_future()
             waiters = self._epoch_waiters.setdefault(key, [])
             waiters.append(changed)
@@ -81,32 +77,27 @@ class Failover(FetcherControl):
                 if not waiters:
                     self._epoch_waiters.pop(key, None)
 
-    async def _do_stopping(self, key: Key, info: PartitionInfo, hosted: Any) -> None:
-        """Failover's second half, from STOPPING to STOPPED (the KIP's order): the bump
-        committed and applied, then the MIRROR_PID_RESET marker."""
-        topic, partition = key
-        t0 = time.monotonic()
+    async def _record_lme(self, key: Key, info: PartitionInfo, hosted: Any) -> None:
+        """STOPPING found at start-up or on a new leader: STOPPING's write carried the LME (the
+        log may hold a local marker by now); written from the log if it did not."""
+        if info.last_mirror_epoch is None:
+            lme = hosted.log.latest_epoch
+            if lme is not None:
+                await self._states.write_last_mirror_epoch(info.mirror, info.topic_id, key[1], lme)
+                info.last_mirror_epoch = lme
+
+    async def _finish_bump(self, key: Key, info: PartitionInfo, hosted: Any) -> None:
+        """The bump this leader started, or (after a restart in STOPPING) the one still due."""
         bump = self._bumping.pop(key, None)
-        if bump is None:
-            # STOPPING found at start-up or on a new leader: the first half again, except the
-            # LME, which STOPPING's write carried (the log may hold a local marker by now).
-            await self._stop_fetcher(key, info.mirror)
-            self._truncate_to_lso(key, info, hosted)
-            lme = info.last_mirror_epoch
-            if lme is None:
-                lme = hosted.log.latest_epoch
-                if lme is not None:
-                    await self._states.write_last_mirror_epoch(
-                        info.mirror, info.topic_id, partition, lme
-                    )
-                    info.last_mirror_epoch = lme
-            if lme is None or hosted.leader_epoch <= lme:
-                await self._bump_above(key, hosted, lme)
-        else:
+        if bump is not None:
             await bump
-        t_bumped = time.monotonic()
+        elif truncation.needs_bump(info.last_mirror_epoch, hosted.leader_epoch):
+            await self._bump_above(key, hosted, info.last_mirror_epoch)
+
+    async def _append_marker(self, key: Key, info: PartitionInfo, hosted: Any) -> None:
+        """STOPPED's MIRROR_PID_RESET, in the bumped epoch."""
+        t0 = self._monotonic()
         source_id = await self._source_cluster_id(info.mirror) or ""
-        t_source = time.monotonic()
         marker = build_mirror_pid_reset(
             source_id,
             partition_leader_epoch=hosted.leader_epoch,
@@ -114,19 +105,11 @@ class Failover(FetcherControl):
         )
         hosted.append_records(marker, origin=AppendOrigin.COORDINATOR)
         log.debug(
-            "mirror %s: %s-%d STOPPING to STOPPED took %.0f ms: bump %.0f, source id %.0f",
+            "mirror %s: %s-%d MIRROR_PID_RESET appended (source id in %.0f ms)",
             info.mirror,
-            topic,
-            partition,
-            (time.monotonic() - t0) * 1000,
-            (t_bumped - t0) * 1000,
-            (t_source - t_bumped) * 1000,
+            *key,
+            (self._monotonic() - t0) * 1000,
         )
-
-    @staticmethod
-    def _last_stable_offset(plog: Any) -> int:
-        # The log's own LSO (mirrored markers included), the one Fetch and ListOffsets use.
-        return int(plog.last_stable_offset)
 
     async def _maybe_clear(self, topic: str, mirror: str) -> None:
         img = self._image()

@@ -51,12 +51,6 @@ class FetchAssignment:
         part = self.get_partition(topic, partition)
         return None if part is None else part.log
 
-    def _changed(self, p: _Partition) -> None:
-        """The local log was cut in place: its owner recomputes the high watermark."""
-        part = self.get_partition(p.topic, p.partition)
-        if part is not None:
-            part.after_local_change()
-
     # -- assignment ----------------------------------------------------------------------
     def fetcher_id(self, topic: str, partition: int) -> int:
         return (zlib.crc32(topic.encode()) * 31 + partition) % self.num_fetchers

@@ -1,6 +1,7 @@
 """Offset reconciliation: after OFFSET_OUT_OF_RANGE or a diverging epoch in a Fetch answer, the
 local log is realigned with the source (restarted at the source's log start, or truncated where
-the epoch histories part, from the source's OffsetForLeaderEpoch). The partition is held busy
+the epoch histories part, from the source's OffsetForLeaderEpoch): `core.truncation` decides
+where, this asks the source and cuts through the partition. The partition is held busy
 meanwhile, so ``remove`` waits for it.
 """
 
@@ -12,6 +13,7 @@ import logging
 from ..log.partition_log import PartitionLog
 from ..network.client import backoff_ms
 from ..network.errors import NetworkError
+from .core import truncation
 from .fetch_assignment import FetchAssignment
 from .fetch_state import RETRY_BACKOFF_MAX_MS, RETRY_BACKOFF_MS, _Mirror, _Partition
 from .source import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, SourceError
@@ -31,9 +33,8 @@ class OffsetReconciler(FetchAssignment):
         try:
             if diverged is not None:
                 target: int | None = await self._divergence_target(m, p, *diverged)
-                plog = self._live_log(p)
-                if plog is not None and target is not None:
-                    self._truncate(p, plog, target)
+                if target is not None:
+                    self._truncate(p, target)
                 return
             start, _ = await m.source.list_offsets(p.topic, p.partition, EARLIEST_TIMESTAMP)
             end, _ = await m.source.list_offsets(p.topic, p.partition, LATEST_TIMESTAMP)
@@ -41,7 +42,8 @@ class OffsetReconciler(FetchAssignment):
             if plog is None:
                 return
             leo = plog.log_end_offset
-            if leo < start:
+            decided = truncation.out_of_range(leo, plog.latest_epoch, start, end)
+            if decided.restart_at is not None:
                 log.info(
                     "mirror %s: %s-%d: local end %d is below the source's log start %d; "
                     "restarting the local log there",
@@ -51,19 +53,18 @@ class OffsetReconciler(FetchAssignment):
                     leo,
                     start,
                 )
-                plog.truncate_fully_and_start_at(start)
-                self._changed(p)
+                part = self.get_partition(p.topic, p.partition)
+                if part is not None:
+                    part.truncate_fully_and_start_at(decided.restart_at)
                 return
-            if leo > end:
-                epoch = plog.latest_epoch
-                target = end
-                if epoch is not None:
-                    target = await self._divergence_target(m, p, epoch, -1, fallback=end)
-                plog = self._live_log(p)
-                if plog is not None and target is not None:
-                    self._truncate(p, plog, target)
+            if decided.diverged_epoch is not None:
+                target = await self._divergence_target(
+                    m, p, decided.diverged_epoch, -1, fallback=decided.fallback
+                )
+                if target is not None:
+                    self._truncate(p, target)
                 return
-            p.error = f"offset {leo} out of range at the source [{start}, {end}]; retrying"
+            p.error = decided.retry
             p.failures += 1
             await asyncio.sleep(
                 backoff_ms(p.failures, RETRY_BACKOFF_MS, RETRY_BACKOFF_MAX_MS, self._rng) / 1000
@@ -82,8 +83,9 @@ class OffsetReconciler(FetchAssignment):
     async def _divergence_target(
         self, m: _Mirror, p: _Partition, epoch: int, end_offset: int, *, fallback: int = -1
     ) -> int | None:
-        """Where our log stops agreeing with the source, from the source's end of ``epoch``."""
-        if end_offset < 0:
+        """Where our log stops agreeing with the source, from the source's end of ``epoch``
+        (asked for when ``end_offset`` is unknown; epoch -1: nothing to ask)."""
+        if end_offset < 0 and epoch >= 0:
             try:
                 epoch, end_offset = await m.source.offset_for_leader_epoch(
                     p.topic, p.partition, epoch
@@ -94,15 +96,17 @@ class OffsetReconciler(FetchAssignment):
         plog = self._live_log(p)
         if plog is None:
             return None
-        leo = plog.log_end_offset
-        if epoch < 0 or end_offset < 0:
-            return min(fallback, leo) if fallback >= 0 else None
-        ours_epoch, ours_end = plog.end_offset_for_epoch(epoch)
-        if ours_epoch < 0:
-            return min(end_offset, leo)
-        return min(end_offset, ours_end, leo)
+        ours = plog.end_offset_for_epoch(epoch) if epoch >= 0 else (-1, -1)
+        return truncation.divergence_target(
+            plog.log_end_offset, epoch, end_offset, ours, fallback=fallback
+        )
 
-    def _truncate(self, p: _Partition, plog: PartitionLog, target: int) -> None:
+    def _truncate(self, p: _Partition, target: int) -> None:
+        """Cut through the partition (which brings its HW down with the log end)."""
+        part = None if p.removed or p.failed else self.get_partition(p.topic, p.partition)
+        if part is None:
+            return
+        plog = part.log
         log.info(
             "mirror %s: %s-%d diverged from the source; truncating %d -> %d",
             p.mirror,
@@ -111,8 +115,7 @@ class OffsetReconciler(FetchAssignment):
             plog.log_end_offset,
             target,
         )
-        if target < plog.log_start_offset:
-            plog.truncate_fully_and_start_at(target)
+        if truncation.restart(target, plog.log_start_offset):
+            part.truncate_fully_and_start_at(target)
         else:
-            plog.truncate_to(target)
-        self._changed(p)
+            part.truncate_to(target)

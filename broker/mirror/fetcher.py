@@ -33,86 +33,22 @@ from collections.abc import Callable, Iterable, Mapping
 from ..log.clock import Clock
 from ..replication.partition import Partition
 from .fetch_append import BatchAppender
-from .fetch_assignment import FetchAssignment
 from .fetch_reconcile import OffsetReconciler
 from .fetch_state import (
-    DEFAULT_MAX_BYTES,
-    DEFAULT_MAX_WAIT_MS,
-    DEFAULT_MIN_BYTES,
-    DEFAULT_PARTITION_MAX_BYTES,
-    FENCED_LEADER_EPOCH,
-    FETCH_SESSION_ID_NOT_FOUND,
-    FETCH_SESSION_TOPIC_ID_ERROR,
-    INCONSISTENT_TOPIC_ID,
-    INVALID_FETCH_SESSION_EPOCH,
-    KAFKA_STORAGE_ERROR,
-    LEADER_NOT_AVAILABLE,
     MIN_STALE_AFTER_MS,
-    NONE,
-    NOT_LEADER_OR_FOLLOWER,
-    OFFSET_NOT_AVAILABLE,
-    OFFSET_OUT_OF_RANGE,
-    REPLICA_NOT_AVAILABLE,
-    RETRY_BACKOFF_MAX_MS,
-    RETRY_BACKOFF_MS,
     STALE_AFTER_WAITS,
-    UNKNOWN_LEADER_EPOCH,
-    UNKNOWN_TOPIC_ID,
-    UNKNOWN_TOPIC_OR_PARTITION,
     FetcherCounters,
     FetchStatus,
     Key,
     SourceFreshness,
     _Mirror,
     _Partition,
-    _Sent,
     copyable_lag,
 )
-from .fetch_throttle import RATE_WINDOW_S, THROTTLE_BURST_S, TokenBucket, _Rate
+from .fetch_throttle import TokenBucket
 from .source import SourceClient
-from .source_fetcher import _Fetcher
 
-__all__ = [
-    "DEFAULT_MAX_BYTES",
-    "DEFAULT_MAX_WAIT_MS",
-    "DEFAULT_MIN_BYTES",
-    "DEFAULT_PARTITION_MAX_BYTES",
-    "FENCED_LEADER_EPOCH",
-    "FETCH_SESSION_ID_NOT_FOUND",
-    "FETCH_SESSION_TOPIC_ID_ERROR",
-    "INCONSISTENT_TOPIC_ID",
-    "INVALID_FETCH_SESSION_EPOCH",
-    "KAFKA_STORAGE_ERROR",
-    "LEADER_NOT_AVAILABLE",
-    "MIN_STALE_AFTER_MS",
-    "NONE",
-    "NOT_LEADER_OR_FOLLOWER",
-    "OFFSET_NOT_AVAILABLE",
-    "OFFSET_OUT_OF_RANGE",
-    "RATE_WINDOW_S",
-    "REPLICA_NOT_AVAILABLE",
-    "RETRY_BACKOFF_MAX_MS",
-    "RETRY_BACKOFF_MS",
-    "STALE_AFTER_WAITS",
-    "THROTTLE_BURST_S",
-    "UNKNOWN_LEADER_EPOCH",
-    "UNKNOWN_TOPIC_ID",
-    "UNKNOWN_TOPIC_OR_PARTITION",
-    "BatchAppender",
-    "FetchAssignment",
-    "FetchStatus",
-    "FetcherCounters",
-    "Key",
-    "MirrorFetcherManager",
-    "OffsetReconciler",
-    "SourceFreshness",
-    "TokenBucket",
-    "_Fetcher",
-    "_Mirror",
-    "_Partition",
-    "_Rate",
-    "_Sent",
-]
+__all__ = ["MirrorFetcherManager"]
 
 log = logging.getLogger(__name__)
 

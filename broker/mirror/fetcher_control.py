@@ -10,13 +10,12 @@ the manager's, set up by `MirrorManager.__init__`).
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from ..controller import mirror_config
 from ..metadata.image import MIRROR_RESOURCE, MetadataImage
 from ..metadata.mirror_states import MirrorState
-from .manager_interfaces import Fetchers, Key, StateStore
-from .state_transitions import PartitionInfo
+from .core.states import PartitionInfo
+from .manager_interfaces import Fetchers, Key, Replicas, StateStore
 
 # The name the code logged under before manager.py was split: KMIRROR_LOG_LEVELS lines and the
 # (logger) of log lines stay the same.
@@ -27,7 +26,7 @@ class FetcherControl:
     """Start, stop and restart partitions' fetchers; the state shared by the manager's parts."""
 
     _image: Callable[[], MetadataImage]
-    _replicas: Any
+    _replicas: Replicas
     _states: StateStore
     _fetchers: Fetchers
     _bump: Callable[[str, int, int], Awaitable[None]]
@@ -37,6 +36,7 @@ class FetcherControl:
     _verified: dict[str, dict[str, str]]
     _verify_locks: dict[str, asyncio.Lock]
     _now_ms: Callable[[], int]
+    _monotonic: Callable[[], float]
     _info: dict[Key, PartitionInfo]
     _started_with: dict[str, dict[str, str]]
     _locks: dict[Key, asyncio.Lock]

@@ -28,7 +28,7 @@ manager is tested without sockets, and so the seams for a multi-node cluster sta
 puts them.
 
 The manager is in parts, one job each: `manager_interfaces` (what it needs of the node),
-`state_transitions` (the wanted state from ``mirror.name``, the transition table),
+`core` (the decisions, without I/O: the transition table, each transition's steps, the cuts),
 `fetcher_control` (starting and stopping a partition's fetcher behind the source check),
 `reconcile_scheduling` (when partitions are looked at) and `failover` (STOPPING and STOPPED).
 `MirrorManager`, here, combines them and steps each partition through its transitions.
@@ -43,13 +43,14 @@ from typing import Any
 
 from ..metadata.image import TOPIC_RESOURCE, MetadataImage
 from ..metadata.mirror_states import MIRROR_NAME_CONFIG, MirrorState
-from . import truncation_wait
-from .failover import EPOCH_APPLY_WAIT_S, EPOCH_RECHECK_S, Failover, _warn_truncation
+from .core import truncation_wait
+from .core.states import PartitionInfo, Wanted, current, next_state, wanted_from_config
+from .core.transitions import Step, plan
+from .core.truncation_wait import Outcome
+from .failover import EPOCH_APPLY_WAIT_S, EPOCH_RECHECK_S, Failover
 from .fetcher_control import FetcherControl
-from .manager_interfaces import Fetchers, Key, SourceRefused, StateStore
+from .manager_interfaces import Fetchers, Key, Replicas, SourceRefused, StateStore
 from .reconcile_scheduling import FULL_SWEEP_S, ReconcileScheduling
-from .state_transitions import PartitionInfo, Wanted, next_state, wanted_from_config
-from .truncation_wait import Outcome
 
 __all__ = [
     "EPOCH_APPLY_WAIT_S",
@@ -67,7 +68,6 @@ __all__ = [
     "SourceRefused",
     "StateStore",
     "Wanted",
-    "_warn_truncation",
     "next_state",
     "wanted_from_config",
 ]
@@ -75,9 +75,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 UNCLEAN_CONFIG = "mirror.support.unclean.leader.election"
-# How long one PREPARING attempt waits for the other replicas to truncate; a follower fetches
-# at least every replica.fetch.wait.max.ms (500 ms), so this is several rounds. It stays in this
-# module with its reader, `_replicas_truncated`: tests patch manager.TRUNCATION_WAIT_S.
+# How long one PREPARING attempt waits for the other replicas to truncate (the default of
+# ``truncation_attempt_s``); a follower fetches at least every replica.fetch.wait.max.ms
+# (500 ms), so this is several rounds.
 TRUNCATION_WAIT_S = 5.0
 
 
@@ -85,7 +85,7 @@ class MirrorManager(ReconcileScheduling, Failover):
     def __init__(
         self,
         image: Callable[[], MetadataImage],
-        replicas: Any,
+        replicas: Replicas,
         states: StateStore,
         fetchers: Fetchers,
         *,
@@ -95,7 +95,9 @@ class MirrorManager(ReconcileScheduling, Failover):
         align_with_source: Callable[[str, str, int, Any], Awaitable[str | None]] | None = None,
         verify_source: Callable[[str], Awaitable[tuple[bool, str | None]]] | None = None,
         now_ms: Callable[[], int],
+        monotonic: Callable[[], float] = time.monotonic,
         truncation_timeout_ms: int = truncation_wait.DEFAULT_TIMEOUT_MS,
+        truncation_attempt_s: float = TRUNCATION_WAIT_S,
     ) -> None:
         self._image = image
         self._replicas = replicas
@@ -110,7 +112,10 @@ class MirrorManager(ReconcileScheduling, Failover):
         self._verified: dict[str, dict[str, str]] = {}
         self._verify_locks: dict[str, asyncio.Lock] = {}
         self._now_ms = now_ms
+        self._monotonic = monotonic
         self._info: dict[Key, PartitionInfo] = {}
+        # PREPARING: when this leader's LME truncation ran (its replicas must fetch after it)
+        self._aligned_ms: dict[Key, int] = {}
         # per mirror, the connection settings its fetchers were started with: a change of
         # its bookkeeping keys alone (a failover remembers removed topics) restarts nothing
         self._started_with: dict[str, dict[str, str]] = {}
@@ -127,6 +132,7 @@ class MirrorManager(ReconcileScheduling, Failover):
         self._touched: set[Key] = set()
         self._last_sweep = float("-inf")  # the first retry looks at everything
         self._truncation_timeout_ms = truncation_timeout_ms
+        self._truncation_attempt_s = truncation_attempt_s
         # per mirror: partitions failed because replicas did not truncate in time (a metric)
         self.truncation_timeouts: dict[str, int] = {}
 
@@ -148,6 +154,21 @@ class MirrorManager(ReconcileScheduling, Failover):
     def partitions(self, mirror: str | None = None) -> dict[Key, PartitionInfo]:
         return {k: v for k, v in self._info.items() if mirror is None or v.mirror == mirror}
 
+    @property
+    def running(self) -> int:
+        """Reconcile tasks under way."""
+        return len(self._tasks)
+
+    @property
+    def touched(self) -> frozenset[Key]:
+        """The partitions the next per-second retry looks at (see `reconcile_all`)."""
+        return frozenset(self._touched)
+
+    async def drain(self) -> None:
+        """Until the tasks under way now are done (their exceptions are raised here)."""
+        if self._tasks:
+            await asyncio.gather(*list(self._tasks))
+
     async def _reconcile_locked(self, key: Key, topic_id: uuid.UUID) -> None:
         async with self._lock(key):
             for _ in range(16):  # every chain of transitions is shorter than this
@@ -160,9 +181,13 @@ class MirrorManager(ReconcileScheduling, Failover):
                 if hosted is None or not hosted.is_leader:
                     return  # led elsewhere: that node drives it
                 info = self._info.get(key)
-                if info is None or info.mirror != wanted.mirror or info.topic_id != topic_id:
+                if info is None or not current(info, wanted.mirror, topic_id, hosted.leader_epoch):
                     state, lme = await self._states.read_state(wanted.mirror, topic_id, key[1])
-                    info = self._info[key] = PartitionInfo(wanted.mirror, topic_id, state, lme)
+                    fresh = PartitionInfo(wanted.mirror, topic_id, state, lme)
+                    fresh.leader_epoch = hosted.leader_epoch
+                    if info is not None and info.mirror == wanted.mirror:
+                        fresh.note, fresh.error = info.note, info.error  # for --describe
+                    info = self._info[key] = fresh
                 if info.state == wanted.state:
                     await self._settle(key, info, wanted)
                     return
@@ -184,33 +209,66 @@ class MirrorManager(ReconcileScheduling, Failover):
             await self._maybe_clear(key[0], info.mirror)
 
     async def _enter(self, key: Key, info: PartitionInfo, new: MirrorState, wanted: Wanted) -> None:
-        topic, partition = key
-        hosted = self._replicas.get(topic, partition)
+        """One transition: the steps `transitions.plan` gives, carried out in order. A step that
+        cannot complete yet stops here, the partition staying where it was (retried later)."""
+        hosted = self._replicas.get(*key)
         if hosted is None or not hosted.is_leader:
             return
-        if new == MirrorState.STOPPED and info.state == MirrorState.STOPPING:
-            await self._do_stopping(key, info, hosted)
-        if info.state == MirrorState.PREPARING and new == MirrorState.MIRRORING:
-            # PREPARING is left only once aligned with the source: a failed attempt (source
-            # unreachable) stays in PREPARING and is retried, also after a restart.
-            if not await self._source_ok(key, info):
-                return
-            aligned_ms = hosted.now_ms()
-            if self._align is not None:
-                try:
-                    note = await self._align(info.mirror, topic, partition, hosted.log)
-                except SourceRefused as e:  # who answered the align itself is not the source
-                    await self._mark_failed(key, info, str(e))
+        steps = plan(info.state, new, wanted.state, bump_started=key in self._bumping)
+        lme: int | None = None
+        for step in steps:
+            if step == Step.CHECK_SOURCE:
+                # PREPARING is left only once aligned with the source: a failed attempt
+                # (source unreachable) stays in PREPARING and is retried, also after a restart.
+                if not await self._source_ok(key, info):
                     return
-                if note:
-                    hosted.after_local_change()  # the log was cut: its HW comes down with it
-                info.note = note or info.note
-            # The second phase: the other replicas truncate too (they learn the cut from
-            # their next fetch) before anything new is mirrored on top of it.
-            if not await self._replicas_truncated(key, info, hosted, aligned_ms):
-                return
+            elif step == Step.LME_TRUNCATE:
+                if not await self._lme_truncate(key, info, hosted):
+                    return
+            elif step == Step.AWAIT_REPLICAS:
+                # The second phase: the other replicas truncate too (they learn the cut from
+                # their next fetch) before anything new is mirrored on top of it.
+                if not await self._replicas_truncated(key, info, hosted, self._aligned_ms[key]):
+                    return
+            elif step == Step.STOP_FETCHER:
+                await self._stop_fetcher(key, info.mirror)
+            elif step == Step.LSO_TRUNCATE:
+                self._truncate_to_lso(key, info, hosted)
+            elif step == Step.START_BUMP:
+                lme = self._start_bump(key, hosted)
+            elif step == Step.RECORD_LME:
+                await self._record_lme(key, info, hosted)
+            elif step == Step.FINISH_BUMP:
+                await self._finish_bump(key, info, hosted)
+            elif step == Step.APPEND_MARKER:
+                await self._append_marker(key, info, hosted)
+            elif step == Step.WRITE_STATE:
+                await self._write(key, info, new, lme)
+                info.leader_epoch = hosted.leader_epoch  # ours, bumped or not: still current
+            elif step == Step.START_FETCHER:
+                await self._start_fetcher(key, info)
+            elif step == Step.CLEAR_NAME:
+                await self._maybe_clear(key[0], info.mirror)
+
+    async def _lme_truncate(self, key: Key, info: PartitionInfo, hosted: Any) -> bool:
+        """Failback's LME truncation through the injected align (it cuts through the partition,
+        which brings the HW down with it). False: the source refused, the partition FAILED."""
+        self._aligned_ms[key] = hosted.now_ms()
+        if self._align is None:
+            return True
+        try:
+            note = await self._align(info.mirror, key[0], key[1], hosted)
+        except SourceRefused as e:  # who answered the align itself is not the source
+            await self._mark_failed(key, info, str(e))
+            return False
+        info.note = note or info.note
+        return True
+
+    async def _write(
+        self, key: Key, info: PartitionInfo, new: MirrorState, lme: int | None
+    ) -> None:
+        topic, partition = key
         if new == MirrorState.STOPPING:
-            lme = await self._enter_stopping(key, info, hosted)
             await self._states.write_partition(info.mirror, info.topic_id, partition, new, lme)
             info.last_mirror_epoch = lme if lme is not None else info.last_mirror_epoch
         else:
@@ -221,12 +279,7 @@ class MirrorManager(ReconcileScheduling, Failover):
         info.state = new
         info.error = None
         info.truncation_wait_since = None  # a later PREPARING waits afresh
-        if new == MirrorState.MIRRORING and wanted.state == MirrorState.MIRRORING:
-            await self._start_fetcher(key, info)
-        elif new in (MirrorState.PAUSED, MirrorState.STOPPING):
-            await self._stop_fetcher(key, info.mirror)
-        elif new == MirrorState.STOPPED:
-            await self._maybe_clear(topic, info.mirror)
+        self._aligned_ms.pop(key, None)
 
     async def _replicas_truncated(
         self, key: Key, info: PartitionInfo, hosted: Any, since_ms: int
@@ -236,28 +289,24 @@ class MirrorManager(ReconcileScheduling, Failover):
         fetched with a log consistent with the leader's cut one. False leaves the partition in
         PREPARING (tried again on the next reconcile) with the reason shown by ``--describe``,
         or, once ``mirror.truncation.timeout.ms`` has passed with enough ISR, FAILED
-        (`truncation_wait` has the rule and why)."""
+        (`core.truncation_wait` has the rule and why)."""
         topic_config = self._image().config(TOPIC_RESOURCE, key[0])
         all_replicas = topic_config.get(UNCLEAN_CONFIG, "false").lower() == "true"
         timeout_s = self._truncation_timeout_ms / 1000
-        now = time.monotonic()
-        if info.truncation_wait_since is None:
-            info.truncation_wait_since = now
-        since = info.truncation_wait_since
-        deadline = min(now + TRUNCATION_WAIT_S, since + timeout_s)
+        first = self._monotonic()
+        deadline = first + self._truncation_attempt_s
         while True:
             behind = hosted.replicas_behind(since_ms, all_replicas=all_replicas)
-            waited = time.monotonic() - since
-            outcome = truncation_wait.judge(
+            outcome, info.truncation_wait_since, waited = truncation_wait.attempt(
+                info.truncation_wait_since,
+                self._monotonic(),
                 behind,
                 under_min_isr=hosted.leader.under_min_isr,
-                waited_s=waited,
                 timeout_s=timeout_s,
             )
             if outcome == Outcome.TRUNCATED:
                 return True
             if outcome == Outcome.RETRY:  # the clock stops until the ISR is back
-                info.truncation_wait_since = None
                 info.note = (
                     f"waiting for min.insync.replicas ({hosted.leader.effective_min_isr}) in "
                     f"the ISR before leaving PREPARING (ISR {sorted(hosted.leader.isr)})"
@@ -275,24 +324,12 @@ class MirrorManager(ReconcileScheduling, Failover):
                     self.truncation_timeouts.get(info.mirror, 0) + 1
                 )
                 return False
-            if time.monotonic() >= deadline:
+            since = info.truncation_wait_since
+            if self._monotonic() >= min(deadline, (since or first) + timeout_s):
                 info.note = truncation_wait.waiting_note(behind, all_replicas, waited)
                 log.info("mirror %s: %s-%d %s", info.mirror, *key, info.note)
                 return False
             await asyncio.sleep(0.05)
-
-    @staticmethod
-    def truncation_point(
-        epochs: list[tuple[int, int]], log_start: int, confirmed_epoch: int | None
-    ) -> int:
-        """Where PREPARING cuts the log: the start of the first local epoch beyond the last epoch
-        the source confirms it mirrored (KIP-1279 "LME truncation"); none confirmed: everything."""
-        if confirmed_epoch is None:
-            return log_start
-        for epoch, start in epochs:
-            if epoch > confirmed_epoch:
-                return max(start, log_start)
-        return -1  # nothing to cut
 
     async def close(self) -> None:
         self._closed = True

@@ -1,5 +1,6 @@
 """What the mirror manager needs of the rest of the node: the mirror coordinator's partition
-states (`StateStore`) and the mirror fetchers (`Fetchers`), both injected so the manager is
+states (`StateStore`), the mirror fetchers (`Fetchers`) and the hosted partitions
+(`Replicas`), all injected so the manager is
 tested without sockets; and `SourceRefused`, which an alignment with the source raises when the
 cluster that answered must not be mirrored.
 """
@@ -9,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from ..metadata.mirror_states import MirrorState
+from ..replication.partition import Partition
 
 Key = tuple[str, int]  # (topic, partition)
 
@@ -16,6 +18,13 @@ Key = tuple[str, int]  # (topic, partition)
 class SourceRefused(Exception):
     """The cluster that answered as a mirror's source must not be mirrored (this cluster, or
     not the one the mirror recorded): the partition fails rather than truncate or fetch."""
+
+
+class Replicas(Protocol):
+    """The partitions this node hosts (`ReplicaManager`): the manager drives the ones it leads,
+    and cuts and appends only through them."""
+
+    def get(self, topic: str, partition: int) -> Partition | None: ...
 
 
 class StateStore(Protocol):

@@ -74,7 +74,7 @@ from .metadata_sync_interfaces import (
 )
 from .metadata_sync_state import _Mirror, compile_patterns
 from .sync_source import SyncSourceClient
-from .topic_config_sync import DESCRIBE_CONFIGS, TopicConfigSync, config_ops, excluded
+from .topic_config_sync import DESCRIBE_CONFIGS, TopicConfigSync
 from .topic_sync import TopicSync
 
 __all__ = [
@@ -97,8 +97,6 @@ __all__ = [
     "SyncSource",
     "TopicController",
     "compile_patterns",
-    "config_ops",
-    "excluded",
 ]
 
 log = logging.getLogger(__name__)

@@ -21,10 +21,11 @@ from collections.abc import Callable
 
 from ..config.throttled_replicas import ThrottledReplicasError, parse_throttled_replicas
 from ..coordinator.mirror import MirrorCoordinator
-from ..log.partition_log import PartitionLog
 from ..metadata.image import BROKER_RESOURCE, MIRROR_RESOURCE, TOPIC_RESOURCE, Delta, MetadataImage
 from ..metadata.mirror_states import MirrorState
+from ..replication.partition import Partition
 from ..replication.replica_manager import ReplicaManager
+from .core import truncation
 from .fetch_state import copyable_lag
 from .fetcher import MirrorFetcherManager
 from .manager import MirrorManager, SourceRefused
@@ -74,12 +75,11 @@ class MirrorSources:
         finally:
             await client.close()
 
-    async def align(
-        self, mirror: str, topic: str, partition: int, plog: PartitionLog
-    ) -> str | None:
-        """PREPARING: drop local epochs the source never mirrored from us (failback). Returns
-        what was truncated and why (shown by --describe), or None when nothing was."""
-        if plog.log_end_offset <= plog.log_start_offset:
+    async def align(self, mirror: str, topic: str, partition: int, part: Partition) -> str | None:
+        """PREPARING: drop local epochs the source never mirrored from us (failback), through
+        the partition (which brings its HW down with the cut). Returns what was truncated and
+        why (shown by --describe), or None when nothing was (`core.truncation` decides)."""
+        if part.log.log_end_offset <= part.log.log_start_offset:
             return None  # nothing local: a first start copies everything anyway
         client = self._client(mirror)
         try:
@@ -93,30 +93,18 @@ class MirrorSources:
         finally:
             await client.close()
         confirmed = None if epochs is None else epochs.get((topic, partition))
-        entries = plog.leader_epoch_cache.entries()
-        cut = MirrorManager.truncation_point(entries, plog.log_start_offset, confirmed)
-        if not 0 <= cut < plog.log_end_offset:
+        plog = part.log
+        cut = truncation.lme_truncation(
+            plog.leader_epoch_cache.entries(),
+            plog.log_start_offset,
+            plog.log_end_offset,
+            confirmed,
+        )
+        if cut is None:
             return None
-        note = _truncation_note(cut, plog.log_end_offset, confirmed)
-        log.warning("mirror %s: %s-%d %s", mirror, topic, partition, note)
-        if cut <= plog.log_start_offset:
-            plog.truncate_fully_and_start_at(cut)
-        else:
-            plog.truncate_to(cut)
-        return note
-
-
-def _truncation_note(cut: int, end: int, confirmed: int | None) -> str:
-    why = (
-        f"the source's last mirrored epoch of it is {confirmed}"
-        if confirmed is not None
-        else "the source has no record of mirroring it from this cluster, so KIP-1279 "
-        "mirrors it from scratch"
-    )
-    return (
-        f"truncated offsets {cut}..{end - 1} ({end - cut} offsets of local data) "
-        f"before mirroring: {why}"
-    )
+        log.warning("mirror %s: %s-%d %s", mirror, topic, partition, cut[1])
+        part.cut_at(cut[0])
+        return cut[1]
 
 
 class MirrorThrottle:

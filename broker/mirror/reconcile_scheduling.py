@@ -6,7 +6,6 @@ that needs one. `MirrorManager._reconcile_locked` does the stepping itself.
 
 import asyncio
 import logging
-import time
 import uuid
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
@@ -14,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 from ..controller import mirror_config
 from ..metadata.image import MIRROR_RESOURCE, TOPIC_RESOURCE, Delta, MetadataImage
 from ..metadata.mirror_states import MIRROR_NAME_CONFIG, MirrorState
+from .core.states import Wanted, current, wanted_from_config
 from .fetcher_control import FetcherControl
 from .manager_interfaces import Key
-from .state_transitions import Wanted, wanted_from_config
 
 # The name the code logged under before manager.py was split: KMIRROR_LOG_LEVELS lines and the
 # (logger) of log lines stay the same.
@@ -77,7 +76,7 @@ class ReconcileScheduling(FetcherControl):
         are wanted get a task: stable mirrored partitions cost nothing per second. Every
         ``FULL_SWEEP_S`` every topic is looked at too, as a backstop."""
         img = self._image()
-        now = time.monotonic()
+        now = self._monotonic()
         if now - self._last_sweep >= FULL_SWEEP_S:
             self._last_sweep = now
             self._touched.clear()
@@ -113,7 +112,9 @@ class ReconcileScheduling(FetcherControl):
             key = (name, p)
             hosted = self._replicas.get(name, p)
             if hosted is not None and hosted.is_leader:
-                if only_unsettled and self._settled(key, topic.topic_id, wanted):
+                if only_unsettled and self._settled(
+                    key, topic.topic_id, wanted, hosted.leader_epoch
+                ):
                     if clear_pending and self._info[key].state == MirrorState.STOPPED:
                         clear_pending = False
                         self._spawn(self._reconcile(key, topic.topic_id), key)
@@ -122,9 +123,9 @@ class ReconcileScheduling(FetcherControl):
             elif key in self._info:
                 self._spawn(self._step_down(key), key)
 
-    def _settled(self, key: Key, topic_id: uuid.UUID, wanted: "Wanted") -> bool:
+    def _settled(self, key: Key, topic_id: uuid.UUID, wanted: "Wanted", leader_epoch: int) -> bool:
         info = self._info.get(key)
-        if info is None or info.mirror != wanted.mirror or info.topic_id != topic_id:
+        if info is None or not current(info, wanted.mirror, topic_id, leader_epoch):
             return False
         if info.state == MirrorState.FAILED:
             return wanted.state != MirrorState.STOPPED  # stays FAILED until removed

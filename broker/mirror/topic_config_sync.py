@@ -4,14 +4,15 @@
 
 import logging
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, Final
 
 from ..controller import mirror_config
-from ..controller.controller import DELETE, SET, ConfigChange
+from ..controller.controller import ConfigChange
 from ..controller.mirrors import split_mirror_name
 from ..metadata.image import MIRROR_RESOURCE, TOPIC_RESOURCE
 from ..metadata.mirror_states import MIRROR_NAME_CONFIG
+from .core.config_filter import config_ops
 from .metadata_sync_interfaces import SyncSource, TopicController
 from .metadata_sync_state import SyncState, compile_patterns
 
@@ -20,38 +21,6 @@ from .metadata_sync_state import SyncState, compile_patterns
 log = logging.getLogger("broker.mirror.metadata_sync")
 
 DESCRIBE_CONFIGS: Final = 32
-
-
-def excluded(key: str, patterns: Sequence[re.Pattern[str]]) -> bool:
-    return key in mirror_config.DESTINATION_TOPIC_KEYS or any(p.fullmatch(key) for p in patterns)
-
-
-def config_ops(
-    source: Mapping[str, str],
-    local: Mapping[str, str],
-    patterns: Sequence[re.Pattern[str]],
-    validate: Callable[[str, str], str],
-) -> list[tuple[str, int, str | None]]:
-    """IncrementalAlterConfigs ops making ``local`` match ``source`` outside the excluded keys.
-    Source values this broker refuses (unknown or invalid keys) are ignored, not deleted here."""
-    wanted: dict[str, str] = {}
-    refused: set[str] = set()
-    for key, value in source.items():
-        if excluded(key, patterns):
-            continue
-        try:
-            wanted[key] = validate(key, value)
-        except Exception:
-            refused.add(key)
-    ops: list[tuple[str, int, str | None]] = [
-        (k, SET, v) for k, v in sorted(wanted.items()) if local.get(k) != v
-    ]
-    ops += [
-        (k, DELETE, None)
-        for k in sorted(local)
-        if k not in wanted and k not in refused and not excluded(k, patterns)
-    ]
-    return ops
 
 
 class TopicConfigSync(SyncState):

@@ -36,10 +36,6 @@ class ElectionState:
     def has_leader(self) -> bool:
         return self.leader_id >= 0
 
-    @property
-    def has_voted(self) -> bool:
-        return self.voted_id >= 0
-
 
 class QuorumStateStore(Protocol):
     def read(self) -> ElectionState | None: ...

@@ -2,7 +2,9 @@
 
 Every writer goes through this object: produce (``append_records``), the coordinators (records
 and markers), the mirror fetcher (``append_raw``) and, on a follower, the replica fetcher
-(``on_fetch_response``). The high watermark moves only through the sans-IO states of
+(``on_fetch_response``); so does every cut (``truncate_to``, ``truncate_fully_and_start_at``,
+``delete_records_before``: the mirror's truncations, DeleteRecords), which fixes the high
+watermark and wakes waiters itself (tests/broker/test_log_ownership.py keeps it so). The high watermark moves only through the sans-IO states of
 ``partition_state`` (leader: the minimum over the ISR, forward only) and ``follower_state``
 (follower: the leader's, capped at our log end).
 
@@ -175,8 +177,36 @@ class Partition:
         self._appended()
         return result
 
-    def after_local_change(self) -> None:
-        """The log was cut in place (a mirror's truncation): recompute the HW and wake."""
+    # --- cutting the log (the mirror's truncations, DeleteRecords) ----------------------------
+
+    def truncate_to(self, offset: int) -> bool:
+        """Drop the records at and past ``offset`` (a mirror's LME, LSO or divergence cut); the
+        high watermark comes down with the log end, and waiters see the change. True if data
+        went."""
+        cut = self.log.truncate_to(offset)
+        self._after_cut()
+        return cut
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Restart the log empty at ``offset`` (the source's log start moved past ours)."""
+        self.log.truncate_fully_and_start_at(offset)
+        self._after_cut()
+
+    def cut_at(self, offset: int) -> None:
+        """Truncate to ``offset``, or restart the log there when nothing of it would stay."""
+        if offset <= self.log.log_start_offset:
+            self.truncate_fully_and_start_at(offset)
+        else:
+            self.truncate_to(offset)
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords, or a mirror following its source's log start: move the log start up
+        to ``offset`` (never past the HW: ``OffsetOutOfRange``); the new log start."""
+        start = self.log.delete_records_before(offset)
+        self.wake()
+        return start
+
+    def _after_cut(self) -> None:
         if self.is_leader:
             self.leader.on_local_truncation(self._now_ms())
         self.wake()

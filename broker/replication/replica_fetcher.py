@@ -136,9 +136,6 @@ class ReplicaFetchers:
             self._fetchers.pop(fetcher.key, None)
             fetcher.stop()
 
-    def fetcher_count(self) -> int:
-        return len(self._fetchers)
-
     async def close(self) -> None:
         fetchers = list(self._fetchers.values())
         self._fetchers.clear()

@@ -1,11 +1,11 @@
-"""Fetch response body encoder (v4-v19) that never copies record data.
+"""Fetch response body encoder (v4-v19), from the broker's rows, that never copies record data.
 
 A partition's ``records`` may be None, one buffer (bytes, bytearray or a 1-D byte memoryview)
 or a list/tuple of such buffers (several segment slices sent as one record set). The result is
 a short list: the small header pieces between two record blobs are joined into one ``bytes`` and
 every non-empty record buffer is passed through as its own item, the very object the caller
 supplied, so a transport can hand the list to ``writelines``/``sendmsg`` as is. The response
-header and the frame size prefix are the caller's job (`fetch_response_size` gives the total).
+header and the frame size prefix are the caller's job.
 
 Version differences (from Kafka's FetchResponse.json, as kio 0.6.5 generates them):
 v5 adds log_start_offset, v7 the top-level error_code and session_id, v11
@@ -15,7 +15,6 @@ the top-level node_endpoints tag and v19 (KIP-1279) the partition tag 3 ``mirror
 A tagged field is left out when it holds its default, as kio does.
 """
 
-import dataclasses
 import struct
 from collections.abc import Sequence
 from typing import Any, Final
@@ -30,10 +29,8 @@ from .primitives import (
     NULL_COMPACT,
     NULL_LEGACY_BYTES,
     Buffer,
-    compact_nullable_string,
     compact_string,
     legacy_string,
-    millis,
     uuid_bytes,
     uvarint,
 )
@@ -58,138 +55,6 @@ _TAG2_HEAD: Final = b"\x02\x0d"  # snapshot_id: int64 end_offset, int32 epoch, t
 _TAG3_HEAD: Final = b"\x03\x04"  # mirror_leader_epoch: int32
 
 
-def encode_fetch_response(resp: Any, version: int) -> list[Buffer]:
-    """Encode a kio ``FetchResponse`` body (or our generated v19 type) for ``version``."""
-    return encode_fetch_response_sized(resp, version)[0]
-
-
-def fetch_response_size(parts: Sequence[Buffer]) -> int:
-    return sum(map(len, parts))
-
-
-def encode_fetch_response_sized(resp: Any, version: int) -> tuple[list[Buffer], int]:
-    """Like `encode_fetch_response`, also returning the total byte count of the parts."""
-    if not MIN_VERSION <= version <= MAX_VERSION:
-        raise ValueError(f"Fetch response: version {version} outside {MIN_VERSION}-{MAX_VERSION}")
-    flexible = version >= 12
-    with_topic_id = version >= 13
-    with_log_start = version >= 5
-    with_preferred = version >= 11
-    with_mirror_epoch = version >= 19
-
-    default_epoch = default_leader = default_snapshot = _NO_DEFAULT
-    out: list[Buffer] = []
-    total = 0
-    pending: list[bytes] = []  # small pieces written since the last record blob
-    put = pending.append
-
-    throttle = millis(resp.throttle_time)
-    put(
-        _TOP_V7.pack(throttle, resp.error_code, resp.session_id)
-        if version >= 7
-        else I32.pack(throttle)
-    )
-    topics = resp.responses
-    put(uvarint(len(topics) + 1) if flexible else I32.pack(len(topics)))
-    for topic in topics:
-        if with_topic_id:
-            put(uuid_bytes(topic.topic_id))
-        elif flexible:
-            put(compact_string(topic.topic))
-        else:
-            put(legacy_string(topic.topic))
-        partitions = topic.partitions
-        put(uvarint(len(partitions) + 1) if flexible else I32.pack(len(partitions)))
-        if flexible and partitions:
-            default_epoch, default_leader, default_snapshot = _tag_defaults(type(partitions[0]))
-        for p in partitions:
-            aborted = p.aborted_transactions
-            if flexible and aborted is None:
-                put(
-                    _PART_FLEX_NO_ABORTED.pack(
-                        p.partition_index,
-                        p.error_code,
-                        p.high_watermark,
-                        p.last_stable_offset,
-                        p.log_start_offset,
-                        0,
-                        p.preferred_read_replica,
-                    )
-                )
-            else:
-                if with_log_start:
-                    put(
-                        _PART_V5.pack(
-                            p.partition_index,
-                            p.error_code,
-                            p.high_watermark,
-                            p.last_stable_offset,
-                            p.log_start_offset,
-                        )
-                    )
-                else:
-                    put(
-                        _PART_V4.pack(
-                            p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset
-                        )
-                    )
-                if aborted is None:
-                    put(NULL_LEGACY_BYTES)
-                elif flexible:
-                    put(uvarint(len(aborted) + 1))
-                    for txn in aborted:
-                        put(I64_I64.pack(txn.producer_id, txn.first_offset))
-                        put(EMPTY_TAGS)
-                else:
-                    put(I32.pack(len(aborted)))
-                    for txn in aborted:
-                        put(I64_I64.pack(txn.producer_id, txn.first_offset))
-                if with_preferred:
-                    put(I32.pack(p.preferred_read_replica))
-
-            records = p.records
-            if records is None:
-                put(NULL_COMPACT if flexible else NULL_LEGACY_BYTES)
-            else:
-                if isinstance(records, _RECORDS_TYPES):
-                    size = len(records)
-                    blobs: Sequence[Buffer] = (records,)
-                else:
-                    blobs = records
-                    size = sum(map(len, blobs))
-                put(uvarint(size + 1) if flexible else I32.pack(size))
-                if size:
-                    head = b"".join(pending)
-                    pending.clear()
-                    out.append(head)
-                    total += len(head) + size
-                    if len(blobs) == 1:
-                        out.append(blobs[0])
-                    else:
-                        out.extend(blob for blob in blobs if len(blob))
-
-            if flexible:
-                if (
-                    p.diverging_epoch is default_epoch
-                    and p.current_leader is default_leader
-                    and p.snapshot_id is default_snapshot
-                    and (not with_mirror_epoch or getattr(p, "mirror_leader_epoch", -1) == -1)
-                ):
-                    put(EMPTY_TAGS)  # the usual case: every tagged field is the shared default
-                else:
-                    put(_partition_tags(p, with_mirror_epoch))
-        if flexible:
-            put(EMPTY_TAGS)
-
-    if flexible:
-        endpoints = resp.node_endpoints if version >= 16 else ()
-        put(_node_endpoints_tag(endpoints) if endpoints else EMPTY_TAGS)
-    tail = b"".join(pending)
-    out.append(tail)
-    total += len(tail)
-    return out, total
-
-
 def encode_fetch_rows(
     throttle_ms: int,
     error_code: int,
@@ -203,8 +68,8 @@ def encode_fetch_rows(
     A topic row: ``topic_id`` (v13+) or ``topic``, and ``partitions``. A partition row:
     ``partition_index``, ``error_code``, ``high_watermark``, ``last_stable_offset``,
     ``log_start_offset``, ``aborted_transactions`` (None, or dicts of ``producer_id`` and
-    ``first_offset``), ``preferred_read_replica``, ``records`` (as in
-    `encode_fetch_response`) and, when set, the tagged ``diverging_epoch`` (``epoch``,
+    ``first_offset``), ``preferred_read_replica``, ``records`` (None, a buffer or
+    a list of buffers) and, when set, the tagged ``diverging_epoch`` (``epoch``,
     ``end_offset``), ``current_leader`` (``leader_id``, ``leader_epoch``), ``snapshot_id``
     (``end_offset``, ``epoch``) and ``mirror_leader_epoch``. No ``node_endpoints``."""
     if not MIN_VERSION <= version <= MAX_VERSION:
@@ -333,62 +198,3 @@ def _row_tags(p: dict[str, Any], with_mirror_epoch: bool) -> bytes:
 
 
 _NO_DEFAULT: Final = object()
-_tag_defaults_by_class: dict[type, tuple[object, object, object]] = {}
-
-
-def _tag_defaults(cls: type) -> tuple[object, object, object]:
-    """The shared default objects of a partition class's nested tagged fields.
-
-    kio dataclasses give every instance built without those fields the same default object
-    (all -1, i.e. "absent"), so an identity check settles the common case; anything else takes
-    the field-by-field path in `_partition_tags`.
-    """
-    found = _tag_defaults_by_class.get(cls)
-    if found is None:
-        fields = getattr(cls, "__dataclass_fields__", {})
-
-        def default(name: str) -> object:
-            value = getattr(fields.get(name), "default", _NO_DEFAULT)
-            return _NO_DEFAULT if value is dataclasses.MISSING else value
-
-        found = (default("diverging_epoch"), default("current_leader"), default("snapshot_id"))
-        _tag_defaults_by_class[cls] = found
-    return found
-
-
-def _partition_tags(p: Any, with_mirror_epoch: bool) -> bytes:
-    pieces: list[bytes] = []
-    count = 0
-    de = p.diverging_epoch
-    if de.epoch != -1 or de.end_offset != -1:
-        pieces += (_TAG0_HEAD, I32_I64.pack(de.epoch, de.end_offset), EMPTY_TAGS)
-        count += 1
-    cl = p.current_leader
-    if cl.leader_id != -1 or cl.leader_epoch != -1:
-        pieces += (_TAG1_HEAD, I32_I32.pack(cl.leader_id, cl.leader_epoch), EMPTY_TAGS)
-        count += 1
-    sn = p.snapshot_id
-    if sn.end_offset != -1 or sn.epoch != -1:
-        pieces += (_TAG2_HEAD, I64_I32.pack(sn.end_offset, sn.epoch), EMPTY_TAGS)
-        count += 1
-    if with_mirror_epoch:
-        mirror_epoch = getattr(p, "mirror_leader_epoch", -1)
-        if mirror_epoch != -1:
-            pieces += (_TAG3_HEAD, I32.pack(mirror_epoch))
-            count += 1
-    if not count:
-        return EMPTY_TAGS
-    return uvarint(count) + b"".join(pieces)
-
-
-def _node_endpoints_tag(endpoints: Sequence[Any]) -> bytes:
-    pieces = [uvarint(len(endpoints) + 1)]
-    for ep in endpoints:
-        pieces.append(I32.pack(ep.node_id))
-        pieces.append(compact_string(ep.host))
-        pieces.append(I32.pack(ep.port))
-        pieces.append(compact_nullable_string(ep.rack))
-        pieces.append(EMPTY_TAGS)
-    payload = b"".join(pieces)
-    # One tagged field (tag 0) in the top-level section.
-    return b"\x01\x00" + uvarint(len(payload)) + payload

@@ -135,13 +135,6 @@ def millis(value: datetime.timedelta) -> int:
     return round(value.total_seconds() * 1000)
 
 
-def epoch_millis(value: datetime.datetime | None) -> int:
-    """Timestamp in epoch milliseconds, -1 for null (kio's nullable datetime_i64)."""
-    if value is None:
-        return -1
-    return round(value.timestamp() * 1000)
-
-
 def tagged_fields(fields: Iterable[tuple[int, bytes]]) -> bytes:
     """A whole tagged-field section: count, then per tag (ascending) tag, size and payload."""
     items = sorted(fields, key=_tag_key)

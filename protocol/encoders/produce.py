@@ -1,4 +1,5 @@
-"""Produce: response body encoder (v3-v13) and a zero-copy request body parser.
+"""Produce: the response body encoder from the broker's rows (v3-v13) and a zero-copy request
+body parser.
 
 Response versions (Kafka's ProduceResponse.json as kio 0.6.5 generates it): v5 adds
 log_start_offset, v8 record_errors and error_message, v9 goes flexible, v10 adds the partition
@@ -21,14 +22,11 @@ from ..readers import read_fixed, read_uvarint, skip_tagged_fields
 from .primitives import (
     EMPTY_TAGS,
     I32,
-    I32_I32,
     Buffer,
     compact_nullable_string,
     compact_string,
-    epoch_millis,
     legacy_nullable_string,
     legacy_string,
-    millis,
     uuid_bytes,
     uvarint,
 )
@@ -40,7 +38,6 @@ MAX_VERSION: Final = 13
 
 _PART_V3: Final = struct.Struct(">ihqq")  # index, error_code, base_offset, log_append_time
 _PART_V5: Final = struct.Struct(">ihqqq")  # ... + log_start_offset
-_CURRENT_LEADER_HEAD: Final = b"\x01\x00\x09"  # one tag: tag 0, 9 bytes (two int32 + tags)
 
 
 def encode_produce_rows(topics: Sequence[dict[str, Any]], throttle_ms: int, version: int) -> bytes:
@@ -103,80 +100,6 @@ def encode_produce_rows(topics: Sequence[dict[str, Any]], throttle_ms: int, vers
     if flexible:
         put(EMPTY_TAGS)
     return b"".join(out)
-
-
-def encode_produce_response(resp: Any, version: int) -> bytes:
-    """Encode a kio ``ProduceResponse`` body (no response header, no size prefix)."""
-    if not MIN_VERSION <= version <= MAX_VERSION:
-        raise ValueError(f"Produce: version {version} outside {MIN_VERSION}-{MAX_VERSION}")
-    flexible = version >= 9
-    out: list[bytes] = []
-    put = out.append
-
-    topics = resp.responses
-    put(uvarint(len(topics) + 1) if flexible else I32.pack(len(topics)))
-    for t in topics:
-        if version >= 13:
-            put(uuid_bytes(t.topic_id))
-        elif flexible:
-            put(compact_string(t.name))
-        else:
-            put(legacy_string(t.name))
-        partitions = t.partition_responses
-        put(uvarint(len(partitions) + 1) if flexible else I32.pack(len(partitions)))
-        for p in partitions:
-            append_time = epoch_millis(p.log_append_time)
-            if version >= 5:
-                put(
-                    _PART_V5.pack(
-                        p.index, p.error_code, p.base_offset, append_time, p.log_start_offset
-                    )
-                )
-            else:
-                put(_PART_V3.pack(p.index, p.error_code, p.base_offset, append_time))
-            if version >= 8:
-                errors = p.record_errors
-                if flexible:
-                    put(uvarint(len(errors) + 1))
-                    for e in errors:
-                        put(I32.pack(e.batch_index))
-                        put(compact_nullable_string(e.batch_index_error_message))
-                        put(EMPTY_TAGS)
-                    put(compact_nullable_string(p.error_message))
-                else:
-                    put(I32.pack(len(errors)))
-                    for e in errors:
-                        put(I32.pack(e.batch_index))
-                        put(legacy_nullable_string(e.batch_index_error_message))
-                    put(legacy_nullable_string(p.error_message))
-            if flexible:
-                leader = p.current_leader if version >= 10 else None
-                if leader is not None and (leader.leader_id != -1 or leader.leader_epoch != -1):
-                    put(_CURRENT_LEADER_HEAD)
-                    put(I32_I32.pack(leader.leader_id, leader.leader_epoch))
-                    put(EMPTY_TAGS)
-                else:
-                    put(EMPTY_TAGS)
-        if flexible:
-            put(EMPTY_TAGS)
-
-    put(I32.pack(millis(resp.throttle_time)))
-    if flexible:
-        endpoints = resp.node_endpoints if version >= 10 else ()
-        put(_node_endpoints_tag(endpoints) if endpoints else EMPTY_TAGS)
-    return b"".join(out)
-
-
-def _node_endpoints_tag(endpoints: Sequence[Any]) -> bytes:
-    pieces = [uvarint(len(endpoints) + 1)]
-    for ep in endpoints:
-        pieces.append(I32.pack(ep.node_id))
-        pieces.append(compact_string(ep.host))
-        pieces.append(I32.pack(ep.port))
-        pieces.append(compact_nullable_string(ep.rack))
-        pieces.append(EMPTY_TAGS)
-    payload = b"".join(pieces)
-    return b"\x01\x00" + uvarint(len(payload)) + payload
 
 
 # --------------------------------------------------------------------------- request parser

@@ -2,7 +2,7 @@
 
 import pytest
 
-from broker.mirror.acl_rules import (
+from broker.mirror.core.acl_rules import (
     AclBinding,
     AclRuleError,
     binding_from_codes,

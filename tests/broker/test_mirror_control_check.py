@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from broker.log.compaction import empty_batch_like
-from broker.mirror.control_check import control_batch_problem
+from broker.mirror.core.control_check import control_batch_problem
 from protocol.records import (
     BatchView,
     ControlType,

@@ -1,12 +1,11 @@
-"""The mirror fetcher's zero-copy Fetch response parser against the project's own encoder."""
+"""The mirror fetcher's zero-copy Fetch response parser against the encoder FetchApi uses."""
 
 import uuid
 from typing import Any
 
 import pytest
 
-from protocol.build import build
-from protocol.encoders.fetch import encode_fetch_response
+from protocol.encoders.fetch import encode_fetch_rows
 from protocol.errors import ProtocolError
 from protocol.fetch_codec import (
     FetchPartitionRequest,
@@ -20,45 +19,38 @@ TID = uuid.UUID("12345678-1234-5678-1234-567812345678")
 
 
 def _response(version: int, records: bytes) -> memoryview:
-    key = "topic_id" if version >= 13 else "topic"
-    resp: Any = build(
-        REGISTRY.spec(1).response_type(version),
+    """What FetchApi sends (its rows encoder) for two partitions."""
+    topics: list[dict[str, Any]] = [
         {
-            "throttle_time": 0,
-            "error_code": 0,
-            "session_id": 77,
-            "responses": [
+            "topic_id": TID,
+            "topic": "t",
+            "partitions": [
                 {
-                    key: TID if version >= 13 else "t",
-                    "partitions": [
-                        {
-                            "partition_index": 3,
-                            "error_code": 0,
-                            "high_watermark": 10,
-                            "last_stable_offset": 9,
-                            "log_start_offset": 2,
-                            "aborted_transactions": [{"producer_id": 5, "first_offset": 1}],
-                            "preferred_read_replica": -1,
-                            "records": records,
-                            "diverging_epoch": {"epoch": 4, "end_offset": 8},
-                            **({"mirror_leader_epoch": 12} if version >= 19 else {}),
-                        },
-                        {
-                            "partition_index": 4,
-                            "error_code": 1,
-                            "high_watermark": -1,
-                            "last_stable_offset": -1,
-                            "log_start_offset": -1,
-                            "aborted_transactions": None,
-                            "preferred_read_replica": -1,
-                            "records": None,
-                        },
-                    ],
-                }
+                    "partition_index": 3,
+                    "error_code": 0,
+                    "high_watermark": 10,
+                    "last_stable_offset": 9,
+                    "log_start_offset": 2,
+                    "aborted_transactions": [{"producer_id": 5, "first_offset": 1}],
+                    "preferred_read_replica": -1,
+                    "records": records,
+                    "diverging_epoch": {"epoch": 4, "end_offset": 8},
+                    **({"mirror_leader_epoch": 12} if version >= 19 else {}),
+                },
+                {
+                    "partition_index": 4,
+                    "error_code": 1,
+                    "high_watermark": -1,
+                    "last_stable_offset": -1,
+                    "log_start_offset": -1,
+                    "aborted_transactions": None,
+                    "preferred_read_replica": -1,
+                    "records": None,
+                },
             ],
-        },
-    )
-    return memoryview(b"".join(bytes(b) for b in encode_fetch_response(resp, version)))
+        }
+    ]
+    return memoryview(b"".join(bytes(b) for b in encode_fetch_rows(0, 0, 77, topics, version)))
 
 
 @pytest.mark.parametrize("version", [4, 5, 7, 10, 11, 12, 13, 16, 17, 19])

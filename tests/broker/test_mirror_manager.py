@@ -20,6 +20,7 @@ from broker.metadata.image import (
 )
 from broker.metadata.mirror_states import MirrorState, can_transition
 from broker.mirror import manager as manager_module
+from broker.mirror.core.truncation import lme_cut
 from broker.mirror.manager import MirrorManager, SourceRefused, next_state, wanted_from_config
 from broker.replication.partition import Partition, sole_leader
 from protocol.metadata_records import latest_type
@@ -156,25 +157,36 @@ def world(tmp_path: Path) -> Any:
         return "source-cluster"
 
     w["states"], w["fetchers"] = States(), Fetchers()
-    w["manager"] = MirrorManager(
-        lambda: w["image"],
-        Replicas({("t", 0): hosted}),
-        w["states"],
-        w["fetchers"],
-        bump_leader_epoch=bump,
-        clear_mirror_name=clear,
-        source_cluster_id=cluster_id,
-        now_ms=clock.now_ms,
-    )
+    w["replicas"] = Replicas({("t", 0): hosted})
+    w["bump"] = bump
+    w["monotonic"] = [1000.0]  # the manager's clock (seconds), moved by the tests
+
+    def make(**overrides: Any) -> MirrorManager:
+        """The manager with these collaborators in place of the world's defaults."""
+        params: dict[str, Any] = {
+            "bump_leader_epoch": bump,
+            "clear_mirror_name": clear,
+            "source_cluster_id": cluster_id,
+            "now_ms": clock.now_ms,
+        }
+        params.update(overrides)
+        fetchers = params.pop("fetchers", w["fetchers"])
+        w["manager"] = MirrorManager(
+            lambda: w["image"], w["replicas"], w["states"], fetchers, **params
+        )
+        return w["manager"]
+
+    w["make"] = make
+    make()
     return w
 
 
 async def _settle(m: MirrorManager) -> None:
     for _ in range(50):
         await asyncio.sleep(0)
-        if not m._tasks:
+        if not m.running:
             return
-        await asyncio.gather(*list(m._tasks))
+        await m.drain()
 
 
 def _set(w: Any, value: str | None) -> None:
@@ -286,8 +298,7 @@ def test_only_a_connection_setting_change_restarts_the_fetchers(world: Any) -> N
 
     async def run() -> None:
         fetchers = Counting()
-        m: MirrorManager = world["manager"]
-        m._fetchers = fetchers
+        m = world["make"](fetchers=fetchers)
         m.reconcile_all()
         await _settle(m)
         assert fetchers.adds == 1
@@ -303,21 +314,30 @@ def test_only_a_connection_setting_change_restarts_the_fetchers(world: Any) -> N
 
 def test_the_periodic_retry_leaves_settled_partitions_alone(world: Any) -> None:
     async def run() -> None:
-        m: MirrorManager = world["manager"]
+        clock = world["monotonic"]
+        m = world["make"](monotonic=lambda: clock[0])
         m.reconcile_all()
         await _settle(m)
         assert ("t", 0) in world["fetchers"].active
         m.reconcile_all()  # MIRRORING with its fetcher: nothing to do, no task
-        assert not m._tasks
-        world["fetchers"].active.clear()
-        m._fetching.clear()  # its fetcher gone without an event: only the full sweep sees it
+        assert not m.running
+        # paused in the image without the change reaching on_metadata: only the sweep sees it
+        world["commit"](
+            [
+                ConfigRecord(
+                    resource_type=TOPIC_RESOURCE, resource_name="t", name="mirror.name",
+                    value="m.paused",
+                )
+            ]
+        )  # fmt: skip
         m.reconcile_all()
-        assert not m._tasks, "nothing touched it: the per-second retry does not look"
-        m._last_sweep -= manager_module.FULL_SWEEP_S
+        assert not m.running, "nothing touched it: the per-second retry does not look"
+        clock[0] += manager_module.FULL_SWEEP_S
         m.reconcile_all()
-        assert m._tasks
+        assert m.running
         await _settle(m)
-        assert ("t", 0) in world["fetchers"].active
+        assert ("t", 0) not in world["fetchers"].active
+        assert m.partitions()[("t", 0)].state == MirrorState.PAUSED
 
     asyncio.run(run())
 
@@ -365,11 +385,11 @@ def test_wanted_from_config() -> None:
 
 def test_truncation_point_cuts_at_first_unconfirmed_epoch() -> None:
     epochs = [(0, 0), (3, 100), (5, 250)]
-    assert MirrorManager.truncation_point(epochs, 0, 3) == 250  # epoch 5 was never mirrored back
-    assert MirrorManager.truncation_point(epochs, 0, 5) == -1  # all confirmed: nothing to cut
-    assert MirrorManager.truncation_point(epochs, 0, 1) == 100
-    assert MirrorManager.truncation_point(epochs, 40, None) == 40  # nothing known: everything
-    assert MirrorManager.truncation_point(epochs, 120, 1) == 120  # never below the log start
+    assert lme_cut(epochs, 0, 3) == 250  # epoch 5 was never mirrored back
+    assert lme_cut(epochs, 0, 5) == -1  # all confirmed: nothing to cut
+    assert lme_cut(epochs, 0, 1) == 100
+    assert lme_cut(epochs, 40, None) == 40  # nothing known: everything
+    assert lme_cut(epochs, 120, 1) == 120  # never below the log start
 
 
 def test_a_source_refused_at_prepare_fails_the_partition_without_truncating(world: Any) -> None:
@@ -380,8 +400,7 @@ def test_a_source_refused_at_prepare_fails_the_partition_without_truncating(worl
         raise SourceRefused("The source of mirror m is this cluster")
 
     async def run() -> None:
-        m: MirrorManager = world["manager"]
-        m._align = align
+        m = world["make"](align_with_source=align)
         key = ("m", world["tid"], 0)
         m.reconcile_all()
         await _settle(m)
@@ -400,8 +419,7 @@ def test_the_identity_check_fails_the_partition_before_it_is_fetched(world: Any)
         return True, "The source of mirror m is cluster B, but the mirror was created against A"
 
     async def run() -> None:
-        m: MirrorManager = world["manager"]
-        m._verify = verify
+        m = world["make"](verify_source=verify)
         key = ("m", world["tid"], 0)
         m.reconcile_all()
         await _settle(m)
@@ -435,7 +453,7 @@ def _three_replicas(w: Any, isr: tuple[int, ...], min_isr: int = 2) -> Partition
         "t", 0, w["tid"], plog, 1, _Brokers(), ReplicationConfig(30_000, min_isr), w["now_ms"]
     )
     hosted.become(_Reg(isr), broker_epoch=1)
-    w["manager"]._replicas = Replicas({("t", 0): hosted})
+    w["replicas"].hosted[("t", 0)] = hosted
     return hosted
 
 
@@ -443,8 +461,8 @@ def _cut_to_one(w: Any) -> Any:
     """An align that cuts the log (as an LME truncation does; here all of it: the world's
     one batch holds offsets 0-2)."""
 
-    async def align(mirror: str, topic: str, partition: int, plog: Any) -> str | None:
-        plog.truncate_to(1)
+    async def align(mirror: str, topic: str, partition: int, part: Any) -> str | None:
+        part.truncate_to(1)
         return "truncated"
 
     return align
@@ -456,13 +474,9 @@ def test_prepare_waits_for_the_isr_to_truncate_before_mirroring(world: Any) -> N
     world["now_ms"] = lambda: 1_700_000_000_000
 
     async def run() -> None:
-        m: MirrorManager = world["manager"]
         hosted = _three_replicas(world, (1, 2, 3))
-        m._align = _cut_to_one(world)
+        m = world["make"](align_with_source=_cut_to_one(world), truncation_attempt_s=0.2)
         key = ("m", world["tid"], 0)
-        import broker.mirror.manager as manager_module
-
-        manager_module.TRUNCATION_WAIT_S = 0.2
         m.reconcile_all()
         await _settle(m)
         assert world["states"].states[key] == MirrorState.PREPARING
@@ -479,19 +493,13 @@ def test_prepare_waits_for_the_isr_to_truncate_before_mirroring(world: Any) -> N
         assert world["states"].states[key] == MirrorState.MIRRORING
         assert ("t", 0) in world["fetchers"].active
 
-    try:
-        asyncio.run(run())
-    finally:
-        import broker.mirror.manager as manager_module
-
-        manager_module.TRUNCATION_WAIT_S = 5.0
+    asyncio.run(run())
 
 
 def test_prepare_waits_for_every_replica_with_unclean_election_support(world: Any) -> None:
     world["now_ms"] = lambda: 1_700_000_000_000
 
     async def run() -> None:
-        m: MirrorManager = world["manager"]
         hosted = _three_replicas(world, (1, 2), min_isr=1)
         world["commit"](
             [
@@ -503,11 +511,8 @@ def test_prepare_waits_for_every_replica_with_unclean_election_support(world: An
                 )
             ]
         )
-        m._align = _cut_to_one(world)
+        m = world["make"](align_with_source=_cut_to_one(world), truncation_attempt_s=0.1)
         key = ("m", world["tid"], 0)
-        import broker.mirror.manager as manager_module
-
-        manager_module.TRUNCATION_WAIT_S = 0.1
         hosted.on_follower_fetch(
             2, 0, last_fetched_epoch=-1, current_leader_epoch=0, broker_epoch=1, log_start_offset=0
         )
@@ -517,21 +522,15 @@ def test_prepare_waits_for_every_replica_with_unclean_election_support(world: An
         assert world["states"].states[key] == MirrorState.PREPARING
         assert "replicas [3]" in (m.reason("t", 0) or "")
 
-    try:
-        asyncio.run(run())
-    finally:
-        import broker.mirror.manager as manager_module
-
-        manager_module.TRUNCATION_WAIT_S = 5.0
+    asyncio.run(run())
 
 
 def test_prepare_waits_for_min_insync_replicas(world: Any) -> None:
     world["now_ms"] = lambda: 1_700_000_000_000
 
     async def run() -> None:
-        m: MirrorManager = world["manager"]
         _three_replicas(world, (1,), min_isr=2)
-        m._align = _cut_to_one(world)
+        m = world["make"](align_with_source=_cut_to_one(world))
         m.reconcile_all()
         await _settle(m)
         assert world["states"].states[("m", world["tid"], 0)] == MirrorState.PREPARING
@@ -556,16 +555,15 @@ def test_replicas_that_never_truncate_fail_the_partition_after_the_bound(
     """mirror.truncation.timeout.ms: the ISR holds min.insync.replicas, follower 2 fetched the
     cut log, ISR member 3 never does: FAILED once the bound has passed, the reason naming 3,
     counted for the metric; no fetcher started."""
-    import broker.mirror.manager as manager_module
-
-    monkeypatch.setattr(manager_module, "TRUNCATION_WAIT_S", 0.05)
     world["now_ms"] = lambda: 1_700_000_000_000
 
     async def run() -> None:
-        m: MirrorManager = world["manager"]
-        m._truncation_timeout_ms = 300
         hosted = _three_replicas(world, (1, 2, 3))
-        m._align = _cut_to_one(world)
+        m = world["make"](
+            align_with_source=_cut_to_one(world),
+            truncation_timeout_ms=300,
+            truncation_attempt_s=0.05,
+        )
         key = ("m", world["tid"], 0)
         m.reconcile_all()
         await _settle(m)
@@ -593,16 +591,15 @@ def test_below_min_isr_retries_past_the_bound_without_failing(
 ) -> None:
     """Fewer than min.insync.replicas in the ISR: retried round after round, however long,
     and that time does not count towards the bound once the ISR is back."""
-    import broker.mirror.manager as manager_module
-
-    monkeypatch.setattr(manager_module, "TRUNCATION_WAIT_S", 0.05)
     world["now_ms"] = lambda: 1_700_000_000_000
 
     async def run() -> None:
-        m: MirrorManager = world["manager"]
-        m._truncation_timeout_ms = 200
         hosted = _three_replicas(world, (1,), min_isr=2)
-        m._align = _cut_to_one(world)
+        m = world["make"](
+            align_with_source=_cut_to_one(world),
+            truncation_timeout_ms=200,
+            truncation_attempt_s=0.05,
+        )
         key = ("m", world["tid"], 0)
         t0 = asyncio.get_running_loop().time()
         await _reconcile_until(m, lambda: asyncio.get_running_loop().time() - t0 > 0.5)
@@ -630,12 +627,12 @@ def test_the_retry_looks_again_at_what_work_touched(world: Any) -> None:
         m.reconcile_all()  # the first call sweeps everything
         await _settle(m)
         assert ("t", 0) in world["fetchers"].active
-        assert m._touched == {("t", 0)}, "the finished reconcile touched it"
+        assert m.touched == {("t", 0)}, "the finished reconcile touched it"
         m.reconcile_all()  # settled: looked at once, then dropped
-        assert not m._tasks and m._touched == set()
+        assert not m.running and m.touched == set()
         m.on_fetch_failed("m", "t", 0, "the source said no")
         await _settle(m)
-        assert ("t", 0) in m._touched
+        assert ("t", 0) in m.touched
 
     asyncio.run(run())
 
@@ -646,21 +643,20 @@ def test_an_add_while_a_failed_partition_is_stopping_mirrors_it_again(world: Any
     then PREPARING -> MIRRORING, never staying STOPPED."""
 
     async def run() -> None:
-        m: MirrorManager = world["manager"]
+        release = asyncio.Event()
+        real_bump = world["bump"]
+
+        async def slow_bump(topic: str, partition: int, min_epoch: int) -> None:
+            await release.wait()
+            await real_bump(topic, partition, min_epoch)
+
+        m = world["make"](bump_leader_epoch=slow_bump)
         key = ("m", world["tid"], 0)
         m.reconcile_all()
         await _settle(m)
         m.on_fetch_failed("m", "t", 0, "replicas [3] did not complete the LME truncation")
         await _settle(m)
         assert world["states"].states[key] == MirrorState.FAILED
-        release = asyncio.Event()
-        real_bump = m._bump
-
-        async def slow_bump(topic: str, partition: int, min_epoch: int) -> None:
-            await release.wait()
-            await real_bump(topic, partition, min_epoch)
-
-        m._bump = slow_bump
         _set(world, "m.removed")  # --remove
         for _ in range(20):
             await asyncio.sleep(0)
@@ -675,5 +671,45 @@ def test_an_add_while_a_failed_partition_is_stopping_mirrors_it_again(world: Any
             await _settle(m)
         assert world["states"].states[key] == MirrorState.MIRRORING, world["states"].history
         assert ("t", 0) in world["fetchers"].active
+
+    asyncio.run(run())
+
+
+def test_a_leader_that_lost_and_regained_the_partition_reads_its_state_again(world: Any) -> None:
+    """Leadership went to another node and came back (a frozen leader, fenced, then preferred
+    again) before any reconcile here saw it go: what this node remembers is stale, since the
+    other leader moved the partition on in the coordinator. The state is read again (the
+    leader epoch moved), so a --remove and an --add still step the partition."""
+
+    async def run() -> None:
+        m: MirrorManager = world["manager"]
+        key = ("m", world["tid"], 0)
+        hosted = world["hosted"]
+        m.reconcile_all()
+        await _settle(m)
+        _set(world, "m.removed")
+        await _settle(m)
+        assert world["states"].states[key] == MirrorState.STOPPED
+        # meanwhile, under another leader: --add, PREPARING, MIRRORING (this node saw nothing)
+        world["states"].states[key] = MirrorState.MIRRORING
+        world["commit"](
+            [
+                ConfigRecord(
+                    resource_type=TOPIC_RESOURCE, resource_name="t", name="mirror.name",
+                    value="m",
+                )
+            ]
+        )  # fmt: skip
+        hosted.leader_epoch += 2  # away and back
+        _set(world, "m.removed")  # --remove reaches this node, leader again
+        await _settle(m)
+        for _ in range(3):
+            m.reconcile_all()
+            await _settle(m)
+        assert world["states"].states[key] == MirrorState.STOPPED, world["states"].history
+        assert m.partitions()[("t", 0)].state == MirrorState.STOPPED
+        _set(world, "m")  # --add
+        await _settle(m)
+        assert world["states"].states[key] == MirrorState.MIRRORING, world["states"].history
 
     asyncio.run(run())

@@ -23,11 +23,8 @@ from broker.controller.mirrors import MirrorController
 from broker.coordinator.group.shard import CommitItem, CommitParams, SyncParams
 from broker.coordinator.share.state_records import ShareKey
 from broker.metadata.image import MIRROR_RESOURCE, TOPIC_RESOURCE
-from broker.mirror.metadata_sync import (
-    MirrorMetadataSync,
-    compile_patterns,
-    config_ops,
-)
+from broker.mirror.core.config_filter import config_ops
+from broker.mirror.metadata_sync import MirrorMetadataSync, compile_patterns
 from broker.mirror.sync_source import SourceGroup, SourceOffset
 from tests.waits import wait_for_async
 
@@ -171,6 +168,7 @@ class World:
             self.c, state_topic_partitions=2, state_topic_replication_factor=1
         )
         self.source = source
+        self.by_bootstrap: dict[str, FakeSource] = {}  # other mirrors' sources, by address
         self.env: Any = None
         self.kwargs = kwargs
         self.ensured = 0
@@ -192,7 +190,11 @@ class World:
             self.c,
             self.mc,
             self.env.coord,
-            source_factory=None if fake is None else (lambda cfg, cid, t: fake),
+            source_factory=None
+            if fake is None
+            else (
+                lambda cfg, cid, t: self.by_bootstrap.get(cfg.get("bootstrap.servers", ""), fake)
+            ),
             ensure_offsets_topic=ensure,
             **self.kwargs,
         )
@@ -514,14 +516,21 @@ def test_tasks_follow_the_mirrors_in_the_image() -> None:
         await wait_for_async(
             lambda: src.calls.count("cluster_id") >= 3, 5, "3 refreshes (one every interval)"
         )
+        # a second mirror, with its own source, keeps refreshing: the clock of the check below
+        other = w.by_bootstrap["other:9092"] = FakeSource()
+        code, why = await w.mc.create_mirror("n", {"bootstrap.servers": "other:9092"})
+        assert code == ErrorCode.none, why
         await w.mc.delete_mirror("m")
         sync.on_metadata(w.q.image)
         await wait_for_async(
-            lambda: sync.running() == set() and src.closed, 5, "the task stopped, its client closed"
+            lambda: sync.running() == {"n"} and src.closed, 5, "m's task stopped, its client closed"
         )
         calls = len(src.calls)
-        await asyncio.sleep(0.1)  # five intervals: a task left behind would call again
-        assert len(src.calls) == calls
+        start = other.calls.count("cluster_id")
+        await wait_for_async(
+            lambda: other.calls.count("cluster_id") >= start + 5, 5, "five refreshes of n"
+        )
+        assert len(src.calls) == calls, "a task left behind called m's source again"
         await sync.close()
 
     run(go())

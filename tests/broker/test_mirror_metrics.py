@@ -20,8 +20,7 @@ from broker.metrics.mirror_metrics import (
     PartitionRow,
 )
 from broker.metrics.on_loop import read_on_loop
-from broker.mirror.fetch_state import copyable_lag
-from broker.mirror.fetcher import FetcherCounters, FetchStatus
+from broker.mirror.fetch_state import FetcherCounters, FetchStatus, copyable_lag
 from broker.mirror.manager import PartitionInfo
 from broker.mirror.metrics_snapshot import KIP_SYNC_ERROR_KINDS, STATES, build_snapshot
 

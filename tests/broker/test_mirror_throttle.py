@@ -1,6 +1,6 @@
 """The mirror fetchers' shared token bucket (mirror.replication.throttled.rate)."""
 
-from broker.mirror.fetcher import TokenBucket
+from broker.mirror.fetch_throttle import TokenBucket
 
 
 class FakeTime:

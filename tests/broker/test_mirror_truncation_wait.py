@@ -1,6 +1,6 @@
 """The rule of PREPARING's bounded wait for the replicas' LME truncation (sans-IO)."""
 
-from broker.mirror.truncation_wait import Outcome, failure_reason, judge, waiting_note
+from broker.mirror.core.truncation_wait import Outcome, failure_reason, judge, waiting_note
 
 
 def test_nobody_behind_is_truncated() -> None:

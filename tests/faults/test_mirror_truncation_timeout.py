@@ -24,8 +24,6 @@ import re
 import time
 from pathlib import Path
 
-import pytest
-
 from broker.coordinator.runtime import partition_for
 from tests.integration.clients import create_topic
 from tests.integration.mirror_helpers import (
@@ -69,12 +67,6 @@ def _states(fc: FaultCluster, via: Node) -> set[str]:
     return {row[6] for row in describe_rows(via, MIRROR, TOPIC)}
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known race, 2 full-suite runs in 3: a --add that lands while the FAILED "
-    "partition is still STOPPING leaves it STOPPED instead of going on to PREPARING (seen "
-    "2026-11-27; the partition's reconcile never logs STOPPED -> PREPARING)",
-)
 def test_a_follower_that_cannot_truncate_fails_the_partition(tmp_path: Path) -> None:
     t0 = time.monotonic()
     src = Node(tmp_path / "src").start()

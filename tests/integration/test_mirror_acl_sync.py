@@ -4,7 +4,6 @@ include rules select follow the source (created, then deleted), others are not c
 destination's own ACLs are left alone. Driven by kafka-mirrors.sh's main() and confluent-kafka's
 AdminClient."""
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from .clients import wait_for
-from .mirror_helpers import create_mirror, running, write_mirror_config
+from .mirror_helpers import create_mirror, running, scrape, total, write_mirror_config
 from .node import Node
 
 MIRROR = "acl-mirror"
@@ -44,6 +43,12 @@ def _acl(rtype: ResourceType, name: str, principal: str, op: AclOperation) -> Ac
     return AclBinding(
         rtype, name, ResourcePatternType.LITERAL, principal, "*", op, AclPermissionType.ALLOW
     )
+
+
+def _last_refresh(node: Node) -> float:
+    """When the node's last metadata refresh of the mirror finished (its Prometheus gauge)."""
+    name = "kafka_server_mirror_metadata_last_refresh_timestamp_seconds"
+    return total(scrape(node), name, mirror=MIRROR)
 
 
 def _acls(admin: AdminClient) -> set[AclBinding]:
@@ -108,7 +113,16 @@ def test_included_acls_follow_the_source(pair: tuple[Node, Node]) -> None:
         "the ACL deleted at the source to go",
         step=0.1,
     )
-    # several more refreshes: nothing else changes (the excluded and the local ACL stay as they are)
-    time.sleep(1.5)
+    # three more refreshes (counted by the node's last-refresh gauge): nothing else changes,
+    # the excluded and the local ACL stay as they are
+    seen = [_last_refresh(dst)]
+
+    def three_more() -> bool:
+        now = _last_refresh(dst)
+        if now > seen[-1]:
+            seen.append(now)
+        return len(seen) > 3
+
+    wait_for(three_more, 20, "three more metadata refreshes", step=0.05)
     assert _acls(dst_admin) == {group, local}
     assert "ACLs synced from the source" in dst.output.read_text()

@@ -242,7 +242,9 @@ def test_mirror_is_byte_identical_and_follows_log_start(source: Node, tmp_path: 
             produce(source.bootstrap, topic, 100)
             futs = admin.delete_records([TopicPartition(topic, 0, 385)])
             futs[TopicPartition(topic, 0, 385)].result(timeout=10)
-            await asyncio.sleep(0.3)  # time to fetch, if it still did (nothing to wait on)
+            # `remove` returns once no fetch of the partition is in flight, and it is no longer
+            # assigned to any fetcher: nothing can append to it from here on
+            assert dest.fetchers.status("m", topic, 0) is None, "still assigned after remove"
             assert plog.log_end_offset == before, "a removed partition was still fetched"
             await dest.fetchers.add("m", cfg, {(topic, 0): tid})
             await wait_for_async(lambda: plog.log_end_offset == 410, 20, "offset 410")

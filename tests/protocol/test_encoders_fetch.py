@@ -1,4 +1,5 @@
-"""The hand-written Fetch response encoder against kio's generic writer, plus zero-copy checks."""
+"""The hand-written Fetch response encoder (from the broker's rows) against kio's generic writer,
+plus zero-copy checks."""
 
 import dataclasses
 import datetime
@@ -18,15 +19,7 @@ from kio.serial import entity_writer
 from kio.static.primitive import i16, i32
 
 from protocol.build import error_code
-from protocol.encoders.fetch import (
-    encode_fetch_response,
-    encode_fetch_response_sized,
-    encode_fetch_rows,
-    fetch_response_size,
-)
-from protocol.generated.fetch.v19 import response as generated_v19
-
-from .strategies import entities
+from protocol.encoders.fetch import encode_fetch_rows
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -40,21 +33,6 @@ def kio_bytes(cls: type[Any], obj: Any) -> bytes:
     buf = io.BytesIO()
     entity_writer(cls)(buf, obj)
     return buf.getvalue()
-
-
-@pytest.mark.parametrize("version", range(4, 19))
-def test_matches_kio_writer(version: int) -> None:
-    cls = response_class(version)
-
-    @SETTINGS
-    @given(entities(cls))
-    def check(resp: Any) -> None:
-        parts, total = encode_fetch_response_sized(resp, version)
-        ours = b"".join(parts)
-        assert ours == kio_bytes(cls, resp)
-        assert total == len(ours) == fetch_response_size(parts)
-
-    check()
 
 
 # A stand-in for our generated v19 type: v18 plus the KIP-1279 partition tag 3. Declaring it as
@@ -81,120 +59,6 @@ def test_v19_stand_in_has_tag_3() -> None:
     tags = {f.name: f.metadata.get("tag") for f in dataclasses.fields(PartitionData19)}
     assert tags["mirror_leader_epoch"] == 3
     assert tags["snapshot_id"] == 2
-
-
-@SETTINGS
-@given(entities(FetchResponse19))
-def test_v19_matches_kio_writer_with_mirror_leader_epoch(resp: Any) -> None:
-    assert b"".join(encode_fetch_response(resp, 19)) == kio_bytes(FetchResponse19, resp)
-
-
-TOPIC_ID = uuid.UUID(int=0x1234)
-
-
-def build(version: int, partitions: list[dict[str, Any]]) -> Any:
-    """A FetchResponse of ``version`` (kio classes, or the v19 stand-in) with one topic."""
-    if version == 19:
-        part_cls: type[Any] = PartitionData19
-        topic_cls: type[Any] = FetchableTopicResponse19
-        resp_cls: type[Any] = FetchResponse19
-    else:
-        mod = importlib.import_module(f"kio.schema.fetch.v{version}.response")
-        part_cls, topic_cls, resp_cls = (
-            mod.PartitionData,
-            mod.FetchableTopicResponse,
-            mod.FetchResponse,
-        )
-    parts = []
-    for i, kw in enumerate(partitions):
-        values: dict[str, Any] = {
-            "partition_index": i32(i),
-            "error_code": ErrorCode.none,
-            "high_watermark": 100 + i,
-            "aborted_transactions": None,
-            "records": b"",
-        }
-        values.update(kw)
-        parts.append(part_cls(**values))
-    topic_key = {"topic_id": TOPIC_ID} if version >= 13 else {"topic": "orders"}
-    top: dict[str, Any] = {
-        "throttle_time": datetime.timedelta(milliseconds=5),
-        "responses": (topic_cls(**topic_key, partitions=tuple(parts)),),
-    }
-    if version >= 7:
-        top |= {"error_code": ErrorCode.none, "session_id": i32(7)}
-    return resp_cls(**top)
-
-
-def encoded(version: int, partitions: list[dict[str, Any]]) -> bytes:
-    return b"".join(encode_fetch_response(build(version, partitions), version))
-
-
-def test_v19_tag_3_sorted_after_other_tags_and_omitted_when_default() -> None:
-    leader = v18.LeaderIdAndEpoch(leader_id=BrokerId(2), leader_epoch=i32(9))
-    with_epoch = {"current_leader": leader, "mirror_leader_epoch": i32(42)}
-    for kw in (with_epoch, {"current_leader": leader}, {"mirror_leader_epoch": i32(-1)}):
-        assert encoded(19, [kw]) == kio_bytes(FetchResponse19, build(19, [kw]))
-    # Partition ends: empty records (compact length 1), then 2 tags: 1 (leader 2, epoch 9)
-    # and 3 (epoch 42); then the topic's and the response's empty tag sections.
-    tail = "01" + "02" + "0109" + "00000002" + "00000009" + "00" + "0304" + "0000002a" + "00" + "00"
-    assert encoded(19, [with_epoch]).endswith(bytes.fromhex(tail))
-    # Below v19 the field does not exist on the wire.
-    as_v18 = b"".join(encode_fetch_response(build(19, [with_epoch]), 18))
-    assert as_v18 == encoded(18, [{"current_leader": leader}])
-
-
-@pytest.mark.parametrize("version", [4, 11, 12, 16, 18, 19])
-def test_record_buffers_are_passed_through_not_copied(version: int) -> None:
-    raw = bytes(range(256)) * 64
-    view = memoryview(raw)[100:5000]
-    mutable = bytearray(b"x" * 77)
-    seg_a, seg_b = memoryview(raw)[:300], memoryview(raw)[300:1000]
-    records: list[Any] = [raw, view, None, mutable, [seg_a, b"", seg_b], b"", (seg_b,)]
-    resp = build(version, [{"records": r} for r in records])
-    parts = encode_fetch_response(resp, version)
-    blobs = [raw, view, mutable, seg_a, seg_b, seg_b]
-    # Header pieces between blobs are coalesced: the list alternates header, blob(s), header.
-    passed = [p for p in parts if any(p is b for b in blobs)]
-    assert len(passed) == len(blobs)
-    assert all(p is b for p, b in zip(passed, blobs, strict=True))
-    headers = [p for p in parts if not any(p is b for b in blobs)]
-    assert all(type(h) is bytes for h in headers)
-    assert len(headers) == 6  # before each of the 5 non-empty partitions' records, plus the tail
-    # The joined result is exactly what kio writes for the same data as single bytes objects.
-    flat = [
-        None if r is None else b"".join(r) if isinstance(r, (list, tuple)) else bytes(r)
-        for r in records
-    ]
-    expected = build(version, [{"records": r} for r in flat])
-    cls = FetchResponse19 if version == 19 else response_class(version)
-    assert b"".join(parts) == kio_bytes(cls, expected)
-
-
-def test_large_records_length_prefixes() -> None:
-    big = bytes(1 << 20)
-    parts = encode_fetch_response(build(16, [{"records": big}, {"records": [big, big]}]), 16)
-    assert parts[1] is big and parts[3] is big and parts[4] is big
-    expected = build(16, [{"records": big}, {"records": big + big}])
-    assert b"".join(parts) == kio_bytes(response_class(16), expected)
-
-
-@given(st.integers(min_value=20, max_value=40) | st.integers(max_value=3))
-def test_rejects_versions_it_does_not_serve(version: int) -> None:
-    with pytest.raises(ValueError, match="version"):
-        encode_fetch_response(build(16, []), version)
-
-
-def test_v19_matches_kio_writer_on_our_generated_type() -> None:
-    # Generated by protocol/codegen.py from schemas/ and committed: missing is a failure.
-    cls = generated_v19.FetchResponse
-
-    @SETTINGS
-    @given(entities(cls))
-    def check(resp: Any) -> None:
-        assert b"".join(encode_fetch_response(resp, 19)) == kio_bytes(cls, resp)
-
-    check()
 
 
 # -- the rows encoder (what FetchApi answers with) ---------------------------------------------
@@ -329,3 +193,84 @@ def test_rows_encoder_matches_kio_writer(version: int) -> None:
         assert len(passed) == sum(1 for b in blobs if len(b))  # record bytes never copied
 
     check()
+
+
+TOPIC_ID = uuid.UUID(int=0x1234)
+
+
+def rows(version: int, partitions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One topic of partition rows, the fields a test leaves out at their usual values."""
+    out = []
+    for i, kw in enumerate(partitions):
+        row: dict[str, Any] = {
+            "partition_index": i,
+            "error_code": 0,
+            "high_watermark": 100 + i,
+            "last_stable_offset": -1,
+            "log_start_offset": -1,
+            "aborted_transactions": None,
+            "preferred_read_replica": -1,
+            "records": b"",
+        }
+        row.update(kw)
+        out.append(row)
+    return [{"topic": "orders", "topic_id": TOPIC_ID, "partitions": out}]
+
+
+def encoded(version: int, partitions: list[dict[str, Any]]) -> bytes:
+    return b"".join(encode_fetch_rows(5, 0, 7, rows(version, partitions), version))
+
+
+def expected(version: int, partitions: list[dict[str, Any]]) -> bytes:
+    cls, resp = _kio_of_rows(version, 5, 0, 7, rows(version, partitions))
+    return kio_bytes(cls, resp)
+
+
+def test_v19_tag_3_sorted_after_other_tags_and_omitted_when_default() -> None:
+    leader = {"leader_id": 2, "leader_epoch": 9}
+    with_epoch = {"current_leader": leader, "mirror_leader_epoch": 42}
+    for kw in (with_epoch, {"current_leader": leader}, {"mirror_leader_epoch": -1}):
+        assert encoded(19, [kw]) == expected(19, [kw])
+    # Partition ends: empty records (compact length 1), then 2 tags: 1 (leader 2, epoch 9)
+    # and 3 (epoch 42); then the topic's and the response's empty tag sections.
+    tail = "01" + "02" + "0109" + "00000002" + "00000009" + "00" + "0304" + "0000002a" + "00" + "00"
+    assert encoded(19, [with_epoch]).endswith(bytes.fromhex(tail))
+    # Below v19 the field does not exist on the wire.
+    assert encoded(18, [with_epoch]) == encoded(18, [{"current_leader": leader}])
+
+
+@pytest.mark.parametrize("version", [4, 11, 12, 16, 18, 19])
+def test_record_buffers_are_passed_through_not_copied(version: int) -> None:
+    raw = bytes(range(256)) * 64
+    view = memoryview(raw)[100:5000]
+    mutable = bytearray(b"x" * 77)
+    seg_a, seg_b = memoryview(raw)[:300], memoryview(raw)[300:1000]
+    records: list[Any] = [raw, view, None, mutable, [seg_a, b"", seg_b], b"", (seg_b,)]
+    parts = encode_fetch_rows(5, 0, 7, rows(version, [{"records": r} for r in records]), version)
+    blobs = [raw, view, mutable, seg_a, seg_b, seg_b]
+    # Header pieces between blobs are coalesced: the list alternates header, blob(s), header.
+    passed = [p for p in parts if any(p is b for b in blobs)]
+    assert len(passed) == len(blobs)
+    assert all(p is b for p, b in zip(passed, blobs, strict=True))
+    headers = [p for p in parts if not any(p is b for b in blobs)]
+    assert all(type(h) is bytes for h in headers)
+    assert len(headers) == 6  # before each of the 5 non-empty partitions' records, plus the tail
+    # The joined result is exactly what kio writes for the same data as single bytes objects.
+    flat = [
+        None if r is None else b"".join(r) if isinstance(r, (list, tuple)) else bytes(r)
+        for r in records
+    ]
+    assert b"".join(parts) == expected(version, [{"records": r} for r in flat])
+
+
+def test_large_records_length_prefixes() -> None:
+    big = bytes(1 << 20)
+    parts = encode_fetch_rows(5, 0, 7, rows(16, [{"records": big}, {"records": [big, big]}]), 16)
+    assert parts[1] is big and parts[3] is big and parts[4] is big
+    assert b"".join(parts) == expected(16, [{"records": big}, {"records": big + big}])
+
+
+@given(st.integers(min_value=20, max_value=40) | st.integers(max_value=3))
+def test_rejects_versions_it_does_not_serve(version: int) -> None:
+    with pytest.raises(ValueError, match="version"):
+        encode_fetch_rows(0, 0, 0, [], version)

@@ -367,17 +367,3 @@ class TxnMetadata:
     def _bad(self, t: TxnTransit, why: str) -> None:
         self.pending = None
         raise TransitionError(f"{self.transactional_id}: {self.state.label} -> {t} {why}")
-
-    def to_transit(self) -> TxnTransit:
-        """The current metadata as it is stored."""
-        return TxnTransit(
-            producer_id=self.producer_id,
-            prev_producer_id=self.prev_producer_id,
-            producer_epoch=self.producer_epoch,
-            last_producer_epoch=self.last_producer_epoch,
-            timeout_ms=self.timeout_ms,
-            state=self.state,
-            partitions=frozenset(self.partitions),
-            start_ms=self.start_ms,
-            update_ms=self.update_ms,
-        )

@@ -72,3 +72,21 @@ def failure_reason(behind: Sequence[int], all_replicas: bool, timeout_ms: int) -
         f"{TIMEOUT_KEY}={timeout_ms}: fix or reassign those replicas, then remove the topic "
         "from the mirror and add it again"
     )
+
+
+def attempt(
+    since: float | None,
+    now: float,
+    behind: Sequence[int],
+    *,
+    under_min_isr: bool,
+    timeout_s: float,
+) -> tuple[Outcome, float | None, float]:
+    """One look at the replicas at ``now`` (any clock, the caller's): the outcome, when the
+    clock started counting (to keep for the next look; None: stopped, below min ISR) and how
+    long it has run."""
+    if since is None:
+        since = now
+    waited = now - since
+    outcome = judge(behind, under_min_isr=under_min_isr, waited_s=waited, timeout_s=timeout_s)
+    return outcome, (None if outcome == Outcome.RETRY else since), waited

@@ -6,7 +6,7 @@
 import uuid
 from dataclasses import dataclass
 
-from ..metadata.mirror_states import PAUSED_SUFFIX, REMOVED_SUFFIX, MirrorState
+from ...metadata.mirror_states import PAUSED_SUFFIX, REMOVED_SUFFIX, MirrorState
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,3 +72,12 @@ class PartitionInfo:
     # PREPARING: when (time.monotonic()) the wait for the other replicas' truncation started
     # counting towards mirror.truncation.timeout.ms; None: not counting
     truncation_wait_since: float | None = None
+    # the partition's leader epoch when this was read from the coordinator (or written by this
+    # leader): another one means leadership went away meanwhile, and another leader may have
+    # moved the partition on, so it is read again
+    leader_epoch: int = -1
+
+
+def current(info: PartitionInfo, mirror: str, topic_id: uuid.UUID, leader_epoch: int) -> bool:
+    """Is what the manager remembers of a partition still its state?"""
+    return info.mirror == mirror and info.topic_id == topic_id and info.leader_epoch == leader_epoch
