@@ -109,6 +109,12 @@ class Prometheus:
         data = self.get("/api/v1/query?query=" + urllib.request.quote(promql))
         return data["result"]  # type: ignore[no-any-return]
 
+    def value(self, promql: str) -> float | None:
+        """The value of a query that gives one sample; None when it gives none."""
+        result = self.query(promql)
+        assert len(result) <= 1, result
+        return float(result[0]["value"][1]) if result else None
+
     def ready(self) -> bool:
         assert self.proc.poll() is None, f"prometheus exited:\n{self.log_tail()}"
         try:
@@ -173,11 +179,8 @@ def test_a_killed_node_fires_the_under_replicated_alert(tmp_path: Path, cluster:
         # every node hosts the 3 partitions, all in sync: the alert is quiet before the kill
         wait_for(
             lambda: (
-                prom.query("sum(kafka_server_replicamanager_partitioncount)")[0]["value"][1] == "9"
-                and prom.query("sum(kafka_server_replicamanager_underreplicatedpartitions)")[0][
-                    "value"
-                ][1]
-                == "0"
+                prom.value('count(kafka_log_log_size{topic="watched"})') == 9
+                and prom.value("sum(kafka_server_replicamanager_underreplicatedpartitions)") == 0
             ),
             20,
             "three replicas of each partition, none under-replicated",
