@@ -208,6 +208,17 @@ def test_a_killed_node_fires_the_under_replicated_alert(tmp_path: Path, cluster:
             "docs/operations.md#kmirrorunderreplicatedpartitions"
             in (alert["annotations"]["description"])
         )
+        # the survivors' metadata images fence it (the killed node's own series went stale)
+        wait_for(
+            lambda: (
+                prom.value("min(kafka_controller_kafkacontroller_fencedbrokercount)") == 1
+                and prom.value("max(kafka_controller_kafkacontroller_activebrokercount)") == 2
+                and prom.value("max(kafka_controller_kafkacontroller_offlinepartitionscount)") == 0
+            ),
+            10,
+            "one broker fenced, two active, no partition offline, on every survivor",
+            step=0.5,
+        )
         # the dead node's scrapes fail too, and only its
         wait_for(
             lambda: (
