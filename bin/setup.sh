@@ -20,6 +20,14 @@ if ! command -v kcat >/dev/null 2>&1; then
     echo "warning: kcat is not installed (apt-get install kcat); its tests will fail" >&2
   fi
 fi
+# promtool and prometheus (Debian's prometheus package): the alert rules' checks and unit tests,
+# and the integration test that runs a real Prometheus; without them those tests skip, saying why.
+if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing promtool and prometheus (apt-get install prometheus)" >&2
+  fi
+  bin/install-promtool.sh || echo "warning: promtool/prometheus are not installed; the alert rule tests will skip" >&2
+fi
 extras="${KMIRROR_EXTRAS:-test,audit}"
 stamp_want="$(sha256sum pyproject.toml | cut -c1-16)-$extras"
 if [ ! -x .venv/bin/python ]; then

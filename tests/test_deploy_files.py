@@ -1,6 +1,6 @@
-"""docker-compose.yml, config/prometheus.yml and the Dockerfile agree with each other and with the
-kmirror configs they name (no Docker engine needed), and the container entry point formats and
-starts a node."""
+"""docker-compose.yml, config/prometheus.yml (and the rules it loads), the Grafana provisioning
+files and the Dockerfile agree with each other and with the kmirror configs they name (no Docker
+engine needed), and the container entry point formats and starts a node."""
 
 import os
 import re
@@ -178,6 +178,54 @@ def test_prometheus_scrapes_every_kmirror_metrics_port() -> None:
     }
     assert targets and set(targets) == wanted, f"targets {targets}, kmirror metrics {wanted}"
     assert len(targets) == len(set(targets))
+
+
+def _service_by_image(prefix: str) -> tuple[str, dict[str, Any]]:
+    found = [(n, s) for n, s in services().items() if str(s.get("image", "")).startswith(prefix)]
+    assert len(found) == 1, f"one {prefix} service wanted: {[n for n, _ in found]}"
+    return found[0]
+
+
+def test_prometheus_mounts_the_rules_its_config_loads() -> None:
+    """config/prometheus.yml names its rule files relative to itself; in the container they
+    resolve to a mount of the same repository directory, and the pattern matches rule files."""
+    _name, prom = _service_by_image("prom/prometheus")
+    mounts = mount_targets(prom)
+    doc = yaml.safe_load((ROOT / "config/prometheus.yml").read_text())
+    patterns = doc.get("rule_files")
+    assert patterns, "config/prometheus.yml loads no rules"
+    for pattern in patterns:
+        assert not pattern.startswith("/"), f"{pattern}: relative to the config file, please"
+        assert sorted((ROOT / "config").glob(pattern)), f"{pattern} matches no file in config/"
+        directory = str(Path(pattern).parent)
+        target = f"/etc/prometheus/{directory}"
+        assert target in mounts, f"{pattern}: nothing mounted at {target}"
+        assert (ROOT / mounts[target]).resolve() == (ROOT / "config" / directory).resolve()
+
+
+def test_grafana_is_provisioned_with_prometheus_and_the_dashboards() -> None:
+    name, grafana = _service_by_image("grafana/grafana")
+    image = str(grafana["image"])
+    assert re.fullmatch(r"grafana/grafana:\d+\.\d+\.\d+", image), f"{image}: pin a version"
+    mounts = mount_targets(grafana)
+    provisioning = ROOT / mounts["/etc/grafana/provisioning"]
+    assert provisioning.resolve() == (ROOT / "config/grafana/provisioning").resolve()
+    # the datasource is the compose network's Prometheus, at its container port
+    prom_name, prom = _service_by_image("prom/prometheus")
+    assert prom_name in grafana.get("depends_on", [])
+    sources = yaml.safe_load((provisioning / "datasources/prometheus.yml").read_text())
+    (ds,) = sources["datasources"]
+    assert ds["type"] == "prometheus" and ds["uid"] == "prometheus"
+    assert ds["url"] == f"http://{prom_name}:{next(iter(published(prom).values()))}"
+    # the dashboard provider reads a directory mounted from config/grafana/dashboards
+    providers = yaml.safe_load((provisioning / "dashboards/kmirror.yml").read_text())["providers"]
+    paths = [p["options"]["path"] for p in providers]
+    assert paths and all(p in mounts for p in paths), f"{name}: {paths} not mounted"
+    for p in paths:
+        source = (ROOT / mounts[p]).resolve()
+        assert source == (ROOT / "config/grafana/dashboards").resolve()
+        assert sorted(source.glob("*.json")), f"{source}: no dashboard"
+    assert 3000 in published(grafana).values()
 
 
 def test_kafka_source_is_reachable_from_the_mirror() -> None:

@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING
 
 from ..gc_policy import installed_stats
 from ..log import file_cache
+from ..metadata.image import MetadataImage
 from ..metadata.snapshot import image_info
 from ..metrics.broker_metrics import StateSnapshot
+from ..metrics.cluster_metrics import ClusterCounts
 from ..metrics.log_file_metrics import LogFileStats
 from ..metrics.on_loop import read_on_loop
 from ..metrics.retry_metrics import RetrySnapshot
@@ -54,6 +56,7 @@ def serve_metrics(node: Node) -> None:
         read_on_loop(loop, node.txn_coordinator.metrics_snapshot, "transaction coordinator metrics")
     )
     node.metrics.watch_image(lambda: image_info(node.image))  # immutable: any thread
+    node.metrics.watch_cluster(lambda: cluster_counts(node.image))  # immutable: any thread
     node.metrics.watch_log_files(lambda: LogFileStats(*file_cache.stats()))  # any thread
     node.metrics.watch_gc(installed_stats)  # any thread
     node.metrics.watch_retries(read_on_loop(loop, lambda: _retry_snapshot(node), "retry metrics"))
@@ -83,7 +86,19 @@ def _state_snapshot(node: Node) -> StateSnapshot:
         ((server.queued_request_bytes, server.memory_depleted_seconds) if server else (0, 0.0)),
         tuple(node.replicas.stats()),  # type: ignore[arg-type]
         server.idle_closed if server else 0,
+        sum(1 for h in list(node.replicas.partitions().values()) if h.log.write_error),
     )
+
+
+def cluster_counts(image: MetadataImage) -> ClusterCounts:
+    """Topics, partitions, partitions without a leader and unfenced brokers in ``image``."""
+    partitions = offline = 0
+    for t in image.topics.values():
+        for p in t.partitions.values():
+            partitions += 1
+            offline += p.leader < 0
+    active = sum(1 for b in image.brokers.values() if not b.fenced)
+    return ClusterCounts(len(image.topics), partitions, offline, active)
 
 
 def _partition_stats(node: Node) -> list[tuple[str, int, int, int, int]]:

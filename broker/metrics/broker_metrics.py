@@ -19,6 +19,7 @@ from protocol.errors import MirrorErrorCode
 from protocol.registry import REGISTRY
 
 from .cleaner_metrics import CleanerCollector, CleanerSnapshot
+from .cluster_metrics import ClusterCollector, ClusterCounts
 from .gc_metrics import GcCollector, GcStats
 from .group_metrics import GroupCollector, GroupSnapshot
 from .image_metrics import ImageCollector, ImageInfo
@@ -90,6 +91,8 @@ class StateSnapshot:
     # leaders, under-replicated, under min ISR, ISR shrinks, ISR expands (ReplicationStats)
     replication: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)
     idle_closed: int = 0  # connections closed by connections.max.idle.ms
+    # hosted logs that refuse appends after a failed write (KAFKA_STORAGE_ERROR until restart)
+    failed_logs: int = 0
 
 
 class _StateCollector(Collector):
@@ -148,6 +151,12 @@ class _StateCollector(Collector):
             "Seconds the node stopped reading sockets at queued.max.request.bytes, in all",
         )
         depleted.add_metric([], snap.request_memory[1])
+        failed = GaugeMetricFamily(
+            "kmirror_log_write_failed_partitions",
+            "Hosted partitions whose log refuses appends (KAFKA_STORAGE_ERROR) after a failed "
+            "write, until the node restarts",
+        )
+        failed.add_metric([], snap.failed_logs)
         return [
             count,
             size,
@@ -158,6 +167,7 @@ class _StateCollector(Collector):
             *_listeners(snap),
             pool,
             depleted,
+            failed,
             *_replication(snap),
         ]
 
@@ -333,6 +343,11 @@ class BrokerMetrics:
     def watch_transactions(self, read: Callable[[], TxnSnapshot | None]) -> None:
         """The transaction coordinator's ``kmirror_txn_coordinator_*`` series."""
         self.registry.register(TxnCollector(read))
+
+    def watch_cluster(self, read: Callable[[], ClusterCounts | None]) -> None:
+        """``kafka_controller_kafkacontroller_offlinepartitionscount`` and the cluster's topic,
+        partition and active broker counts, from this node's metadata image."""
+        self.registry.register(ClusterCollector(read))
 
     def watch_image(self, read: Callable[[], ImageInfo | None]) -> None:
         """``kmirror_metadata_image_info{digest,offset}``, from ``read`` per scrape."""
