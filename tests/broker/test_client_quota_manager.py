@@ -168,6 +168,7 @@ def test_ip_connection_rate() -> None:
     assert m.throttled == 20
 
 
+@pytest.mark.serial
 def test_timed_run_counts_only_the_handlers_own_steps() -> None:
     import asyncio
     import time

@@ -649,6 +649,7 @@ def clean_with(tmp: Path, cfg: CleanerConfig) -> tuple[float, int]:
     return elapsed, cleaner.bytes_read * 2 + cleaner.bytes_written  # map + filter + write
 
 
+@pytest.mark.serial
 def test_io_throttle_bounds_the_bytes_per_second_of_all_workers(tmp_path: Path) -> None:
     rate = 1_000_000.0
     free, _ = clean_with(tmp_path / "free", CleanerConfig(threads=2))
@@ -663,6 +664,7 @@ def test_io_throttle_bounds_the_bytes_per_second_of_all_workers(tmp_path: Path) 
     assert free < elapsed * 0.8
 
 
+@pytest.mark.serial
 def test_workers_clean_different_partitions_at_once_off_the_loop(tmp_path: Path) -> None:
     env = Env(tmp_path, compact_config(**{"segment.bytes": "65536"}))
     env.cleaner = LogCleaner(env.mgr, CleanerConfig(threads=3), env.clock)

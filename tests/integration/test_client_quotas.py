@@ -19,6 +19,8 @@ from .mirror_helpers import scrape
 from .mirror_helpers import total as metric
 from .node import Node
 
+pytestmark = pytest.mark.serial  # measures time: bin/test.sh runs it alone
+
 WINDOWS = 3  # quota.window.num: a rate is taken over at least 2 s, so tests stay short
 RATE = 200_000  # bytes/s
 VALUE = b"x" * 10_000

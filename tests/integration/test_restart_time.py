@@ -7,9 +7,12 @@ import re
 import time
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from .node import Node
+
+pytestmark = pytest.mark.serial  # measures time: bin/test.sh runs it alone
 
 TOPIC = "restart-time"
 GROUP = "restart-time-g"
