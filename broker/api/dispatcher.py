@@ -35,6 +35,8 @@ from protocol.registry import REGISTRY, Registry, body_bytes, decode_body
 from .client_throttle import ClientThrottle, timed_raw_request, timed_request
 from .context import RequestContext
 from .error_counts import error_counts
+from .error_response import error_response
+from .forwarding import CONTROLLER_WRITES
 from .listener_apis import ListenerApis, NotEnabledOnListener
 
 log = logging.getLogger(__name__)
@@ -83,10 +85,15 @@ class Dispatcher:
         forwarding: Forwarding | None = None,
         quotas: ClientThrottle | None = None,
         controller_listeners: Collection[str] | None = None,
+        is_active_controller: Callable[[], bool] | None = None,
     ) -> None:
         """``controller_listeners``: split the APIs between controller and broker listeners
-        (`ListenerApis`); None serves every API on every listener (unit tests)."""
+        (`ListenerApis`); None serves every API on every listener (unit tests).
+        ``is_active_controller``: whether this node is the active controller; a controller
+        write (`CONTROLLER_WRITES`) on a controller listener of another node is answered
+        NOT_CONTROLLER without running its handler."""
         self._registry = registry
+        self._is_active_controller = is_active_controller
         self._quotas = quotas  # request_percentage client quotas; None: not enforced
         self._forwarding = forwarding
         self._apis: dict[int, Api] = {}
@@ -169,6 +176,13 @@ class Dispatcher:
                     header.client_id,
                 ) from None
             assert api.handler is not None
+            if self._not_the_controller(ctx, key):
+                resp = error_response(key, version, body, ErrorCode.not_controller, None)
+                errors = error_counts(resp)
+                return [
+                    encode_response_header(header.correlation_id, self._resp_header(key, version)),
+                    body_bytes(resp),
+                ]
             fwd = self._forwarding
             if fwd is not None and key in fwd.api_keys:
                 forwarded = await fwd.forward(ctx, frame, body)
@@ -240,6 +254,18 @@ class Dispatcher:
         finally:
             if self._on_request is not None:
                 self._on_request(key, version, time.perf_counter() - started, errors)
+
+    def _not_the_controller(self, ctx: RequestContext, key: int) -> bool:
+        """A controller write on a controller listener while another node is the active
+        controller (its handler would wait on a quorum this node does not lead)."""
+        split = self.listener_apis
+        return (
+            key in CONTROLLER_WRITES
+            and self._is_active_controller is not None
+            and split is not None
+            and split.is_controller(ctx.listener)
+            and not self._is_active_controller()
+        )
 
     def _resp_header(self, key: int, version: int) -> int:
         return self._registry.spec(key).response_header_version(version)

@@ -1,0 +1,84 @@
+"""Admin writes on a controller listener of a node that is not the active controller: answered
+NOT_CONTROLLER at once for everything asked (Kafka's QuorumController), never waiting on a
+quorum the node does not lead; the active controller runs the handler."""
+
+import asyncio
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.api.context import RequestContext
+from broker.api.dispatcher import Api, Dispatcher
+from protocol.build import build
+from protocol.registry import REGISTRY
+from tests.broker.group_support import async_test
+
+DELETE_TOPICS, CREATE_PARTITIONS, LIST_REASSIGNMENTS = 20, 37, 46
+
+
+class Handlers:
+    def __init__(self) -> None:
+        self.ran: list[int] = []
+
+    def api(self, key: int) -> Api:
+        async def handler(ctx: RequestContext, req: Any) -> Any:
+            self.ran.append(key)
+            await asyncio.sleep(3600)  # a quorum write that never commits here
+
+        return Api(key, handler)
+
+
+def _dispatcher(active: bool) -> tuple[Dispatcher, Handlers]:
+    h = Handlers()
+    apis = [h.api(k) for k in (DELETE_TOPICS, CREATE_PARTITIONS, LIST_REASSIGNMENTS)]
+    d = Dispatcher(apis, controller_listeners=["CONTROLLER"], is_active_controller=lambda: active)
+    return d, h
+
+
+async def _call(d: Dispatcher, key: int, version: int, body: dict[str, Any]) -> Any:
+    request = build(REGISTRY.spec(key).request_type(version), body)
+    frame = REGISTRY.encode_request(version, 9, "admin", request)[4:]
+
+    def ctx(header: Any) -> RequestContext:
+        return RequestContext(header, "c1", "CONTROLLER", "127.0.0.1")
+
+    parts = await asyncio.wait_for(d.handle(ctx, memoryview(frame)), 1.0)
+    assert parts is not None
+    corr, resp = REGISTRY.decode_response(key, version, b"".join(bytes(p) for p in parts))
+    assert corr == 9
+    return resp
+
+
+@async_test
+async def test_writes_on_an_inactive_controller_are_not_controller() -> None:
+    d, h = _dispatcher(active=False)
+    resp = await _call(d, DELETE_TOPICS, 6, {"topics": [{"name": "a"}, {"name": "b"}]})
+    assert [(r.name, r.error_code) for r in resp.responses] == [
+        ("a", ErrorCode.not_controller),
+        ("b", ErrorCode.not_controller),
+    ]
+    resp = await _call(d, DELETE_TOPICS, 1, {"topic_names": ["a"], "timeout": 1000})
+    assert [r.error_code for r in resp.responses] == [ErrorCode.not_controller]
+    resp = await _call(d, CREATE_PARTITIONS, 0, {"topics": [{"name": "a", "count": 3}]})
+    assert [(r.name, r.error_code) for r in resp.results] == [("a", ErrorCode.not_controller)]
+    assert h.ran == []
+
+
+@async_test
+async def test_the_active_controller_runs_the_handler() -> None:
+    d, h = _dispatcher(active=True)
+    try:
+        await _call(d, DELETE_TOPICS, 6, {"topics": [{"name": "a"}]})
+    except TimeoutError:
+        pass
+    assert h.ran == [DELETE_TOPICS]
+
+
+@async_test
+async def test_reads_are_served_by_any_controller() -> None:
+    d, h = _dispatcher(active=False)
+    try:
+        await _call(d, LIST_REASSIGNMENTS, 0, {"topics": None})
+    except TimeoutError:
+        pass
+    assert h.ran == [LIST_REASSIGNMENTS]
