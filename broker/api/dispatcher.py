@@ -37,6 +37,7 @@ from .context import RequestContext
 from .error_counts import error_counts
 from .error_response import error_response
 from .forwarding import CONTROLLER_WRITES
+from .key_limits import oversized_key
 from .listener_apis import ListenerApis, NotEnabledOnListener
 
 log = logging.getLogger(__name__)
@@ -176,8 +177,10 @@ class Dispatcher:
                     header.client_id,
                 ) from None
             assert api.handler is not None
-            if self._not_the_controller(ctx, key):
-                resp = error_response(key, version, body, ErrorCode.not_controller, None)
+            refused = oversized_key(key, body)
+            if refused is not None or self._not_the_controller(ctx, key):
+                code, message = refused or (ErrorCode.not_controller, None)
+                resp = error_response(key, version, body, code, message)
                 errors = error_counts(resp)
                 return [
                     encode_response_header(header.correlation_id, self._resp_header(key, version)),
