@@ -32,6 +32,7 @@ from protocol.headers import encode_response_header, parse_request_header
 from protocol.readers import Buffer
 from protocol.registry import REGISTRY, Registry, body_bytes, decode_body
 
+from . import admin_deadline
 from .client_throttle import ClientThrottle, timed_raw_request, timed_request
 from .context import RequestContext
 from .error_counts import error_counts
@@ -192,11 +193,16 @@ class Dispatcher:
                 if forwarded is not None:
                     parts, errors = forwarded
                     return parts
+            call = api.handler(ctx, body)
             if timed:
                 assert quotas is not None
-                resp = await timed_request(quotas, ctx, api.handler(ctx, body))
-            else:
-                resp = await api.handler(ctx, body)
+                call = timed_request(quotas, ctx, call)
+            limit = admin_deadline.timeout_ms(key, body)
+            done, resp = await admin_deadline.within(limit, call)
+            if not done:
+                message = f"The controller did not complete the request within {limit} ms"
+                log.info("%s v%d from %r: %s", spec.name, version, header.client_id, message)
+                resp = error_response(key, version, body, ErrorCode.request_timed_out, message)
             if resp is None:
                 return None
             if self._on_request is not None:
