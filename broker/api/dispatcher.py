@@ -2,8 +2,13 @@
 
 ApiVersions is derived from the handler table here (the intersection of what each handler serves
 and what the codec knows), never written by hand. A request whose header parses but whose body
-does not gets an error response built from the response schema (top-level error code
-INVALID_REQUEST with the decoder's message where the schema has room for one).
+does not closes its connection unanswered, as Kafka's socket server does, with one WARN line
+naming the listener, the client, the api key and version.
+
+Before a handler runs: a coordinator key no record can hold gets the API's error
+(``key_limits.py``), a controller write on a controller listener of a node that is not the
+active controller gets NOT_CONTROLLER, and a controller write answers REQUEST_TIMED_OUT when it
+cannot complete within the request's timeout (``admin_deadline.py``).
 
 Each listener serves its own set (``listener_apis.py``, Kafka's split between broker and
 controller listeners): ApiVersions on a listener lists that set, and a request for an API the
@@ -22,7 +27,6 @@ from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
-from protocol.build import build
 from protocol.errors import (
     RequestBodyError,
     UnknownApiKeyError,
@@ -221,11 +225,22 @@ class Dispatcher:
             log.info("closing: %s from client %r", e, header.client_id)
             raise
         except RequestBodyError as e:
-            log.info("bad request from %r: %s", header.client_id, e)
-            errors = {ErrorCode.invalid_request: 1}
-            return self._error_response(
-                header.correlation_id, key, version, ErrorCode.invalid_request, str(e)
+            # Kafka's socket server closes a connection whose request body does not parse
+            # (no answer; the requests pipelined after it are dropped)
+            log.warning(
+                "closing connection %s on listener %s: api key %d v%d request from client %r "
+                "does not parse: %s",
+                ctx.connection_id,
+                ctx.listener,
+                key,
+                version,
+                header.client_id,
+                e,
             )
+            errors = {ErrorCode.invalid_request: 1}
+            if ctx.connection is not None:
+                ctx.connection.close(fatal=True)
+            return None
         finally:
             if self._on_request is not None:
                 self._on_request(key, version, time.perf_counter() - started, errors)
@@ -291,16 +306,3 @@ class Dispatcher:
             ),
         )
         return [encode_response_header(corr, 0), body_bytes(resp)]
-
-    def _error_response(
-        self, corr: int, key: int, version: int, code: ErrorCode, message: str
-    ) -> list[Buffer]:
-        cls: Any = self._registry.spec(key).response_type(version)
-        names = set(cls.__dataclass_fields__)
-        data: dict[str, Any] = {}
-        if "error_code" in names:
-            data["error_code"] = code
-        if "error_message" in names:
-            data["error_message"] = message
-        resp: Any = build(cls, data)
-        return [encode_response_header(corr, self._resp_header(key, version)), body_bytes(resp)]
