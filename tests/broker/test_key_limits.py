@@ -17,6 +17,7 @@ from tests.broker.group_support import async_test
 
 HUGE = "g" * 70_000
 OFFSET_COMMIT, JOIN_GROUP, INIT_PRODUCER_ID, WRITE_MIRROR_STATES = 8, 11, 22, 101
+CONSUMER_GROUP_HEARTBEAT = 68
 
 
 class Handlers:
@@ -50,7 +51,13 @@ async def _call(d: Dispatcher, key: int, version: int, body: dict[str, Any]) -> 
 @async_test
 async def test_oversized_coordinator_keys_get_the_apis_error() -> None:
     h = Handlers()
-    keys = (OFFSET_COMMIT, JOIN_GROUP, INIT_PRODUCER_ID, WRITE_MIRROR_STATES)
+    keys = (
+        OFFSET_COMMIT,
+        JOIN_GROUP,
+        INIT_PRODUCER_ID,
+        WRITE_MIRROR_STATES,
+        CONSUMER_GROUP_HEARTBEAT,
+    )
     d = Dispatcher([h.api(k) for k in keys])
     commit = {
         "group_id": HUGE,
@@ -69,6 +76,12 @@ async def test_oversized_coordinator_keys_get_the_apis_error() -> None:
         "protocols": [{"name": "range", "metadata": b""}],
     }
     assert (await _call(d, JOIN_GROUP, 9, join)).error_code == ErrorCode.invalid_group_id
+    for member in ({"member_id": HUGE}, {"group_instance_id": HUGE}):
+        join = {**join, "group_id": "g", "member_id": "", **member}
+        assert (await _call(d, JOIN_GROUP, 9, join)).error_code == ErrorCode.invalid_request
+    heartbeat = {"group_id": "g", "member_id": HUGE, "member_epoch": 0, "rebalance_timeout": 1000}
+    resp = await _call(d, CONSUMER_GROUP_HEARTBEAT, 1, {**heartbeat, "subscribed_topic_names": []})
+    assert resp.error_code == ErrorCode.invalid_request
     init = {"transactional_id": HUGE, "transaction_timeout_ms": 60_000}
     assert (await _call(d, INIT_PRODUCER_ID, 5, init)).error_code == ErrorCode.invalid_request
     states = {
