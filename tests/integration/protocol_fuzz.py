@@ -26,11 +26,13 @@ import struct
 import sys
 import tempfile
 import time
+import types
+import typing
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args, get_origin
 
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.api_versions.v3.response import ApiVersionsResponse
@@ -81,7 +83,19 @@ _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
 def _is_wait(name: str) -> bool:
+    """A duration the answer may wait for (a session or transaction timeout is not one)."""
+    if _is_lifetime(name):
+        return False
     return "timeout" in name or "wait" in name or "delay" in name or "backoff" in name
+
+
+def _is_lifetime(name: str) -> bool:
+    return "session_timeout" in name or "transaction_timeout" in name
+
+
+# Plausible session and transaction timeouts (ms): within the broker's bounds, so that the
+# request goes past that first check
+LIFETIMES_MS = (6_000, 10_000, 45_000)
 
 
 def _is_node_id(name: str) -> bool:
@@ -93,7 +107,18 @@ def _is_node_id(name: str) -> bool:
 @functools.cache
 def _plan(cls: type) -> list[tuple[Any, Any, bool]]:
     """Each field of an entity class with its kind and nullability."""
-    return [(f, classify_field(f), is_optional(f)) for f in fields(cls)]
+    plan = []
+    for f in fields(cls):
+        kind = classify_field(f)
+        # kio's is_optional of an array field tells whether its items may be null; the array
+        # itself may be null only when its own type is "tuple[...] | None"
+        nullable = _union_with_none(f.type) if kind.is_array else is_optional(f)
+        plan.append((f, kind, nullable))
+    return plan
+
+
+def _union_with_none(tp: Any) -> bool:
+    return get_origin(tp) in (types.UnionType, typing.Union) and type(None) in get_args(tp)
 
 
 # Themes: which kinds of boundary value a request gets. A theme per request makes every kind
@@ -244,7 +269,7 @@ class RequestGenerator:
         if kind == "error_code":
             return rng.choice(list(ErrorCode)) if self._hostile("unknown") else ErrorCode.none
         if kind in ("timedelta_i32", "timedelta_i64"):
-            ms = rng.choice(WAITS_MS)
+            ms = rng.choice(LIFETIMES_MS if _is_lifetime(name) else WAITS_MS)
             if self._hostile("negative"):
                 ms = -1 if _is_wait(name) else rng.choice((-1, -(1 << 31)))
             elif not _is_wait(name) and self._hostile("unknown"):
@@ -258,6 +283,8 @@ class RequestGenerator:
     def _int(self, kind: str, name: str) -> int:
         rng = self.rng
         lo, hi = _INT_BOUNDS[kind]
+        if _is_lifetime(name) and not self._hostile("negative"):
+            return min(rng.choice(LIFETIMES_MS), hi)
         if _is_wait(name):  # waits stay short: the answer bound follows them
             if lo < 0 and self._hostile("negative"):
                 return -1
