@@ -856,6 +856,7 @@ def long_run(
                 plan = random_plan(rng, 3)
                 fuzz_listener(gen, f"node {node.node_id} {listener}", port, plan, stats, keys)
                 batch += 1
+                already = len(problems)
                 for f in stats.findings:
                     problems.append(f"{f}\n    request: {f.request}")
                 for n in cluster:
@@ -880,6 +881,8 @@ def long_run(
                     f"({stats.slowest_what}), rss {rss[-1][1] // 1024} MB, "
                     f"problems so far {len(problems)}"
                 )
+                for p in problems[already:]:
+                    out("  " + p[:2000])
             problems += rss_growth(rss)
     return problems
 
