@@ -269,7 +269,17 @@ class Dispatcher:
             ) from None
         errors: Mapping[int, int] | None = None
         try:
-            resp = await api.handler(ctx_factory(header), body)
+            refused = oversized_key(key, body)
+            if refused is not None:
+                resp = error_response(key, version, body, refused[0], refused[1])
+            else:
+                limit = admin_deadline.timeout_ms(key, body)
+                done, resp = await admin_deadline.within(
+                    limit, api.handler(ctx_factory(header), body)
+                )
+                if not done:
+                    message = f"The controller did not complete the request within {limit} ms"
+                    resp = error_response(key, version, body, ErrorCode.request_timed_out, message)
             if resp is None:
                 raise RuntimeError(f"{spec.name} handler gave no response to a forwarded request")
             errors = error_counts(resp)

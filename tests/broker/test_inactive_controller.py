@@ -94,3 +94,22 @@ async def test_a_write_that_cannot_complete_answers_request_timed_out_in_its_tim
     )
     assert [(r.name, r.error_code) for r in resp.results] == [("b", ErrorCode.request_timed_out)]
     assert h.ran == [DELETE_TOPICS, CREATE_PARTITIONS]
+
+
+@async_test
+async def test_a_forwarded_write_answers_within_its_timeout_too() -> None:
+    """The same bound for a request that came inside an Envelope from another broker."""
+    d, _h = _dispatcher(active=True)
+    request = build(
+        REGISTRY.spec(DELETE_TOPICS).request_type(6), {"topics": [{"name": "a"}], "timeout": 150}
+    )
+    frame = REGISTRY.encode_request(6, 4, "admin", request)[4:]
+
+    def ctx(header: Any) -> RequestContext:
+        return RequestContext(header, "c1", "CONTROLLER", "127.0.0.1")
+
+    raw, errors = await asyncio.wait_for(d.handle_embedded(ctx, memoryview(frame)), 1.0)
+    corr, resp = REGISTRY.decode_response(DELETE_TOPICS, 6, raw)
+    assert corr == 4
+    assert [r.error_code for r in resp.responses] == [ErrorCode.request_timed_out]
+    assert errors == {ErrorCode.request_timed_out: 1}
