@@ -126,7 +126,8 @@ def _union_with_none(tp: Any) -> bool:
 # too) with unknown ids elsewhere, "zero" gives zero UUIDs, zero numbers and empty strings and
 # arrays, "unknown" unknown UUIDs and names, "big_string" strings at their length limit,
 # "big_array" a 1,000-element array, "negative" the most negative numbers, "internal" internal
-# topic names, "mixed" any kind anywhere (at the run's hostility).
+# topic names, "mixed" any kind anywhere (at the run's hostility), "corrupt" a request whose
+# bytes are then damaged (an answer or a close, never a crash).
 THEMES: dict[str, frozenset[str]] = {
     "null": frozenset({"null", "unknown"}),
     "zero": frozenset({"zero"}),
@@ -138,6 +139,8 @@ THEMES: dict[str, frozenset[str]] = {
     "mixed": frozenset(
         {"null", "zero", "unknown", "big_string", "big_array", "negative", "internal"}
     ),
+    # a plausible request whose frame is then cut short, extended or changed at random bytes
+    "corrupt": frozenset({"unknown"}),
 }
 THEME_P = 0.8  # chance of the theme's kind at each field where it applies
 NULL_ARRAY_P = 0.3  # the same for nulling a whole array (its items are worth building)
@@ -383,11 +386,23 @@ class Connection:
             self.sock.close()
             self.sock = None
 
-    def call(self, version: int, body: Any, bound: float) -> tuple[int, bytes]:
+    def call(
+        self,
+        version: int,
+        body: Any,
+        bound: float,
+        corrupt: Callable[[bytes, int], bytes] | None = None,
+    ) -> tuple[int, bytes]:
         """Send ``body``; (correlation id, response body bytes after the header). Raises
-        `Closed` (and forgets the socket) or `Hang`."""
+        `Closed` (and forgets the socket) or `Hang`. ``corrupt(frame, header_end)``: the frame
+        actually sent (its size prefix is set again)."""
         self.corr += 1
         frame = REGISTRY.encode_request(version, self.corr, "fuzz", body)
+        if corrupt is not None:
+            spec = REGISTRY.spec(int(type(body).__api_key__))
+            header_end = 4 + 10 + len(b"fuzz") + (1 if spec.is_flexible(version) else 0)
+            payload = corrupt(frame, header_end)[4:]
+            frame = struct.pack(">i", len(payload)) + payload
         s = self._socket()
         deadline = time.monotonic() + bound
         try:
@@ -608,9 +623,12 @@ def _one(
     bound = request_bound(body)
     started = time.monotonic()
     stats.sent += 1
+    corrupt = None
+    if theme == "corrupt" and expects_answer(body):
+        corrupt = _corrupter(gen.rng, flips=bound <= ANSWER_SLACK)
     try:
         try:
-            corr, raw = conn.call(version, body, bound)
+            corr, raw = conn.call(version, body, bound, corrupt)
         except Closed:
             stats.closed += 1
             return
@@ -625,6 +643,26 @@ def _one(
             for line in stats.watch.new_bad_lines():
                 what = "node log: " + _last_exception(line)
                 stats.findings.append(Finding(listener, key, version, what, _short(body)))
+
+
+def _corrupter(rng: random.Random, flips: bool) -> Callable[[bytes, int], bytes]:
+    """A mutation of a request frame's body: cut short, garbage appended, or (for a request
+    with no wait in it, where a changed byte cannot ask for a long one) bytes flipped."""
+
+    def corrupt(frame: bytes, header_end: int) -> bytes:
+        body = frame[header_end:]
+        how = rng.choice(("cut", "append", "flip") if flips else ("cut", "append"))
+        if how == "cut":
+            return frame[:header_end] + body[: rng.randrange(len(body) + 1)]
+        if how == "append":
+            return frame + rng.randbytes(rng.choice((1, 5, 64)))
+        data = bytearray(body)
+        for _ in range(rng.randint(1, 3)):
+            if data:
+                data[rng.randrange(len(data))] = rng.randrange(256)
+        return frame[:header_end] + bytes(data)
+
+    return corrupt
 
 
 def _last_exception(block: str) -> str:
