@@ -19,21 +19,30 @@ import random
 import socket
 import struct
 import time
+import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from kio.schema.errors import ErrorCode
 
 from broker.api.listener_apis import CONTROLLER_APIS, CONTROLLER_ONLY
+from protocol.build import build
+from protocol.errors import MirrorErrorCode
+from protocol.registry import REGISTRY
 
 from .node import Node
 from .protocol_fuzz import (
     FUZZ_NODE,
+    KNOWN_TOPIC,
+    Connection,
     LogWatch,
     RequestGenerator,
     Stats,
     advertised,
     bad_log_lines,
     create_topic,
+    decode_answer,
     fuzz_listener,
     health_round_trip,
     known_topic_ids,
@@ -45,7 +54,6 @@ SEED = int(os.environ.get("KMIRROR_FUZZ_SEED", random.randrange(1 << 32)))
 LONG_MINUTES = float(os.environ.get("KMIRROR_FUZZ_MINUTES", "0"))
 LONG_NODES = int(os.environ.get("KMIRROR_FUZZ_NODES", "1"))
 HEALTH_TOPIC = f"fuzz-health-{SEED}"
-KNOWN_TOPIC = "fuzz-known"  # its id is one of the generator's "known" ids
 
 
 @pytest.fixture(scope="module")
@@ -106,3 +114,68 @@ def test_fuzz_every_advertised_api_short(node: Node) -> None:
 def test_fuzz_long() -> None:
     problems = long_run(SEED, LONG_MINUTES, LONG_NODES)
     assert not problems, f"seed {SEED}: {len(problems)} problem(s):\n" + "\n".join(problems[:40])
+
+
+def _ask(port: int, key: int, version: int, data: dict[str, Any]) -> Any:
+    """One request built from ``data``; its answer through kio's native reader."""
+    body = build(REGISTRY.spec(key).request_type(version), data)
+    conn = Connection(port)
+    try:
+        _corr, raw = conn.call(version, body, 10.0)
+    finally:
+        conn.close()
+    return decode_answer(key, version, raw)
+
+
+def test_the_issues_requests_get_kafkas_answers(node: Node) -> None:
+    """The requests issue 33 found crashing a handler, each answered with Kafka's error (the
+    NOT_CONTROLLER and timeout cases need a quorum of several nodes: unit tests)."""
+    since = node.output.stat().st_size
+    unknown = uuid.uuid4()
+    for version in (10, 11):  # by topic id before v12: an invalid request
+        resp = _ask(node.port, 3, version, {"topics": [{"topic_id": unknown, "name": None}]})
+        assert [(t.error_code, t.name) for t in resp.topics] == [(ErrorCode.invalid_request, "")]
+    [t] = _ask(node.port, 3, 12, {"topics": [{"topic_id": unknown, "name": None}]}).topics
+    assert (t.error_code, t.name) == (ErrorCode.unknown_topic_id, None)
+    zero = uuid.UUID(int=0)
+    for key, part in (
+        (83, {"partition": 0, "state_epoch": 0, "start_offset": 0}),
+        (84, {"partition": 0, "leader_epoch": 0}),
+        (85, {"partition": 0, "state_epoch": 0, "leader_epoch": 0, "start_offset": 0}),
+        (86, {"partition": 0}),
+        (87, {"partition": 0, "leader_epoch": 0}),
+    ):
+        data = {"group_id": "g", "topics": [{"topic_id": zero, "partitions": [part]}]}
+        resp = _ask(node.port, key, 0, data)
+        assert [p.error_code for r in resp.results for p in r.partitions] == [
+            ErrorCode.unknown_topic_or_partition
+        ], key
+    [state] = _ask(node.port, 65, 0, {"transactional_ids": ["never-used"]}).transaction_states
+    # (NOT_COORDINATOR while __transaction_state is still being created): start time 0
+    assert state.error_code in (ErrorCode.transactional_id_not_found, ErrorCode.not_coordinator)
+    assert state.transaction_start_time.timestamp() == 0
+    create = {"topics": [{"name": HEALTH_TOPIC, "count": 2, "assignments": [{"broker_ids": []}]}]}
+    [r] = _ask(node.port, 37, 1, {**create, "timeout": 5000}).results
+    assert r.error_code == ErrorCode.invalid_replica_assignment
+    name = "é" * 16_383  # 32,766 bytes: a legacy request's longest name, echoed in the message
+    [r] = _ask(node.port, 37, 0, {"topics": [{"name": name, "count": 2}], "timeout": 5000}).results
+    assert (r.name, r.error_code) == (name, ErrorCode.unknown_topic_or_partition)
+    commit = {
+        "group_id": "g" * 70_000,
+        "generation_id_or_member_epoch": -1,
+        "member_id": "",
+        "topics": [{"name": HEALTH_TOPIC, "partitions": [{"partition_index": 0}]}],
+    }
+    resp = _ask(node.port, 8, 9, commit)
+    assert [p.error_code for t in resp.topics for p in t.partitions] == [ErrorCode.invalid_group_id]
+    heartbeat = {"group_id": "g", "member_id": "m" * 70_000, "member_epoch": 0}
+    resp = _ask(node.port, 76, 1, {**heartbeat, "subscribed_topic_names": [HEALTH_TOPIC]})
+    assert resp.error_code == ErrorCode.invalid_request
+    states = {
+        "mirror_name": "m" * 70_000,
+        "topics": [
+            {"topic_id": unknown, "partitions": [{"partition_index": i} for i in range(1000)]}
+        ],
+    }
+    assert _ask(node.port, 101, 0, states).error_code == MirrorErrorCode.INVALID_MIRROR_NAME
+    assert not bad_log_lines(node, since), bad_log_lines(node, since)
