@@ -21,6 +21,7 @@ from kio.schema.errors import ErrorCode
 from kio.serial._introspect import classify_field
 
 from protocol.build import build
+from protocol.encoders.describe_configs import encode_describe_configs_response
 from protocol.errors import MirrorErrorCode
 from protocol.registry import REGISTRY
 
@@ -50,7 +51,13 @@ class ConfigsApi:
     def apis(self) -> list[Api]:
         """The API keys and versions this module serves (the node's handler table)."""
         return [
-            Api(32, self.describe_configs, min_version=1, max_version=5),
+            Api(
+                32,
+                self.describe_configs,
+                min_version=1,
+                max_version=5,
+                encoder=encode_describe_configs_response,
+            ),
             Api(33, self.alter_configs, max_version=2),
             Api(44, self.incremental_alter_configs, max_version=2),
         ]
