@@ -930,26 +930,28 @@ def rss_growth(
     samples: Sequence[tuple[float, int]], limit_mb: float = 15.0, step_mb: float = 100.0
 ) -> list[str]:
     """RSS must be flat after warm-up (the first third of the run). The post-warm-up samples
-    fall into six windows; a leak raises the maximum of window after window, while a one-off
-    high-water mark (one large answer built, its memory kept by the allocator) raises it once.
-    So the growth that counts is the sum of the rises less the largest one; that one rise
+    fall into six windows, each judged by its lowest sample: a leak raises that floor window
+    after window, while one large request raises RSS for a moment (the samples after it fall
+    back) and a one-off high-water mark kept by the allocator raises the floor once. So the
+    growth that counts is the sum of the floor's rises less the largest one; that one rise
     alone may be up to ``step_mb``."""
     warm = [kb / 1024 for _t, kb in samples[len(samples) // 3 :]]
     if len(warm) < 12:
         return []
     size = len(warm) // 6
-    peaks = [max(warm[i * size : (i + 1) * size]) for i in range(6)]
-    peaks[-1] = max(peaks[-1], *warm[6 * size :])
-    rises = [max(0.0, b - a) for a, b in itertools.pairwise(peaks)]
+    floors = [min(warm[i * size : (i + 1) * size]) for i in range(6)]
+    floors[-1] = min(floors[-1], *warm[6 * size :])
+    rises = [max(0.0, b - a) for a, b in itertools.pairwise(floors)]
     problems = []
     steady = sum(rises) - max(rises)
+    shown = [round(f) for f in floors]
     if steady > limit_mb:
         problems.append(
             f"RSS grew {steady:.0f} MB after warm-up beyond its largest single rise "
-            f"(window peaks {[round(p) for p in peaks]} MB)"
+            f"(window floors {shown} MB)"
         )
     if max(rises) > step_mb:
-        problems.append(f"RSS rose {max(rises):.0f} MB at once (peaks {[round(p) for p in peaks]})")
+        problems.append(f"RSS rose {max(rises):.0f} MB at once (window floors {shown} MB)")
     return problems
 
 
