@@ -3,7 +3,8 @@
 Handlers describe a response once, as nested dicts; `build` keeps the fields the target version
 has, drops the rest, and gives unmentioned fields their schema default (or a neutral zero). Ints
 become `ErrorCode`/`MirrorErrorCode` members for ``error_code`` fields and ``timedelta`` for
-duration fields, so kio's writer accepts them.
+duration fields, so kio's writer accepts them; an ``error_message`` is clipped to a length any
+response version can carry.
 """
 
 import datetime
@@ -23,6 +24,7 @@ from kio.serial._introspect import (
 )
 
 from .errors import MirrorErrorCode, UnknownErrorCode
+from .limits import clip_message
 
 E = TypeVar("E")
 
@@ -84,6 +86,8 @@ def _converter(f: Field[Any]) -> Callable[[Any], Any]:
     kind = f.metadata.get("kafka_type")
     if kind == "error_code":
         return error_code
+    if f.name == "error_message":
+        return clip_message  # a message echoing a 70,000-byte name fits no int16 length
     if kind in ("timedelta_i32", "timedelta_i64"):
         return lambda v: datetime.timedelta(milliseconds=v) if isinstance(v, int) else v
     return lambda v: v

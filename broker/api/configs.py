@@ -13,11 +13,15 @@ CLUSTER_MIRROR resource of that name (KIP-1279,
 MIRROR_AUTHORIZATION_FAILED), or on the cluster for broker resources (CLUSTER_AUTHORIZATION_FAILED).
 """
 
+import asyncio
+from dataclasses import fields
 from typing import Any
 
 from kio.schema.errors import ErrorCode
+from kio.serial._introspect import classify_field
 
 from protocol.build import build
+from protocol.encoders.describe_configs import encode_describe_configs_response
 from protocol.errors import MirrorErrorCode
 from protocol.registry import REGISTRY
 
@@ -47,7 +51,13 @@ class ConfigsApi:
     def apis(self) -> list[Api]:
         """The API keys and versions this module serves (the node's handler table)."""
         return [
-            Api(32, self.describe_configs, min_version=1, max_version=5),
+            Api(
+                32,
+                self.describe_configs,
+                min_version=1,
+                max_version=5,
+                encoder=encode_describe_configs_response,
+            ),
             Api(33, self.alter_configs, max_version=2),
             Api(44, self.incremental_alter_configs, max_version=2),
         ]
@@ -104,42 +114,54 @@ class ConfigsApi:
         return ErrorCode.invalid_request, f"Unsupported resource type {resource_type}", []
 
     async def describe_configs(self, ctx: RequestContext, req: Any) -> Any:
+        """Each resource's configs. A resource asked for again in the same request shares the
+        first one's result, and the loop yields between resources: 1,000 broker resources
+        (hundreds of configs each) were 40 s of one uninterrupted call."""
         synonyms = getattr(req, "include_synonyms", False)
+        cls = REGISTRY.spec(DESCRIBE_CONFIGS).response_type(ctx.api_version)
+        result_type = _results_item_type(cls)
+        done: dict[tuple[int, str, frozenset[str] | None], Any] = {}
         results = []
         for r in req.resources:
-            denial = self._denied(
-                ctx, AclOperation.DESCRIBE_CONFIGS, r.resource_type, r.resource_name
-            )
-            code, message, rows = (
-                (denial[0], denial[1], [])
-                if denial is not None
-                else self._rows(r.resource_type, r.resource_name)
-            )
-            keys = set(r.configuration_keys) if r.configuration_keys is not None else None
-            results.append(
-                {
-                    "error_code": code,
-                    "error_message": message,
-                    "resource_type": r.resource_type,
-                    "resource_name": r.resource_name,
-                    "configs": [
-                        {
-                            "name": row["name"],
-                            "value": None if row["sensitive"] else row["value"],
-                            "read_only": row["read_only"],
-                            "config_source": row["source"],
-                            "is_sensitive": row["sensitive"],
-                            "synonyms": row.get("synonyms", []) if synonyms else [],
-                            "config_type": row.get("type", 0),
-                            "documentation": None,
-                        }
-                        for row in rows
-                        if keys is None or row["name"] in keys
-                    ],
-                }
-            )
-        cls = REGISTRY.spec(DESCRIBE_CONFIGS).response_type(ctx.api_version)
+            keys = frozenset(r.configuration_keys) if r.configuration_keys is not None else None
+            memo = (r.resource_type, r.resource_name, keys)
+            result = done.get(memo)
+            if result is None:
+                result = build(result_type, self._describe_one(ctx, r, keys, synonyms))
+                done[memo] = result
+                await asyncio.sleep(0)  # other connections' requests between resources
+            results.append(result)
         return build(cls, {"throttle_time": 0, "results": results})
+
+    def _describe_one(
+        self, ctx: RequestContext, r: Any, keys: frozenset[str] | None, synonyms: bool
+    ) -> dict[str, Any]:
+        denial = self._denied(ctx, AclOperation.DESCRIBE_CONFIGS, r.resource_type, r.resource_name)
+        code, message, rows = (
+            (denial[0], denial[1], [])
+            if denial is not None
+            else self._rows(r.resource_type, r.resource_name)
+        )
+        return {
+            "error_code": code,
+            "error_message": message,
+            "resource_type": r.resource_type,
+            "resource_name": r.resource_name,
+            "configs": [
+                {
+                    "name": row["name"],
+                    "value": None if row["sensitive"] else row["value"],
+                    "read_only": row["read_only"],
+                    "config_source": row["source"],
+                    "is_sensitive": row["sensitive"],
+                    "synonyms": row.get("synonyms", []) if synonyms else [],
+                    "config_type": row.get("type", 0),
+                    "documentation": None,
+                }
+                for row in rows
+                if keys is None or row["name"] in keys
+            ],
+        }
 
     async def alter_configs(self, ctx: RequestContext, req: Any) -> Any:
         changes = [
@@ -194,3 +216,10 @@ class ConfigsApi:
         ]
         cls = REGISTRY.spec(key).response_type(ctx.api_version)
         return build(cls, {"throttle_time": 0, "responses": rows})
+
+
+def _results_item_type(response_type: type) -> type:
+    """The class of one entry of a DescribeConfigs response's ``results``."""
+    kind = classify_field(next(f for f in fields(response_type) if f.name == "results"))
+    item: type = kind.type_
+    return item

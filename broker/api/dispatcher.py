@@ -2,8 +2,13 @@
 
 ApiVersions is derived from the handler table here (the intersection of what each handler serves
 and what the codec knows), never written by hand. A request whose header parses but whose body
-does not gets an error response built from the response schema (top-level error code
-INVALID_REQUEST with the decoder's message where the schema has room for one).
+does not closes its connection unanswered, as Kafka's socket server does, with one WARN line
+naming the listener, the client, the api key and version.
+
+Before a handler runs: a coordinator key no record can hold gets the API's error
+(``key_limits.py``), a controller write on a controller listener of a node that is not the
+active controller gets NOT_CONTROLLER, and a controller write answers REQUEST_TIMED_OUT when it
+cannot complete within the request's timeout (``admin_deadline.py``).
 
 Each listener serves its own set (``listener_apis.py``, Kafka's split between broker and
 controller listeners): ApiVersions on a listener lists that set, and a request for an API the
@@ -22,7 +27,6 @@ from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
-from protocol.build import build
 from protocol.errors import (
     RequestBodyError,
     UnknownApiKeyError,
@@ -33,10 +37,13 @@ from protocol.readers import Buffer
 from protocol.registry import REGISTRY, Registry, body_bytes, decode_body
 
 from ..quorum.driver import NotLeaderError
+from . import admin_deadline
 from .client_throttle import ClientThrottle, timed_raw_request, timed_request
 from .context import RequestContext
 from .error_counts import error_counts
 from .error_response import error_response
+from .forwarding import CONTROLLER_WRITES
+from .key_limits import oversized_key
 from .listener_apis import ListenerApis, NotEnabledOnListener
 
 log = logging.getLogger(__name__)
@@ -88,10 +95,15 @@ class Dispatcher:
         forwarding: Forwarding | None = None,
         quotas: ClientThrottle | None = None,
         controller_listeners: Collection[str] | None = None,
+        is_active_controller: Callable[[], bool] | None = None,
     ) -> None:
         """``controller_listeners``: split the APIs between controller and broker listeners
-        (`ListenerApis`); None serves every API on every listener (unit tests)."""
+        (`ListenerApis`); None serves every API on every listener (unit tests).
+        ``is_active_controller``: whether this node is the active controller; a controller
+        write (`CONTROLLER_WRITES`) on a controller listener of another node is answered
+        NOT_CONTROLLER without running its handler."""
         self._registry = registry
+        self._is_active_controller = is_active_controller
         self._quotas = quotas  # request_percentage client quotas; None: not enforced
         self._forwarding = forwarding
         self._apis: dict[int, Api] = {}
@@ -177,25 +189,40 @@ class Dispatcher:
                     header.client_id,
                 ) from None
             assert api.handler is not None
+            refused = oversized_key(key, body)
+            if refused is not None or self._not_the_controller(ctx, key):
+                code, message = refused or (ErrorCode.not_controller, None)
+                resp = error_response(key, version, body, code, message)
+                errors = error_counts(resp)
+                return [
+                    encode_response_header(header.correlation_id, self._resp_header(key, version)),
+                    body_bytes(resp),
+                ]
             fwd = self._forwarding
             if fwd is not None and key in fwd.api_keys:
                 forwarded = await fwd.forward(ctx, frame, body)
                 if forwarded is not None:
                     parts, errors = forwarded
                     return parts
+            call = api.handler(ctx, body)
+            if timed:
+                assert quotas is not None
+                call = timed_request(quotas, ctx, call)
+            limit = admin_deadline.timeout_ms(key, body)
             try:
-                if timed:
-                    assert quotas is not None
-                    resp = await timed_request(quotas, ctx, api.handler(ctx, body))
-                else:
-                    resp = await api.handler(ctx, body)
+                done, resp = await admin_deadline.within(limit, call)
             except NotLeaderError as e:
                 # a request on the controller listener of a controller that is not (or no
                 # longer) the active one: NOT_CONTROLLER, as Kafka's ControllerApis answers, so
                 # the client looks for the active controller; not a handler failure that
                 # closes the connection
-                log.debug("%s v%d: %s", self._registry.spec(key).name, version, e)
+                log.debug("%s v%d: %s", spec.name, version, e)
+                done = True
                 resp = error_response(key, version, body, ErrorCode.not_controller, str(e))
+            if not done:
+                message = f"The controller did not complete the request within {limit} ms"
+                log.info("%s v%d from %r: %s", spec.name, version, header.client_id, message)
+                resp = error_response(key, version, body, ErrorCode.request_timed_out, message)
             if resp is None:
                 return None
             if self._on_request is not None:
@@ -214,11 +241,22 @@ class Dispatcher:
             log.info("closing: %s from client %r", e, header.client_id)
             raise
         except RequestBodyError as e:
-            log.info("bad request from %r: %s", header.client_id, e)
-            errors = {ErrorCode.invalid_request: 1}
-            return self._error_response(
-                header.correlation_id, key, version, ErrorCode.invalid_request, str(e)
+            # Kafka's socket server closes a connection whose request body does not parse
+            # (no answer; the requests pipelined after it are dropped)
+            log.warning(
+                "closing connection %s on listener %s: api key %d v%d request from client %r "
+                "does not parse: %s",
+                ctx.connection_id,
+                ctx.listener,
+                key,
+                version,
+                header.client_id,
+                e,
             )
+            errors = {ErrorCode.invalid_request: 1}
+            if ctx.connection is not None:
+                ctx.connection.close(fatal=True)
+            return None
         finally:
             if self._on_request is not None:
                 self._on_request(key, version, time.perf_counter() - started, errors)
@@ -247,7 +285,17 @@ class Dispatcher:
             ) from None
         errors: Mapping[int, int] | None = None
         try:
-            resp = await api.handler(ctx_factory(header), body)
+            refused = oversized_key(key, body)
+            if refused is not None:
+                resp = error_response(key, version, body, refused[0], refused[1])
+            else:
+                limit = admin_deadline.timeout_ms(key, body)
+                done, resp = await admin_deadline.within(
+                    limit, api.handler(ctx_factory(header), body)
+                )
+                if not done:
+                    message = f"The controller did not complete the request within {limit} ms"
+                    resp = error_response(key, version, body, ErrorCode.request_timed_out, message)
             if resp is None:
                 raise RuntimeError(f"{spec.name} handler gave no response to a forwarded request")
             errors = error_counts(resp)
@@ -256,6 +304,18 @@ class Dispatcher:
         finally:
             if self._on_request is not None:
                 self._on_request(key, version, time.perf_counter() - started, errors)
+
+    def _not_the_controller(self, ctx: RequestContext, key: int) -> bool:
+        """A controller write on a controller listener while another node is the active
+        controller (its handler would wait on a quorum this node does not lead)."""
+        split = self.listener_apis
+        return (
+            key in CONTROLLER_WRITES
+            and self._is_active_controller is not None
+            and split is not None
+            and split.is_controller(ctx.listener)
+            and not self._is_active_controller()
+        )
 
     def _resp_header(self, key: int, version: int) -> int:
         return self._registry.spec(key).response_header_version(version)
@@ -272,16 +332,3 @@ class Dispatcher:
             ),
         )
         return [encode_response_header(corr, 0), body_bytes(resp)]
-
-    def _error_response(
-        self, corr: int, key: int, version: int, code: ErrorCode, message: str
-    ) -> list[Buffer]:
-        cls: Any = self._registry.spec(key).response_type(version)
-        names = set(cls.__dataclass_fields__)
-        data: dict[str, Any] = {}
-        if "error_code" in names:
-            data["error_code"] = code
-        if "error_message" in names:
-            data["error_message"] = message
-        resp: Any = build(cls, data)
-        return [encode_response_header(corr, self._resp_header(key, version)), body_bytes(resp)]

@@ -112,7 +112,23 @@ def _list_reassignments(req: Any, err: dict[str, Any]) -> dict[str, Any]:
     return {**err, "topics": topics}
 
 
+def _offset_commit(req: Any, err: dict[str, Any]) -> dict[str, Any]:
+    # OffsetCommit / TxnOffsetCommit: no top-level error, one per partition
+    code = {"error_code": err["error_code"]}
+    topics = [
+        {
+            "name": getattr(t, "name", ""),
+            "topic_id": getattr(t, "topic_id", None),
+            "partitions": [{**code, "partition_index": p.partition_index} for p in t.partitions],
+        }
+        for t in req.topics or ()
+    ]
+    return {"topics": topics}
+
+
 _SHAPES: dict[int, _Shape] = {
+    8: _offset_commit,
+    28: _offset_commit,
     19: _create_topics,
     20: _delete_topics,
     37: _create_partitions,

@@ -97,7 +97,7 @@ class FetchApi:
         version = ctx.api_version
         by_id = version >= 13
         try:
-            session, full = self.sessions.resolve(req.session_id, req.session_epoch)
+            session, full = self.sessions.resolve(req.session_id, req.session_epoch, by_id)
         except SessionError as e:
             return 0, int(e.code), req.session_id, []
         wanted: dict[tuple[Any, int], SessionPartition] = session.partitions if session else {}  # type: ignore[assignment]

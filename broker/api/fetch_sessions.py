@@ -42,6 +42,7 @@ class FetchSession:
     partitions: "OrderedDict[tuple[Any, int], SessionPartition]" = field(
         default_factory=OrderedDict
     )
+    uses_topic_ids: bool = False  # created by a v13+ request: its keys are topic ids
 
 
 class SessionError(Exception):
@@ -59,8 +60,12 @@ class FetchSessionCache:
     def __len__(self) -> int:
         return len(self._sessions)
 
-    def resolve(self, session_id: int, epoch: int) -> tuple[FetchSession | None, bool]:
-        """The session for a request and whether the request is a full one."""
+    def resolve(
+        self, session_id: int, epoch: int, uses_topic_ids: bool = False
+    ) -> tuple[FetchSession | None, bool]:
+        """The session for a request and whether the request is a full one. A session keyed
+        by topic names cannot go on with topic ids, or the other way round (Kafka:
+        FETCH_SESSION_TOPIC_ID_ERROR; the client starts a new session)."""
         if epoch == FINAL_EPOCH:
             if session_id:
                 self._sessions.pop(session_id, None)
@@ -68,7 +73,7 @@ class FetchSessionCache:
         if epoch == INITIAL_EPOCH:
             if session_id:
                 self._sessions.pop(session_id, None)
-            new = FetchSession(next(self._ids), 1)
+            new = FetchSession(next(self._ids), 1, uses_topic_ids=uses_topic_ids)
             self._sessions[new.id] = new
             while len(self._sessions) > self._max:
                 self._sessions.popitem(last=False)  # evict the least recently used
@@ -78,6 +83,8 @@ class FetchSessionCache:
             raise SessionError(ErrorCode.fetch_session_id_not_found)
         if s.epoch != epoch:
             raise SessionError(ErrorCode.invalid_fetch_session_epoch)
+        if s.uses_topic_ids != uses_topic_ids:
+            raise SessionError(ErrorCode.fetch_session_topic_id_error)
         s.epoch += 1
         self._sessions.move_to_end(session_id)
         return s, False

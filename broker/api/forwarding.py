@@ -75,6 +75,11 @@ FORWARDED_APIS: Final[frozenset[int]] = frozenset(
     }
 )
 
+# The forwarded APIs that write through the quorum: on a controller listener of a controller
+# that is not the active one, Kafka's QuorumController answers them NOT_CONTROLLER at once (the
+# client then finds the active controller). ListPartitionReassignments and DescribeQuorum read.
+CONTROLLER_WRITES: Final[frozenset[int]] = FORWARDED_APIS - {46, 55}
+
 _NO_ADDRESS: Final = bytes(4)  # 0.0.0.0: a peer that is not an IP address (tests, unix sockets)
 
 # The response payload for the client (header included) and the error codes in it.

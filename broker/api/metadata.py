@@ -88,6 +88,8 @@ class MetadataApi:
         version = ctx.api_version
         topics: list[dict[str, Any]] = []
         authz = s.authorizer
+        if version < 12 and req.topics and _needs_v12(req.topics):
+            return _invalid_request(version, req.topics)
         if req.topics is None or (version == 0 and not req.topics):
             topics = [
                 topic_row(t)
@@ -198,3 +200,29 @@ class MetadataApi:
                 "cluster_authorized_operations": cluster_ops,
             },
         )
+
+
+def _needs_v12(topics: Any) -> bool:
+    """A topic asked for by id, or with no name: not before v12 (where the name turns
+    nullable); Kafka refuses such a request as invalid."""
+    for t in topics:
+        topic_id = getattr(t, "topic_id", None)
+        if t.name is None or (topic_id is not None and topic_id.int != 0):
+            return True
+    return False
+
+
+def _invalid_request(version: int, topics: Any) -> Any:
+    """Kafka's error answer to an invalid Metadata request: every topic asked for with
+    INVALID_REQUEST, a missing name as "" (these versions have no null name)."""
+    cls = REGISTRY.spec(API_KEY).response_type(version)
+    rows = [
+        {
+            "error_code": ErrorCode.invalid_request,
+            "name": t.name or "",
+            "topic_id": getattr(t, "topic_id", None),
+            "partitions": (),
+        }
+        for t in topics
+    ]
+    return build(cls, {"throttle_time": 0, "controller_id": -1, "topics": rows})

@@ -11,8 +11,9 @@ a node not coordinating it). With an authorizer (as Kafka): DESCRIBE on the grou
 (GROUP_AUTHORIZATION_FAILED), topics without DESCRIBE are left out.
 """
 
+import asyncio
 import datetime
-from typing import Any
+from typing import Any, Final
 
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32, i32Timedelta, i64
@@ -30,6 +31,9 @@ from .dispatcher import Api
 from .services import Services
 
 DESCRIBE_SHARE_GROUP_OFFSETS = 90
+# How long an admin read waits for a share coordinator that is moving or loading before the
+# partition is answered with the error (a share leader's own read waits longer)
+ADMIN_READ_RETRY_MS: Final = 2_000
 
 _NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
 
@@ -84,9 +88,11 @@ class ShareOffsetsApi:
             topic = img.topics.get(name)
             if topic is None:
                 continue  # deleted meanwhile, or never there: nothing to say
-            rows = []
-            for p in sorted(topic.partitions) if partitions is None else partitions:
-                rows.append(await self._partition(mod, g.group_id, topic, p))
+            # all partitions at once: each may wait for a coordinator that is moving
+            asked = sorted(topic.partitions) if partitions is None else partitions
+            rows = await asyncio.gather(
+                *(self._partition(mod, g.group_id, topic, p) for p in asked)
+            )
             topics.append(
                 mod.DescribeShareGroupOffsetsResponseTopic(
                     topic_name=name, topic_id=topic.topic_id, partitions=tuple(rows)
@@ -102,7 +108,9 @@ class ShareOffsetsApi:
             error = ErrorCode.unknown_topic_or_partition
         else:
             try:
-                found = await self.persister.read(ShareKey(group_id, topic.topic_id, partition))
+                found = await self.persister.read(
+                    ShareKey(group_id, topic.topic_id, partition), ADMIN_READ_RETRY_MS
+                )
             except CoordinatorError as exc:
                 error = exc.code
             else:

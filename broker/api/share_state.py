@@ -15,6 +15,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i16, i32, i64
 
+from protocol.limits import too_long_for_int16
 from protocol.registry import REGISTRY
 
 from ..coordinator.runtime import CoordinatorError
@@ -67,6 +68,8 @@ class ShareStateApi:
         cls = REGISTRY.spec(api_key).response_type(0)
         mod = __import__(cls.__module__, fromlist=[result_type, "PartitionResult"])
         denied = self._denied(ctx)
+        # A group id a state record cannot hold (an int16 length) is refused up front.
+        invalid = ErrorCode.invalid_request if too_long_for_int16(req.group_id) else None
         results = []
         for t in req.topics:
             parts = []
@@ -74,6 +77,12 @@ class ShareStateApi:
                 error, value = ErrorCode.none, None
                 if denied:
                     error = ErrorCode.cluster_authorization_failed
+                elif invalid is not None:
+                    error = invalid
+                elif t.topic_id is None:  # the zero UUID: no topic has it
+                    error = ErrorCode.unknown_topic_or_partition
+                elif p.partition < 0:
+                    error = ErrorCode.invalid_request
                 else:
                     try:
                         value = await act(ShareKey(req.group_id, t.topic_id, int(p.partition)), p)

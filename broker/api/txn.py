@@ -66,6 +66,21 @@ def _timestamp(ms: int) -> datetime.datetime:
     return _EPOCH + datetime.timedelta(milliseconds=ms)
 
 
+def _failed_state(transactional_id: str, code: ErrorCode) -> dict[str, Any]:
+    """A DescribeTransactions entry with an error: Kafka sets only the id and the error, the
+    rest keeps the schema's defaults (start time 0, not -1: kio refuses a negative one)."""
+    return {
+        "error_code": code,
+        "transactional_id": transactional_id,
+        "transaction_state": "",
+        "transaction_timeout": 0,
+        "transaction_start_time": _EPOCH,
+        "producer_id": 0,
+        "producer_epoch": 0,
+        "topics": [],
+    }
+
+
 def _fenced_for(version: int, first_with_fenced: int, code: ErrorCode) -> ErrorCode:
     """Clients older than PRODUCER_FENCED (KIP-588) know it as INVALID_PRODUCER_EPOCH."""
     if version < first_with_fenced and code == ErrorCode.producer_fenced:
@@ -415,20 +430,12 @@ class TxnApi:
         states = []
         for tid in req.transactional_ids:
             if not self._may(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid):
-                states.append(
-                    {
-                        "error_code": ErrorCode.transactional_id_authorization_failed,
-                        "transactional_id": tid,
-                        "transaction_state": "",
-                        "transaction_timeout": 0,
-                        "transaction_start_time": _timestamp(-1),
-                        "producer_id": -1,
-                        "producer_epoch": -1,
-                        "topics": [],
-                    }
-                )
+                states.append(_failed_state(tid, ErrorCode.transactional_id_authorization_failed))
                 continue
             d = await self.txns.describe(tid)
+            if d.error != ErrorCode.none:
+                states.append(_failed_state(tid, d.error))
+                continue
             states.append(
                 {
                     "error_code": d.error,

@@ -269,6 +269,17 @@ class TopicRequestsMixin(ControllerBase):
                         res.message = f"Increasing the number of partitions by {len(new)} but {len(assignments)} assignments provided."
                         continue
                     placed = {p: list(a) for p, a in zip(new, assignments, strict=True)}
+                    bad = next(
+                        (m for a in assignments if (m := _manual_error(a, img, rf)) is not None),
+                        None,
+                    )
+                    if bad is not None:
+                        res.error, res.message = ErrorCode.invalid_replica_assignment, bad
+                        continue
+                elif not brokers:
+                    res.error = ErrorCode.invalid_replication_factor
+                    res.message = "Unable to replicate the partition: no broker is registered."
+                    continue
                 else:
                     placed = assign_replicas(
                         brokers, new, rf, random.randrange(len(brokers)), _racks(img)
@@ -293,6 +304,29 @@ class TopicRequestsMixin(ControllerBase):
             if not validate_only:
                 await self._commit(records)
             return results
+
+
+def _manual_error(replicas: Sequence[int], img: MetadataImage, rf: int) -> str | None:
+    """What is wrong with one manual assignment of a new partition (Kafka's checks), if any."""
+    if not replicas:
+        return "The manual partition assignment includes an empty replica list."
+    seen: set[int] = set()
+    for b in replicas:
+        if b in seen:
+            return f"The manual partition assignment includes the broker {b} more than once."
+        seen.add(b)
+        if b not in img.brokers:
+            return (
+                f"The manual partition assignment includes broker {b}, but no such broker "
+                "is registered."
+            )
+    if len(replicas) != rf:
+        return (
+            f"The manual partition assignment includes a partition with {len(replicas)} "
+            f"replica(s), but this is not consistent with previous partitions, which have "
+            f"{rf} replica(s)."
+        )
+    return None
 
 
 def _racks(img: MetadataImage) -> dict[int, str | None]:

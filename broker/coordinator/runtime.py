@@ -19,12 +19,16 @@ transactional batch of a producer, or append a COMMIT/ABORT marker; a log that c
 (`TxnAwareShard`), so pending transactional state is rebuilt exactly as it was.
 """
 
+import array
 import asyncio
 import contextlib
 import functools
+import itertools
+import operator
+import sys
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+from typing import Any, Final, Generic, Protocol, TypeVar, runtime_checkable
 
 from kio.schema.errors import ErrorCode
 
@@ -205,12 +209,29 @@ def _settle(future: "asyncio.Future[T]", answer: Callable[[], T]) -> None:
         future.set_exception(exc)
 
 
+_HASH_BLOCK: Final = 4096  # code units hashed per C-level pass
+# 31**k mod 2**32 for k < _HASH_BLOCK: the weights of one block's units, last unit first
+_POWERS_31: Final = list(
+    itertools.accumulate(range(_HASH_BLOCK - 1), lambda x, _: x * 31 & 0xFFFFFFFF, initial=1)
+)
+
+
 def java_string_hash(text: str) -> int:
-    """Java's String.hashCode (over UTF-16 code units, int32 wrap-around)."""
+    """Java's String.hashCode (over UTF-16 code units, int32 wrap-around).
+
+    Written as sum(u[i] * 31**(n-1-i)) so that each block of units is one C-level
+    multiply-and-sum: a coordinator key tens of thousands of characters long hashes in
+    milliseconds, not the tenths of a second a per-unit Python loop took."""
+    units = array.array("H", text.encode("utf-16-le"))  # native order on little-endian hosts
+    if sys.byteorder == "big":
+        units.byteswap()
     h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    for start in range(0, len(units), _HASH_BLOCK):
+        block = units[start : start + _HASH_BLOCK]
+        block.reverse()  # the last unit has weight 31**0
+        h = (h * pow(31, len(block), 1 << 32) + sum(map(operator.mul, block, _POWERS_31))) & (
+            0xFFFFFFFF
+        )
     return h - 0x1_0000_0000 if h & 0x8000_0000 else h
 
 

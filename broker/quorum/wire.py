@@ -272,9 +272,10 @@ def parse_fetch_request(body: Any) -> m.FetchRequest:
     wait = body.max_wait
     return m.FetchRequest(
         replica_id=replica_id,
-        current_leader_epoch=int(p.current_leader_epoch),
+        # absent before Fetch v9 (current_leader_epoch) and v12 (last_fetched_epoch): -1
+        current_leader_epoch=int(getattr(p, "current_leader_epoch", -1)),
         fetch_offset=int(p.fetch_offset),
-        last_fetched_epoch=int(p.last_fetched_epoch),
+        last_fetched_epoch=int(getattr(p, "last_fetched_epoch", -1)),
         max_wait_ms=int(wait.total_seconds() * 1000)
         if hasattr(wait, "total_seconds")
         else int(wait),

@@ -206,3 +206,22 @@ def test_partition_count_is_capped() -> None:
     asyncio.run(c.create_topics([TopicSpec("small", 1)], False))
     res = asyncio.run(c.create_partitions([("small", MAX_PARTITIONS_PER_TOPIC + 1, None)], False))
     assert res[0].error == ErrorCode.invalid_partitions and "huge" not in q.image.topics
+
+
+def test_create_partitions_checks_manual_assignments() -> None:
+    """Kafka's checks of each new partition's manual assignment (an empty one was an
+    IndexError that closed the client's connection)."""
+    q = MemoryQuorum()
+    c = _controller(q)
+    asyncio.run(c.create_topics([TopicSpec("t", 1, 1)], False))
+    for assignment, wanted in (
+        ([], "empty replica list"),
+        ([1, 1], "broker 1 more than once"),
+        ([7], "broker 7, but no such broker"),
+    ):
+        [r] = asyncio.run(c.create_partitions([("t", 2, [assignment])], False))
+        assert r.error == ErrorCode.invalid_replica_assignment, assignment
+        assert wanted in (r.message or ""), r.message
+    assert sorted(q.image.topics["t"].partitions) == [0]
+    [r] = asyncio.run(c.create_partitions([("t", 2, [[1]])], False))
+    assert r.error == ErrorCode.none and sorted(q.image.topics["t"].partitions) == [0, 1]

@@ -154,3 +154,27 @@ def test_other_partitions_are_refused(
 ) -> None:
     with pytest.raises(wire.NotMetadataPartition):
         parse(_through_request(key, REGISTRY.spec(key).max_version, body))
+
+
+@pytest.mark.parametrize("version", [4, 8, 9, 11])
+def test_an_old_fetch_of_the_metadata_log_parses(version: int) -> None:
+    """Fetch v4-v11 lacks current_leader_epoch (before v9) and last_fetched_epoch (before
+    v12): read as -1, not an AttributeError closing the connection."""
+    body = _through_request(
+        wire.FETCH,
+        version,
+        {
+            "replica_id": 7,
+            "max_wait": 100,
+            "topics": [
+                {
+                    "topic": "__cluster_metadata",
+                    "partitions": [{"partition": 0, "fetch_offset": 12}],
+                }
+            ],
+        },
+    )
+    req = wire.parse_fetch_request(body)
+    assert (req.replica_id, req.fetch_offset, req.last_fetched_epoch) == (7, 12, -1)
+    if version < 9:
+        assert req.current_leader_epoch == -1

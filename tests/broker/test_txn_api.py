@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from kio.schema.errors import ErrorCode as E
+from kio.serial import entity_reader
 
 from broker.api.context import RequestContext
 from broker.api.services import Services
@@ -237,6 +238,17 @@ def test_offsets_commit_end_and_describe() -> None:
             ("__consumer_offsets", [api.groups.partition_for("g")])
         ]
         assert missing.error_code == E.transactional_id_not_found
+        # Kafka's answer for an unknown id keeps the schema defaults (start time 0, not -1),
+        # which kio's native reader decodes
+        raw = body_bytes(
+            await api.describe_transactions(
+                ctx(DESCRIBE, 0), request(DESCRIBE, 0, {"transactional_ids": ["nope"]})
+            )
+        )
+        native, _ = entity_reader(REGISTRY.spec(DESCRIBE).response_type(0))(raw, 0)
+        [state] = native.transaction_states
+        assert state.error_code == E.transactional_id_not_found
+        assert (state.transaction_start_time.timestamp(), state.producer_id) == (0, 0)
 
         end = request(END, 3, {"transactional_id": "tx", "producer_id": pid,
                                "producer_epoch": epoch, "committed": True})  # fmt: skip

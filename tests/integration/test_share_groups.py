@@ -605,15 +605,11 @@ def test_bad_share_requests_get_kafka_errors(tmp_path: Path) -> None:
             assert errors and errors[0].code() == ErrorCode.inconsistent_group_protocol, errors
         finally:
             classic.close()
-        # bodies that cannot be decoded: INVALID_REQUEST where the response has a top-level
-        # error (the others: an answer without results, or the connection closed), no crash
+        # bodies that cannot be decoded: the connection is closed unanswered, as Kafka's
+        # socket server does, and nothing crashes
         for api_key in (76, 77, 78, 79, 83, 84, 85, 86, 87, 90):
             resp = _raw(node, api_key, 1 if api_key < 80 else 0, b"\x7f\xff\xff\xf0garbage")
-            if api_key in (76, 78, 79):  # the ones with a top-level error code
-                assert resp is not None and struct.unpack_from(">i", resp, 0)[0] == 9
-                # correlation id, header tags, throttle time, then the error code
-                error = struct.unpack_from(">h", resp, 4 + 1 + 4)[0]
-                assert error == ErrorCode.invalid_request, (api_key, error)
+            assert resp is None, (api_key, resp)
         assert node.proc is not None and node.proc.poll() is None  # still serving
         assert "Traceback" not in node.output.read_text(errors="replace"), node.log_tail()
     finally:

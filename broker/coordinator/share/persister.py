@@ -60,9 +60,11 @@ class SharePersister:
         self.retry_ms = retry_ms
         self._warned = False
 
-    async def read(self, k: ShareKey) -> ShareSnapshot | None:
-        """The stored state; None when there is none (start offset -1: uninitialized)."""
-        found: ShareSnapshot | None = await self._retrying(lambda: self._read_once(k))
+    async def read(self, k: ShareKey, retry_ms: int | None = None) -> ShareSnapshot | None:
+        """The stored state; None when there is none (start offset -1: uninitialized).
+        ``retry_ms``: how long to retry while the coordinator moves (default: ``retry_ms``
+        of the persister; an admin read answers sooner, with the error)."""
+        found: ShareSnapshot | None = await self._retrying(lambda: self._read_once(k), retry_ms)
         return found
 
     async def write(self, k: ShareKey, snapshot: ShareSnapshot) -> None:
@@ -76,8 +78,8 @@ class SharePersister:
         """Drop the stored state (DeleteShareGroupOffsets): the next leader starts anew."""
         await self._retrying(lambda: self._delete_once(k))
 
-    async def _retrying(self, op: Callable[[], Awaitable[Any]]) -> Any:
-        deadline = time.monotonic() + self.retry_ms / 1000
+    async def _retrying(self, op: Callable[[], Awaitable[Any]], retry_ms: int | None = None) -> Any:
+        deadline = time.monotonic() + (self.retry_ms if retry_ms is None else retry_ms) / 1000
         while True:
             try:
                 return await op()
