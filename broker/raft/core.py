@@ -40,6 +40,7 @@ a quorum larger than three.
 """
 
 from collections.abc import Sequence
+from typing import Any
 
 from broker.raft import messages as m
 from broker.raft.election import ElectionHandlers
@@ -54,10 +55,11 @@ from broker.raft.outputs import (
     Send,
     SnapshotLoaded,
     SnapshotWanted,
+    VoterChangeDone,
 )
 from broker.raft.progress import QuorumDescription, ReplicaDescription
 from broker.raft.quorum_state import ElectionState, QuorumStateError
-from broker.raft.replication import ReplicationHandlers
+from broker.raft.reconfig import VoterChangeHandlers
 from broker.raft.states import (
     NEVER,
     Candidate,
@@ -67,6 +69,7 @@ from broker.raft.states import (
     Resigned,
     Unattached,
 )
+from protocol.records.kraft_control import encode_kraft_version
 
 __all__ = [
     "Committed",
@@ -81,16 +84,22 @@ __all__ = [
     "Send",
     "SnapshotLoaded",
     "SnapshotWanted",
+    "VoterChangeDone",
 ]
 
 
-class RaftCore(ElectionHandlers, ReplicationHandlers):
+class RaftCore(ElectionHandlers, VoterChangeHandlers):
     """One KRaft replica (voter or observer). See the module docstring for the protocol."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._init_reconfig()
 
     def start(self, now_ms: int) -> list[Output]:
         """Restore the election state (Kafka's QuorumState.initialize) and begin."""
-        election = self.store.read() or ElectionState(0, voters=self.voters)
-        if election.voters and election.voters != self.voters:
+        self._load_voter_history()
+        election = self.store.read() or ElectionState(0, voters=self.static_voters)
+        if not self.dynamic and election.voters and election.voters != self.voters:
             raise QuorumStateError(
                 f"configured voters {sorted(self.voters)} differ from the quorum state's "
                 f"{sorted(election.voters)}"
@@ -114,7 +123,7 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
         else:
             voted = election.voted_id if self.is_voter else -1
             st = Unattached(election.epoch, voted, deadline if self.is_voter else NEVER)
-        if self.voters == {me} and isinstance(st, (Unattached, Resigned)):
+        if self.voters == {me} and self.is_voter and isinstance(st, (Unattached, Resigned)):
             st.election_deadline = now_ms  # the only voter elects itself at once
         self._switch(now_ms, st, durable=True)
         self._poll(now_ms)
@@ -174,7 +183,9 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
         if end_offset > self._hw:
             raise ValueError(f"snapshot at {end_offset} above the high watermark {self._hw}")
         epoch = log.read(end_offset - 1, 1)[0].epoch
-        log.create_snapshot(m.SnapshotId(end_offset, epoch), data)
+        log.create_snapshot(
+            m.SnapshotId(end_offset, epoch), data, self._snapshot_control(end_offset)
+        )
         log.delete_before_snapshot()
         self._bytes_since_snapshot = 0
         return self._drain()
@@ -213,6 +224,9 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
             t = min(t, st.backoff_until)
         else:
             t = min(t, st.election_deadline)
+        change = self._change_deadline()
+        if change is not None:
+            t = min(t, change)
         return t
 
     def _poll(self, now: int) -> None:
@@ -220,6 +234,7 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
             self._expire_requests(now)
             if not self._poll_state(now):
                 break
+        self._advance_change(now)
         self._want_snapshot_by_time(now)
         self.stats.settle(now, self._hw, isinstance(self.state, LeaderState))
 
@@ -239,6 +254,10 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
         st = self.state
         if isinstance(st, LeaderState):
             if st.check_quorum_expired(now):
+                self._to_resigned(now, st.successors())
+                return True
+            if self.node_id not in self.voters and self._hw > self.voters_offset:
+                # KIP-853: it removed itself and the removal is committed: hand over
                 self._to_resigned(now, st.successors())
                 return True
             if st.parked and any(p.deadline <= now for p in st.parked):
@@ -321,8 +340,24 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
             self.node_id, st.epoch, log.end_offset, self.voters, now, self.config.fetch_timeout_ms
         )
         self._switch(now, leader, durable=True)
+        first = log.end_offset == 0
         # the LeaderChange entry opens the epoch: the high watermark moves once it is on a majority
         log.append_as_leader([str(self.node_id).encode()], leader.epoch, control=True)
+        bootstrap = self._history.latest
+        if first and self.dynamic and bootstrap is not None and self.voters_offset < 0:
+            # KIP-853: the first leader copies the bootstrap snapshot's KRaftVersion and Voters
+            # records into the log, so replicas formatted without them learn the voters
+            kv = log.append_as_leader(
+                [encode_kraft_version(self.kraft_version)],
+                leader.epoch,
+                control=True,
+                control_type=m.KRAFT_VERSION,
+            )
+            self._kraft_versions.append((kv, self.kraft_version))
+            at = log.append_as_leader(
+                [bootstrap.encode()], leader.epoch, control=True, control_type=m.KRAFT_VOTERS
+            )
+            self._history.add(at, bootstrap)
         self._leader_appended(now, leader)
 
     def _handle_request(self, now: int, sender: int, cid: int, req: m.RaftRequest) -> None:

@@ -54,7 +54,8 @@ class ElectionHandlers(CoreBase):
             return m.VoteResponse(m.INVALID_REQUEST, self.leader_id, self.epoch, False)
         if req.replica_epoch < self.epoch:
             return m.VoteResponse(m.FENCED_LEADER_EPOCH, self.leader_id, self.epoch, False)
-        if req.replica_id not in self.voters:
+        # KIP-853: a candidate may be in a voter set this node has not read yet
+        if not self.dynamic and req.replica_id not in self.voters:
             return m.VoteResponse(m.INCONSISTENT_VOTER_SET, self.leader_id, self.epoch, False)
         if req.replica_epoch > self.epoch:
             self._to_unattached(now, req.replica_epoch)
@@ -89,7 +90,7 @@ class ElectionHandlers(CoreBase):
             return m.FENCED_LEADER_EPOCH
         if leader_id < 0:
             return m.INVALID_REQUEST
-        if leader_id not in self.voters:
+        if not self.dynamic and leader_id not in self.voters:
             return m.INCONSISTENT_VOTER_SET
         self._maybe_transition(now, leader_id, epoch)
         return m.NONE
