@@ -104,16 +104,46 @@ class CoreBase:
         """Where the newest VotersRecord sits (-1: in the snapshot, or none)."""
         return self._history.latest_offset
 
-    def _set_voters(self, vs: VoterSet) -> None:
-        self.voter_set = vs
-        self.voters = vs.ids
-        me = vs.get(self.node_id)
-        # a node that lost its disk comes back with a new directory id: not the voter it was
-        self.is_voter = me is not None and (
+    def _is_me(self, vs: VoterSet | None) -> bool:
+        me = vs.get(self.node_id) if vs is not None else None
+        return me is not None and (
             me.directory_id == ZERO_UUID
             or self.directory_id == ZERO_UUID
             or me.directory_id == self.directory_id
         )
+
+    @property
+    def electorate(self) -> frozenset[int]:
+        """The voters this node campaigns among (empty: it never campaigns). A voter's own set;
+        but a node that an uncommitted Voters record removes campaigns among the set before it
+        (the two differ by one, so their majorities overlap): the removal may still be undone,
+        and when a leader removing itself from two voters lost its office before the removal
+        committed, the other voter cannot win without it."""
+        if self.is_voter:
+            return self.voters
+        if self.dynamic and self._history.latest_offset >= self._hw:
+            prev = self._history.previous
+            if prev is not None and self._is_me(prev):
+                return prev.ids
+        return frozenset()
+
+    @property
+    def can_campaign(self) -> bool:
+        return bool(self.electorate)
+
+    def _won(self, granted: set[int]) -> bool:
+        e = self.electorate
+        return bool(e) and len(granted & e) >= len(e) // 2 + 1
+
+    def _lost(self, rejected: set[int]) -> bool:
+        e = self.electorate
+        return len(rejected & e) > len(e) - (len(e) // 2 + 1)
+
+    def _set_voters(self, vs: VoterSet) -> None:
+        self.voter_set = vs
+        self.voters = vs.ids
+        # a node that lost its disk comes back with a new directory id: not the voter it was
+        self.is_voter = self._is_me(vs)
         self.majority = len(vs.ids) // 2 + 1
         self._remote_voters = tuple(sorted(v for v in vs.ids if v != self.node_id))
 
@@ -183,17 +213,17 @@ class CoreBase:
             vs = VoterSet.of_ids(self.static_voters)
         if vs == self.voter_set:
             return
-        was_voter = self.is_voter
+        was_voter = self.can_campaign
         self._set_voters(vs)
         if now is None:
             return  # at start: the state is built from the new set
         st = self.state
         if isinstance(st, LeaderState):
             st.set_voters(self.voters, now)
-        elif self.is_voter and not was_voter:
+        elif self.can_campaign and not was_voter:
             if isinstance(st, Unattached) and st.election_deadline >= NEVER:
                 st.election_deadline = now + self._election_timeout()
-        elif was_voter and not self.is_voter:
+        elif was_voter and not self.can_campaign:
             if isinstance(st, Candidate):
                 self._switch(now, Unattached(st.epoch, self.node_id, NEVER), durable=True)
             elif isinstance(st, Prospective):
@@ -203,10 +233,6 @@ class CoreBase:
                     self._switch(now, Unattached(st.epoch, st.voted_id, NEVER), durable=True)
             elif isinstance(st, Unattached):
                 st.election_deadline = NEVER
-        if isinstance(st, (Prospective, Candidate)) and isinstance(self.state, type(st)):
-            # votes from nodes that are no longer voters do not count
-            st.granted &= set(self.voters)
-            st.rejected &= set(self.voters)
 
     @property
     def epoch(self) -> int:
@@ -299,7 +325,7 @@ class CoreBase:
     def _to_unattached(
         self, now: int, epoch: int, voted: int = -1, deadline: int | None = None
     ) -> None:
-        if not self.is_voter:
+        if not self.can_campaign:
             deadline = NEVER
         elif deadline is None:
             deadline = now + self._election_timeout()

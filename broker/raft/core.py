@@ -108,21 +108,21 @@ class RaftCore(ElectionHandlers, VoterChangeHandlers):
         deadline = now_ms + self._election_timeout()
         st: EpochState
         if election.epoch < log_epoch:
-            st = Unattached(log_epoch, -1, deadline if self.is_voter else NEVER)
-        elif self.is_voter and election.leader_id == me:
+            st = Unattached(log_epoch, -1, deadline if self.can_campaign else NEVER)
+        elif election.leader_id == me:  # (a leader that removed itself is no voter now)
             # a leader restarts resigned: it must not vote again in its epoch, and entries it
             # lost unflushed must not reappear under the same (offset, epoch)
             st = Resigned(election.epoch, me, deadline, (), set(self._remote_voters))
         elif election.has_leader and election.leader_id != me:
             # before the vote check: a candidate that lost to a leader keeps its own vote
-            voted = election.voted_id if self.is_voter else -1
+            voted = election.voted_id if self.can_campaign else -1
             fetch_deadline = now_ms + self.config.fetch_timeout_ms
             st = Follower(election.epoch, election.leader_id, voted, fetch_deadline)
-        elif self.is_voter and election.voted_id == me:
+        elif self.can_campaign and election.voted_id == me:
             st = Candidate(election.epoch, deadline, 1, granted={me})
         else:
-            voted = election.voted_id if self.is_voter else -1
-            st = Unattached(election.epoch, voted, deadline if self.is_voter else NEVER)
+            voted = election.voted_id if self.can_campaign else -1
+            st = Unattached(election.epoch, voted, deadline if self.can_campaign else NEVER)
         if self.voters == {me} and self.is_voter and isinstance(st, (Unattached, Resigned)):
             st.election_deadline = now_ms  # the only voter elects itself at once
         self._switch(now_ms, st, durable=True)
@@ -279,7 +279,7 @@ class RaftCore(ElectionHandlers, VoterChangeHandlers):
             return False
         if isinstance(st, Follower):
             if now >= st.fetch_deadline:
-                if self.is_voter:
+                if self.can_campaign:
                     self._to_prospective(now)
                     return True
                 # an observer keeps its leader but asks the voters in turn who leads now
@@ -291,15 +291,20 @@ class RaftCore(ElectionHandlers, VoterChangeHandlers):
                 self._send_fetch(now, self._next_bootstrap(now))
             return False
         if isinstance(st, Unattached):
-            if self.is_voter:
+            if self.can_campaign:
                 if now >= st.election_deadline:
                     self._to_prospective(now)
                     return True
             elif not self._inflight:
                 self._send_fetch(now, self._next_bootstrap(now))
             return False
+        if isinstance(st, (Prospective, Candidate)) and not self.can_campaign:
+            # KIP-853: its removal committed meanwhile: an observer now
+            voted = self.node_id if isinstance(st, Candidate) else st.voted_id
+            self._switch(now, Unattached(st.epoch, voted, NEVER), durable=True)
+            return True
         if isinstance(st, Prospective):
-            if len(st.granted) >= self.majority:
+            if self._won(st.granted):
                 self._to_candidate(now)
                 return True
             if now >= st.election_deadline:
@@ -308,7 +313,7 @@ class RaftCore(ElectionHandlers, VoterChangeHandlers):
             self._send_votes(now, st, pre_vote=True)
             return False
         if isinstance(st, Candidate):
-            if len(st.granted) >= self.majority:
+            if self._won(st.granted):
                 self._to_leader(now)
                 return True
             if st.backoff_until >= 0:

@@ -75,8 +75,10 @@ class ReplicationHandlers(CoreBase):
                 cid,
             )
         else:
-            if self.is_voter:
-                self.log.flush()  # the offset we report must survive a crash
+            if self.is_voter or self.dynamic:
+                # the offset we report must survive a crash (an observer's too when voters can
+                # change: the leader counts it from the moment it adds the observer as a voter)
+                self.log.flush()
             req = m.FetchRequest(
                 self.node_id,
                 st.epoch,
@@ -102,7 +104,7 @@ class ReplicationHandlers(CoreBase):
     def _leader_appended(self, now: int, st: LeaderState) -> None:
         self.log.flush()  # count our own end offset only once it is durable
         end = self.log.end_offset
-        before = max(st.end_offsets[self.node_id], st.epoch_start_offset)
+        before = max(st.local_end, st.epoch_start_offset)
         if end > before:
             self.stats.leader_appended(now, end - 1, end - before)
         if st.update_local(end):
@@ -247,7 +249,7 @@ class ReplicationHandlers(CoreBase):
                 self._log_appended(now, list(resp.records))
                 self._bytes_since_snapshot += sum(len(r.payload) for r in resp.records)
                 self.stats.follower_fetched(len(resp.records))
-                if self.is_voter:
+                if self.is_voter or self.dynamic:
                     log.flush()
             if resp.high_watermark >= 0:
                 self._set_hw(min(resp.high_watermark, log.end_offset))

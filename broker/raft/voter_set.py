@@ -111,6 +111,11 @@ class VoterHistory:
         return self._entries[-1][1] if self._entries else None
 
     @property
+    def previous(self) -> VoterSet | None:
+        """The set the newest record replaced (None if the log holds only one)."""
+        return self._entries[-2][1] if len(self._entries) > 1 else None
+
+    @property
     def latest_offset(self) -> int:
         """The offset of the newest VotersRecord (-1 for a snapshot's or none)."""
         return self._entries[-1][0] if self._entries else -1
