@@ -4,21 +4,34 @@ active controller): one for forwarded requests, one for the broker lifecycle RPC
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING
 
+from ..config.meta_properties import MetaPropertiesError, parse_uuid, read_meta_properties
 from ..log.config import LogConfig
 from ..metadata.image import METADATA_TOPIC, METADATA_TOPIC_ID
 from ..metadata.snapshot import image_records
 from ..quorum.controller_channel import ControllerChannel
 from ..quorum.node_quorum import MetadataQuorum
-from ..quorum.voters import quorum_voters
+from ..quorum.voters import quorum_seat
 from ..raft.outputs import RaftConfig
+from ..raft.voter_set import ZERO_UUID
 
 if TYPE_CHECKING:
     from .node import Node
 
 
 CONTROLLER_CHANNEL_TIMEOUT_MS = 60_000  # Kafka's forwarding channel retries as long
+
+
+def metadata_directory_id(metadata_log_dir: str) -> uuid.UUID:
+    """The metadata log directory's ``directory.id`` (meta.properties): this node's replica key
+    in a dynamic quorum. A directory formatted without one has the zero id."""
+    try:
+        text = read_meta_properties(metadata_log_dir).directory_id
+    except (MetaPropertiesError, OSError):
+        return ZERO_UUID
+    return ZERO_UUID if text is None else uuid.UUID(bytes=parse_uuid(text))
 
 
 def build_quorum(node: Node) -> None:
@@ -30,10 +43,10 @@ def build_quorum(node: Node) -> None:
         METADATA_TOPIC_ID,
         LogConfig(segment_bytes=64 * 1024 * 1024, retention_ms=-1, retention_bytes=-1),
     )
-    voters = quorum_voters(config)
+    seat = quorum_seat(config)
     node.quorum = MetadataQuorum(
         config.node_id,
-        voters,
+        seat.static,
         metadata_log,
         node.cluster_id,
         now_ms=node.clock.now_ms,
@@ -52,6 +65,9 @@ def build_quorum(node: Node) -> None:
         ),
         snapshot_source=lambda: (node.image.offset, image_records(node.image)),
         load_snapshot=node._load_snapshot,
+        directory_id=metadata_directory_id(config.metadata_log_dir),
+        bootstrap=seat.bootstrap,
+        listener=seat.listener,
     )
     # to whichever node leads the quorum: forwarded requests, broker registration/heartbeats
     node.controller_channel = ControllerChannel(

@@ -304,42 +304,17 @@ class MetadataLog:
     def _write_snapshot(
         self, snapshot_id: SnapshotId, data: bytes, control: SnapshotControl = ()
     ) -> None:
-        now = self._now_ms()
         records = self._codec.split(data) if self._codec is not None else None
         if records is None:
             records = [
                 (None, data[i : i + SNAPSHOT_CHUNK]) for i in range(0, len(data), SNAPSHOT_CHUNK)
             ]
-        header = _control_batch(
-            0, snapshot_id.epoch, ControlType.SNAPSHOT_HEADER, _HEADER_VALUE.pack(0, now), now
-        )
-        # KIP-853: the KRaftVersion and Voters records in force at the end offset, after the header
-        kraft = b"".join(
-            _control_batch(1 + i, snapshot_id.epoch, ControlType(kind), value, now)
-            for i, (kind, value) in enumerate(control)
-        )
-        first = 1 + len(control)
-        body = kraft + b"".join(
-            build_batch(
-                [Record(key=k, value=v) for k, v in records[i : i + SNAPSHOT_BATCH_RECORDS]],
-                base_offset=first + i,
-                partition_leader_epoch=snapshot_id.epoch,
-                base_timestamp=now,
-            )
-            for i in range(0, len(records), SNAPSHOT_BATCH_RECORDS)
-        )
-        footer = _control_batch(
-            first + len(records),
-            snapshot_id.epoch,
-            ControlType.SNAPSHOT_FOOTER,
-            _FOOTER_VALUE.pack(0),
-            now,
-        )
+        raw = snapshot_file_bytes(snapshot_id, control, records, self._now_ms())
         final = self._dir / snapshot_name(snapshot_id)
         part = final.with_name(final.name[: -len(SNAPSHOT_SUFFIX)] + PARTIAL_SUFFIX)
         fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            os.write(fd, header + body + footer)
+            os.write(fd, raw)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -362,6 +337,41 @@ class MetadataLog:
             m = _SNAPSHOT_NAME.match(path.name)
             if m is not None:
                 yield SnapshotId(int(m[1]), int(m[2]))
+
+
+def snapshot_file_bytes(
+    snapshot_id: SnapshotId,
+    control: SnapshotControl,
+    records: list[tuple[bytes | None, bytes]],
+    now: int,
+) -> bytes:
+    """A ``.checkpoint`` file as Kafka lays it out: SnapshotHeader, the KIP-853 control records
+    in force at its end offset (KRaftVersion, Voters), the state's records, SnapshotFooter."""
+    header = _control_batch(
+        0, snapshot_id.epoch, ControlType.SNAPSHOT_HEADER, _HEADER_VALUE.pack(0, now), now
+    )
+    kraft = b"".join(
+        _control_batch(1 + i, snapshot_id.epoch, ControlType(kind), value, now)
+        for i, (kind, value) in enumerate(control)
+    )
+    first = 1 + len(control)
+    body = b"".join(
+        build_batch(
+            [Record(key=k, value=v) for k, v in records[i : i + SNAPSHOT_BATCH_RECORDS]],
+            base_offset=first + i,
+            partition_leader_epoch=snapshot_id.epoch,
+            base_timestamp=now,
+        )
+        for i in range(0, len(records), SNAPSHOT_BATCH_RECORDS)
+    )
+    footer = _control_batch(
+        first + len(records),
+        snapshot_id.epoch,
+        ControlType.SNAPSHOT_FOOTER,
+        _FOOTER_VALUE.pack(0),
+        now,
+    )
+    return header + kraft + body + footer
 
 
 def _control_batch(offset: int, epoch: int, kind: ControlType, value: bytes, now: int) -> bytes:

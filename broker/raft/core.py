@@ -39,6 +39,7 @@ KAFKA-20895), otherwise the preferred successor of a gracefully resigning leader
 a quorum larger than three.
 """
 
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -59,7 +60,7 @@ from broker.raft.outputs import (
 )
 from broker.raft.progress import QuorumDescription, ReplicaDescription
 from broker.raft.quorum_state import ElectionState, QuorumStateError
-from broker.raft.reconfig import VoterChangeHandlers
+from broker.raft.reconfig import VoterChangeHandlers, VoterChangeResult
 from broker.raft.states import (
     NEVER,
     Candidate,
@@ -69,6 +70,7 @@ from broker.raft.states import (
     Resigned,
     Unattached,
 )
+from broker.raft.voter_set import VoterEndpoint, VoterEntry
 from protocol.records.kraft_control import encode_kraft_version
 
 __all__ = [
@@ -189,6 +191,34 @@ class RaftCore(ElectionHandlers, VoterChangeHandlers):
         log.delete_before_snapshot()
         self._bytes_since_snapshot = 0
         return self._drain()
+
+    # --- KIP-853 voter changes (the leader's; see reconfig.py) ---------------------------------
+
+    def add_voter(
+        self, now_ms: int, voter: VoterEntry, timeout_ms: int
+    ) -> tuple[VoterChangeResult, list[Output]]:
+        result = self.add_voter_op(now_ms, voter, timeout_ms)
+        self._poll(now_ms)
+        return result, self._drain()
+
+    def remove_voter(
+        self, now_ms: int, voter_id: int, directory_id: uuid.UUID
+    ) -> tuple[VoterChangeResult, list[Output]]:
+        result = self.remove_voter_op(now_ms, voter_id, directory_id)
+        self._poll(now_ms)
+        return result, self._drain()
+
+    def update_voter(
+        self,
+        now_ms: int,
+        voter_id: int,
+        directory_id: uuid.UUID,
+        endpoints: Sequence[VoterEndpoint],
+        kraft_range: tuple[int, int],
+    ) -> tuple[VoterChangeResult, list[Output]]:
+        result = self.update_voter_op(now_ms, voter_id, directory_id, endpoints, kraft_range)
+        self._poll(now_ms)
+        return result, self._drain()
 
     def resign(self, now_ms: int) -> list[Output]:
         """Graceful shutdown of a leader: hand over to the most caught-up voters."""
