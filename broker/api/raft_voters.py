@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from datetime import timedelta
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,7 +130,9 @@ class RaftVotersApi:
             0,
             1,
         )
-        timeout = int(body.timeout) if int(body.timeout) > 0 else DEFAULT_TIMEOUT_MS
+        raw = body.timeout
+        ms = int(raw.total_seconds() * 1000) if isinstance(raw, timedelta) else int(raw)
+        timeout = ms if ms > 0 else DEFAULT_TIMEOUT_MS
         code, message = await driver.change_voters(
             lambda now: driver.core.add_voter(now, voter, timeout), timeout
         )

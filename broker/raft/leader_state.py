@@ -100,7 +100,7 @@ class LeaderState:
 
     def set_voters(self, voters: frozenset[int], now_ms: int) -> bool:
         """KIP-853: the voter set changed (a Voters record was appended or truncated away). A
-        new voter brings the progress it made as an observer and a full check-quorum window;
+        new voter brings the progress it made as an observer (its last fetch included);
         True if the high watermark moved."""
         for v in voters - self.voters:
             if v == self.node_id:
@@ -109,7 +109,9 @@ class LeaderState:
             seen = self.observers.pop(v)
             self.progress[v] = seen if seen is not None else ReplicaProgress()
             self.end_offsets[v] = self.progress[v].end_offset
-            self.last_fetch[v] = now_ms
+            # check-quorum counts from its last fetch as an observer, not from now: a voter
+            # added while cut off must not keep the leader in office a window longer
+            self.last_fetch[v] = seen.last_fetch_ms if seen is not None else now_ms
         for v in self.voters - voters:
             self.end_offsets.pop(v, None)
             self.last_fetch.pop(v, None)

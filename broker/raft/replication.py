@@ -59,7 +59,7 @@ def unpack_snapshot(raw: bytes) -> tuple[tuple[tuple[int, bytes], ...], bytes]:
 
 class ReplicationHandlers(CoreBase):
     def _send_fetch(self, now: int, dest: int) -> None:
-        if dest < 0 or not self._can_send(now, dest):
+        if dest == m.NO_LEADER or not self._can_send(now, dest):  # bootstrap servers are < -1
             return
         st = self.state
         cid = self.config.cluster_id
