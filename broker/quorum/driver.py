@@ -205,7 +205,8 @@ class QuorumDriver:
         self._voter_waiters[result] = fut
         self._process(outputs)
         try:
-            return await asyncio.wait_for(asyncio.shield(fut), timeout_ms / 1000)
+            # a second more than the core's own deadline, which answers first with its reason
+            return await asyncio.wait_for(asyncio.shield(fut), timeout_ms / 1000 + 1.0)
         except TimeoutError:
             return m.REQUEST_TIMED_OUT, "Timed out waiting for the voter change to commit"
 

@@ -270,8 +270,13 @@ class MetadataLog:
     def snapshot_control(self, snapshot_id: SnapshotId) -> SnapshotControl:
         if snapshot_id not in self._snapshots:
             return ()
+        return self.snapshot_control_of(self._dir, snapshot_id)
+
+    @staticmethod
+    def snapshot_control_of(directory: Path, snapshot_id: SnapshotId) -> SnapshotControl:
+        """The KRaftVersion / Voters records of the snapshot file in ``directory``."""
         try:
-            raw = (self._dir / snapshot_name(snapshot_id)).read_bytes()
+            raw = (directory / snapshot_name(snapshot_id)).read_bytes()
         except FileNotFoundError:
             return ()
         out = []
