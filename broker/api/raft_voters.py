@@ -40,6 +40,7 @@ from .dispatcher import Api
 
 ADD_RAFT_VOTER, REMOVE_RAFT_VOTER, UPDATE_RAFT_VOTER, CONTROLLER_REGISTRATION = 80, 81, 82, 70
 DEFAULT_TIMEOUT_MS = 30_000
+NOT_CONTROLLER = 41
 
 _MESSAGES = {
     m.NOT_LEADER_OR_FOLLOWER: "This server is not the leader for the metadata quorum.",
@@ -107,6 +108,8 @@ class RaftVotersApi:
             return self._error(key, ctx, code, _MESSAGES[code]), None
         driver = self._driver()
         if driver is None or not driver.core.is_leader:
+            if key == CONTROLLER_REGISTRATION:  # the controller's answer (a channel retries)
+                return self._error(key, ctx, NOT_CONTROLLER, None), None
             code = m.NOT_LEADER_OR_FOLLOWER
             return self._error(key, ctx, code, _MESSAGES[code]), None
         return None, driver

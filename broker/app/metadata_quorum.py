@@ -8,10 +8,14 @@ import uuid
 from typing import TYPE_CHECKING
 
 from ..config.meta_properties import MetaPropertiesError, parse_uuid, read_meta_properties
+from ..config.server_config import ServerConfig
 from ..log.config import LogConfig
 from ..metadata.image import METADATA_TOPIC, METADATA_TOPIC_ID
 from ..metadata.snapshot import image_records
+from ..network.node_server import SECURITY_PROTOCOL_IDS
+from ..quorum.bootstrap_voters import controller_endpoints
 from ..quorum.controller_channel import ControllerChannel
+from ..quorum.controller_registration import ControllerRegistrar
 from ..quorum.node_quorum import MetadataQuorum
 from ..quorum.voters import quorum_seat
 from ..raft.outputs import RaftConfig
@@ -34,6 +38,26 @@ def metadata_directory_id(metadata_log_dir: str) -> uuid.UUID:
     return ZERO_UUID if text is None else uuid.UUID(bytes=parse_uuid(text))
 
 
+def _leader_changed(node: Node, leader: int, epoch: int) -> None:
+    node.controller_duties.on_leader_change(leader, epoch)
+    if node.controller_registrar is not None:
+        node.controller_registrar.on_leader_change(leader, epoch)
+
+
+def _controller_listeners(config: ServerConfig) -> list[tuple[str, str, int, int]]:
+    return [
+        (e.name, e.host, e.port, SECURITY_PROTOCOL_IDS.get(_protocol(config, e.name), 0))
+        for e in controller_endpoints(config)
+    ]
+
+
+def _protocol(config: ServerConfig, listener: str) -> str:
+    for x in config.listeners:
+        if x.name == listener:
+            return x.security_protocol
+    return "PLAINTEXT"
+
+
 def build_quorum(node: Node) -> None:
     """The metadata quorum over ``__cluster_metadata-0``, and the channels to its leader."""
     config = node.config
@@ -53,9 +77,7 @@ def build_quorum(node: Node) -> None:
         client_factory=node.peers.quorum,
         apply=node._apply_committed,
         # the active controller's duties are built with the controller, after the quorum
-        on_leader_change=lambda leader, epoch: node.controller_duties.on_leader_change(
-            leader, epoch
-        ),
+        on_leader_change=lambda leader, epoch: _leader_changed(node, leader, epoch),
         config=RaftConfig(
             cluster_id=node.cluster_id,
             election_timeout_ms=config.controller_quorum_election_timeout_ms,
@@ -74,6 +96,16 @@ def build_quorum(node: Node) -> None:
         node.quorum.leader_endpoint,
         node.peers.controller,
         timeout_ms=CONTROLLER_CHANNEL_TIMEOUT_MS,
+    )
+    # controllers of a dynamic quorum tell each new leader where they listen (KIP-853)
+    node.controller_registrar = (
+        ControllerRegistrar(
+            config.node_id,
+            _controller_listeners(config),
+            node.controller_channel.request,
+        )
+        if config.is_controller and seat.dynamic
+        else None
     )
     # Kafka gives the lifecycle RPCs their own channel, bounded by half a session (KAFKA-14392)
     node.lifecycle_channel = ControllerChannel(

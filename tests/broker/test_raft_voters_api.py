@@ -11,6 +11,7 @@ from broker.api.context import RequestContext
 from broker.api.dispatcher import Dispatcher
 from broker.api.raft_voters import RaftVotersApi
 from broker.network.client import ReconnectingClient
+from broker.quorum.controller_registration import ControllerRegistrar
 from broker.quorum.driver import QuorumDriver
 from broker.raft import messages as m
 from broker.raft.core import RaftCore
@@ -128,3 +129,31 @@ def test_add_and_remove_need_alter_on_the_cluster() -> None:
         True, [(80, 1, add(2, uuid.uuid4())), (81, 0, remove(1, DIR_1))], authorizer=DenyAll
     )
     assert [int(x.error_code) for x in r] == [31, 31]  # CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_controller_registration_is_kept_by_the_leader() -> None:
+    registrar = ControllerRegistrar(3, [("CONTROLLER", "h3", 9097, 0)], send=_unused_send)
+
+    async def go() -> tuple[Any, RaftVotersApi, QuorumDriver]:
+        clock = lambda: int(time.monotonic() * 1000)  # noqa: E731
+        driver = QuorumDriver(lone_core(True), {}, Listener(), clock, _no_peers)
+        driver.start()
+        try:
+            for _ in range(100):
+                if driver.core.is_leader:
+                    break
+                await asyncio.sleep(0.01)
+            api = RaftVotersApi(lambda: driver, lambda: CLUSTER)
+            resp = await call(api, 70, 0, registrar.body())
+            return resp, api, driver
+        finally:
+            await driver.close()
+
+    resp, api, driver = run(go())
+    assert int(resp.error_code) == 0
+    assert api.registrations[3].listeners == (("CONTROLLER", "h3", 9097, 0),)
+    assert driver.endpoint(3) == ("h3", 9097)  # the leader now knows where 3 listens
+
+
+async def _unused_send(key: int, body: dict[str, Any]) -> Any:
+    raise AssertionError("not sent in this test")

@@ -198,6 +198,12 @@ def test_replace_a_controller_whose_disk_was_wiped(dynamic_cluster: Cluster) -> 
         assert by_id[3]["directoryId"] == new_dir
         assert by_id[3]["endpoints"] == [f"CONTROLLER://127.0.0.1:{n3.controller_port}"]
 
+        # it told the active controller where it listens (ControllerRegistration)
+        deadline = time.monotonic() + 30
+        while b"controller 3 registered with the active controller" not in n3.output.read_bytes():
+            assert time.monotonic() < deadline, n3.log_tail()
+            time.sleep(0.5)
+
         acks_before = len(load.acks)
         created_before = len(load.created)
         time.sleep(3)
