@@ -5,7 +5,7 @@ active controller): one for forwarded requests, one for the broker lifecycle RPC
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..config.meta_properties import MetaPropertiesError, parse_uuid, read_meta_properties
 from ..config.server_config import ServerConfig
@@ -49,6 +49,24 @@ def _controller_listeners(config: ServerConfig) -> list[tuple[str, str, int, int
         (e.name, e.host, e.port, SECURITY_PROTOCOL_IDS.get(_protocol(config, e.name), 0))
         for e in controller_endpoints(config)
     ]
+
+
+def _voter_update(node: Node) -> dict[str, Any] | None:
+    """UpdateRaftVoter's body when the Voters record has other endpoints for this voter than
+    the ones it listens on; None when they agree (or it is no voter)."""
+    core = node.quorum.driver.core
+    me = core.voter_set.get(node.config.node_id)
+    mine = controller_endpoints(node.config)
+    if not core.dynamic or not core.is_voter or me is None or set(me.endpoints) == set(mine):
+        return None
+    return {
+        "cluster_id": node.cluster_id,
+        "current_leader_epoch": core.epoch,
+        "voter_id": node.config.node_id,
+        "voter_directory_id": core.directory_id,
+        "listeners": [{"name": e.name, "host": e.host, "port": e.port} for e in mine],
+        "k_raft_version_feature": {"min_supported_version": 0, "max_supported_version": 1},
+    }
 
 
 def _protocol(config: ServerConfig, listener: str) -> str:
@@ -103,6 +121,7 @@ def build_quorum(node: Node) -> None:
             config.node_id,
             _controller_listeners(config),
             node.controller_channel.request,
+            lambda: _voter_update(node),
         )
         if config.is_controller and seat.dynamic
         else None

@@ -5,6 +5,10 @@ is elected, so it knows every controller's endpoints (voters or not: a controlle
 be added with ``add-controller`` too). Here each new leader hears it once from every other
 controller, through the controller channel (which follows the leader and retries); the leader
 keeps the registrations (``broker/api/raft_voters.py``).
+
+A voter whose endpoints in the Voters record are not the ones it listens on now (it moved, or
+``--initial-controllers`` named another address) then sends UpdateRaftVoter (82), as Kafka's
+voters do, so the others reach it where it is.
 """
 
 from __future__ import annotations
@@ -18,15 +22,22 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-CONTROLLER_REGISTRATION = 70
+CONTROLLER_REGISTRATION, UPDATE_RAFT_VOTER = 70, 82
 # (listener name, host, port, security protocol id)
 ControllerListener = tuple[str, str, int, int]
 Send = Callable[[int, dict[str, Any]], Awaitable[Any]]
 
 
 class ControllerRegistrar:
-    def __init__(self, node_id: int, listeners: Sequence[ControllerListener], send: Send) -> None:
+    def __init__(
+        self,
+        node_id: int,
+        listeners: Sequence[ControllerListener],
+        send: Send,
+        voter_update: Callable[[], dict[str, Any] | None] = lambda: None,
+    ) -> None:
         self.node_id = node_id
+        self._voter_update = voter_update
         self.incarnation_id = uuid.uuid4()  # one per process, as Kafka's
         self.listeners = list(listeners)
         self._send = send
@@ -67,6 +78,22 @@ class ControllerRegistrar:
             log.info("controller %d registered with the active controller", self.node_id)
         else:
             log.info("controller registration refused: error %d", code)
+        update = self._voter_update()
+        if update is None:
+            return
+        try:
+            resp = await self._send(UPDATE_RAFT_VOTER, update)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            log.info("UpdateRaftVoter to controller %d failed: %s", leader_id, e)
+            return
+        code = int(getattr(resp, "error_code", 0))
+        log.info(
+            "voter %d: endpoints updated in the voter set%s",
+            self.node_id,
+            "" if code == 0 else f" failed: error {code} (tried again at the next leader)",
+        )
 
     async def close(self) -> None:
         if self._task is not None:

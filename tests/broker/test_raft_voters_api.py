@@ -157,3 +157,37 @@ def test_controller_registration_is_kept_by_the_leader() -> None:
 
 async def _unused_send(key: int, body: dict[str, Any]) -> Any:
     raise AssertionError("not sent in this test")
+
+
+def test_update_raft_voter_changes_the_endpoints() -> None:
+    async def go() -> tuple[list[Any], QuorumDriver]:
+        clock = lambda: int(time.monotonic() * 1000)  # noqa: E731
+        driver = QuorumDriver(lone_core(True), {}, Listener(), clock, _no_peers)
+        driver.start()
+        try:
+            for _ in range(100):
+                if driver.core.is_leader and driver.core.high_watermark > 0:
+                    break
+                await asyncio.sleep(0.01)
+            api = RaftVotersApi(lambda: driver, lambda: CLUSTER)
+            body = {
+                "cluster_id": CLUSTER,
+                "current_leader_epoch": driver.core.epoch,
+                "voter_id": 1,
+                "voter_directory_id": DIR_1,
+                "listeners": [{"name": "CONTROLLER", "host": "moved", "port": 9999}],
+                "k_raft_version_feature": {"min_supported_version": 0, "max_supported_version": 1},
+            }
+            stale = {**body, "current_leader_epoch": driver.core.epoch - 1}
+            other = {**body, "voter_directory_id": uuid.uuid4()}
+            out = [await call(api, 82, 0, b) for b in (body, stale, other)]
+            return out, driver
+        finally:
+            await driver.close()
+
+    (ok, stale, other), driver = run(go())
+    assert int(ok.error_code) == 0
+    assert int(stale.error_code) == m.FENCED_LEADER_EPOCH
+    assert int(other.error_code) == m.VOTER_NOT_FOUND
+    assert driver.core.voter_set.endpoint(1, "CONTROLLER") == ("moved", 9999)
+    assert (ok.current_leader.leader_id, ok.current_leader.leader_epoch) == (1, driver.core.epoch)
