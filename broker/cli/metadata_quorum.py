@@ -64,6 +64,7 @@ DESCRIBE_QUORUM, DESCRIBE_CLUSTER = 55, 60
 ADD_RAFT_VOTER, REMOVE_RAFT_VOTER = 80, 81
 VOTER_CHANGE_TIMEOUT_MS = 30_000
 CAUGHT_UP_MS = 30_000  # a voter caught up within this long counts towards the majority check
+REMOVAL_CHECK_S = 15.0  # how long a refused removal check is asked again
 METADATA_TOPIC: Final = "__cluster_metadata"
 NOT_LEADER_OR_FOLLOWER = 6
 BROKER_ENDPOINTS, CONTROLLER_ENDPOINTS = 1, 2  # DescribeCluster EndpointType (v1+)
@@ -337,6 +338,19 @@ class Tool:
                 raise CommandError(f"{code_exception(err)}: {message}")
             await asyncio.sleep(self.backoff_ms / 1000)
 
+    async def check_removal(self, voter_id: int, now_ms: Callable[[], int]) -> None:
+        """``check_removal`` on the leader's view; a leader elected a moment ago has not heard
+        from every voter yet, so a refusal is asked again for up to ``REMOVAL_CHECK_S``."""
+        deadline = time.monotonic() + min(REMOVAL_CHECK_S, self.timeout_ms / 1000)
+        while True:
+            try:
+                check_removal(await self.describe(), voter_id, now_ms())
+                return
+            except CommandError:
+                if time.monotonic() >= deadline:
+                    raise
+            await asyncio.sleep(max(self.backoff_ms, 500) / 1000)
+
     def close(self) -> None:
         if self.session is not None:
             self.session.close()
@@ -573,8 +587,7 @@ async def _run(args: argparse.Namespace, out: TextIO, now_ms: Callable[[], int])
             return 0
         if command == "remove-controller":
             voter_id, directory = removal(args.controller_id, args.controller_directory_id)
-            info = await tool.describe()
-            check_removal(info, voter_id, now_ms())
+            await tool.check_removal(voter_id, now_ms)
             if not args.dry_run:
                 await tool.change_voters(
                     REMOVE_RAFT_VOTER,
