@@ -24,6 +24,7 @@ first (``forwarding.py``, Envelope), as Kafka's brokers do.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -55,11 +56,13 @@ class QuorumApi:
         now_ms: Callable[[], int],
         voter_endpoints: VoterEndpoints = _no_endpoints,
         authorizer: Callable[[], Any] = lambda: None,
+        voter_directories: Callable[[], Mapping[int, uuid.UUID]] = dict,
     ) -> None:
         self._driver = driver
         self._now_ms = now_ms
         self._voter_endpoints = voter_endpoints
         self._authorizer = authorizer
+        self._voter_directories = voter_directories
 
     def apis(self) -> list[Api]:
         return [
@@ -154,7 +157,16 @@ class QuorumApi:
         resp = await self._serve(req.replica_id, req)
         if not isinstance(resp, m.FetchResponse):
             return self._refuse(wire.FETCH, ctx, ErrorCode.broker_not_available)
-        return self._respond(wire.FETCH, ctx, wire.fetch_response_body(resp, self._now_ms()))
+        body = wire.fetch_response_body(resp, self._now_ms())
+        # KIP-853: where the leader it names listens, for an observer that knows no voters yet
+        leader = resp.current_leader.leader_id
+        driver = self._driver()
+        address = driver.endpoint(leader) if driver is not None and leader >= 0 else None
+        if address is not None:
+            body["node_endpoints"] = [
+                {"node_id": leader, "host": address[0], "port": address[1], "rack": None}
+            ]
+        return self._respond(wire.FETCH, ctx, body)
 
     async def describe_quorum(self, ctx: RequestContext, body: Any) -> Any:
         key = describe_wire.DESCRIBE_QUORUM
@@ -179,7 +191,11 @@ class QuorumApi:
             )
         described = driver.describe()
         return self._respond(
-            key, ctx, describe_wire.describe_response_body(described, self._voter_endpoints())
+            key,
+            ctx,
+            describe_wire.describe_response_body(
+                described, self._voter_endpoints(), self._voter_directories()
+            ),
         )
 
 

@@ -37,6 +37,7 @@ from ..api.produce import ProduceApi
 from ..api.producer_id_blocks import ProducerIdBlocksApi
 from ..api.producers import ProducersApi
 from ..api.quorum import QuorumApi
+from ..api.raft_voters import RaftVotersApi
 from ..api.reassignments import ReassignmentsApi
 from ..api.sasl import SaslApi
 from ..api.scram_credentials import ScramCredentialsApi
@@ -233,6 +234,9 @@ def _apis(node: Node) -> list[Api]:
         *ScramCredentialsApi(s, ScramController(node.controller)).apis(),
         *ClientQuotasApi(s, ClientQuotaController(node.controller)).apis(),
         *quorum.apis(),
+        *RaftVotersApi(
+            lambda: node.quorum.driver, lambda: node.cluster_id, lambda: node.authorizer
+        ).apis(),
         *node.lifecycle_api.apis(),
         *AlterPartitionApi(
             lambda: node.alter_partition_control if node.quorum.is_leader else None,
@@ -253,12 +257,23 @@ def _apis(node: Node) -> list[Api]:
 
 def _quorum_api(node: Node) -> QuorumApi:
     cfg = node.config
+
+    def endpoints() -> dict[int, list[tuple[str, str, int]]]:
+        if cfg.controller_quorum_voters:
+            return {
+                v.node_id: [(cfg.controller_listener_names[0], v.host, v.port)]
+                for v in cfg.controller_quorum_voters
+            }
+        # KIP-853: the endpoints the Voters record holds
+        return {
+            v.voter_id: [(e.name, e.host, e.port) for e in v.endpoints]
+            for v in node.quorum.voter_set.voters
+        }
+
     return QuorumApi(
         lambda: node.quorum.driver,
         node.clock.now_ms,
-        lambda: {
-            v.node_id: [(cfg.controller_listener_names[0], v.host, v.port)]
-            for v in cfg.controller_quorum_voters
-        },
+        endpoints,
         lambda: node.authorizer,
+        lambda: {v.voter_id: v.directory_id for v in node.quorum.voter_set.voters},
     )

@@ -129,6 +129,8 @@ async def stop_node(node: Node) -> None:
     await node.share_states.close()
     node.replicas.snapshot_all()
     await node.cleaner.close()
+    if node.controller_registrar is not None:
+        await node.controller_registrar.close()  # it sends through the controller channel
     await node.controller_channel.close()
     for clients in (
         node.broker_clients,

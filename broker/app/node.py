@@ -65,6 +65,7 @@ from ..network.broker_clients import BrokerClients
 from ..network.server import KafkaServer
 from ..quorum.broker_lifecycle import BrokerLifecycleManager
 from ..quorum.controller_channel import ControllerChannel
+from ..quorum.controller_registration import ControllerRegistrar
 from ..quorum.node_quorum import MetadataQuorum
 from ..replication.alter_partition_sender import AlterPartitionSender
 from ..replication.partition_state import ReplicationConfig
@@ -101,6 +102,7 @@ class Node:
     quorum: MetadataQuorum
     controller_channel: ControllerChannel
     lifecycle_channel: ControllerChannel
+    controller_registrar: ControllerRegistrar | None
     # controller_parts
     replicas: ReplicaManager
     controller: Controller

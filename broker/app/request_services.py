@@ -53,9 +53,7 @@ def build_services(node: Node) -> None:
             node.image.config(GROUP_RESOURCE, name), node.group_defaults
         ),
         authorizer=node.authorizer,
-        controller_endpoints=lambda: [
-            (v.node_id, v.host, v.port) for v in config.controller_quorum_voters
-        ],
+        controller_endpoints=lambda: _controller_endpoints(node),
         active_controller=lambda: node.quorum.leader_id,
         controller_listeners=frozenset(config.controller_listener_names),
         verify_txn=(
@@ -64,3 +62,18 @@ def build_services(node: Node) -> None:
             else None
         ),
     )
+
+
+def _controller_endpoints(node: Node) -> list[tuple[int, str, int]]:
+    """The voters' controller endpoints (DescribeCluster for --bootstrap-controller): static,
+    or from the Voters record of a dynamic quorum (KIP-853)."""
+    config = node.config
+    if config.controller_quorum_voters:
+        return [(v.node_id, v.host, v.port) for v in config.controller_quorum_voters]
+    listener = config.controller_listener_names[0] if config.controller_listener_names else None
+    out = []
+    for v in node.quorum.voter_set.voters:
+        address = node.quorum.voter_set.endpoint(v.voter_id, listener)
+        if address is not None:
+            out.append((v.voter_id, address[0], address[1]))
+    return out

@@ -27,6 +27,10 @@ class UsageError(Exception):
     """A bad invocation: reported with a hint to --help, exit 1."""
 
 
+class TerseError(Exception):
+    """Kafka's TerseException: its message alone on stderr, exit code 1."""
+
+
 class CommandError(Exception):
     """The broker refused or could not be reached: reported on stderr, exit 1."""
 
@@ -168,6 +172,9 @@ def run_main(
             print(version(), file=out)
             return 0
         return start(args)
+    except TerseError as e:
+        print(str(e), file=err)
+        return 1
     except UsageError as e:
         print(f"Error: {e}", file=err)
         print(f"Run {tool} --help for the options.", file=err)

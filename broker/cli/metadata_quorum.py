@@ -11,8 +11,17 @@ DescribeCluster (controller endpoints with ``--bootstrap-controller``), retrying
 ``retry.backoff.ms`` while no leader is known, until ``default.api.timeout.ms`` (60 s).
 ``--status`` reads the cluster id with DescribeCluster.
 
-``add-controller`` / ``remove-controller`` are refused: this quorum's voters are static
-(``controller.quorum.voters``). Exit code 0 on success, 1 on any error (one line on stderr).
+``add-controller`` (KIP-853) reads the joining controller's server.properties (``--command-
+config``, as Kafka 4.0; or ``--controller.config``, the admin settings then staying in
+``--command-config``): its node.id, the directory.id of its metadata log dir, its controller
+listeners' advertised endpoints; it sends AddRaftVoter (80) to the quorum leader and prints
+Kafka's ``Added controller N with directory id D and endpoints: ...``.
+``remove-controller --controller-id N --controller-directory-id D`` sends RemoveRaftVoter (81)
+and prints Kafka's ``Removed  KRaft controller N with directory id D`` (two spaces, as Kafka).
+Before removing, the tool refuses (this check is ours; Kafka has none) to remove the last voter
+or a voter whose removal would leave fewer caught-up voters than a majority of those remaining:
+the quorum would stop committing. ``--dry-run`` prints what would be done. Exit code 0 on
+success, 1 on any error (one line on stderr).
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ from broker.cli.admin import (
     CommandError,
     Parser,
     Session,
+    TerseError,
     UsageError,
     code,
     code_name,
@@ -42,9 +52,19 @@ from broker.cli.quorum_format import (
     Replica,
     format_replication,
     format_status,
+    uuid_string,
+)
+from broker.config.meta_properties import (
+    MetaPropertiesError,
+    parse_uuid,
+    read_meta_properties,
 )
 
 DESCRIBE_QUORUM, DESCRIBE_CLUSTER = 55, 60
+ADD_RAFT_VOTER, REMOVE_RAFT_VOTER = 80, 81
+VOTER_CHANGE_TIMEOUT_MS = 30_000
+CAUGHT_UP_MS = 30_000  # a voter caught up within this long counts towards the majority check
+REMOVAL_CHECK_S = 15.0  # how long a refused removal check is asked again
 METADATA_TOPIC: Final = "__cluster_metadata"
 NOT_LEADER_OR_FOLLOWER = 6
 BROKER_ENDPOINTS, CONTROLLER_ENDPOINTS = 1, 2  # DescribeCluster EndpointType (v1+)
@@ -63,8 +83,13 @@ positional arguments:
                            describe --status              a summary
                            describe --replication         each replica's progress
                                     [--human-readable]    times as "<n> ms ago"
-  add-controller, remove-controller
-                         Not served: the voters are static (controller.quorum.voters).
+  add-controller         Add a controller to the KRaft controller cluster:
+                           add-controller [--dry-run] [--controller.config FILE]
+                           (the controller's server.properties in --command-config,
+                           or in --controller.config)
+  remove-controller      Remove a controller from the KRaft controller cluster:
+                           remove-controller --controller-id N
+                             --controller-directory-id ID [--dry-run]
 
 named arguments:
   -h, --help             Print this help.
@@ -101,6 +126,7 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--human-readable", action="store_true")
     a = sub.add_parser("add-controller", add_help=False, allow_abbrev=False)
     a.add_argument("--dry-run", action="store_true")
+    a.add_argument("--controller.config", dest="controller_config")
     r = sub.add_parser("remove-controller", add_help=False, allow_abbrev=False)
     r.add_argument("--controller-id", "-i")
     r.add_argument("--controller-directory-id", "-d")
@@ -285,20 +311,224 @@ class Tool:
                 )
             await asyncio.sleep(self.backoff_ms / 1000)
 
+    async def change_voters(self, api_key: int, fields: dict[str, Any]) -> None:
+        """AddRaftVoter / RemoveRaftVoter at the quorum leader (found with DescribeQuorum),
+        asked again while the leader moves, until ``default.api.timeout.ms``."""
+        deadline = time.monotonic() + self.timeout_ms / 1000
+        while True:
+            info = await self.describe()
+            address = leader_address(info)
+            if address is None:
+                raise CommandError(
+                    f"DescribeQuorum named no endpoint for the leader {info.leader_id}"
+                )
+            session = await self._open([address])
+            try:
+                resp = await session.call(
+                    api_key, {"cluster_id": None, "timeout": VOTER_CHANGE_TIMEOUT_MS, **fields}
+                )
+            finally:
+                session.close()
+            err = code(resp.error_code)
+            if err == 0:
+                return
+            retry = err == NOT_LEADER_OR_FOLLOWER and time.monotonic() < deadline
+            if not retry:
+                message = getattr(resp, "error_message", None) or code_name(err)
+                raise CommandError(f"{code_exception(err)}: {message}")
+            await asyncio.sleep(self.backoff_ms / 1000)
+
+    async def check_removal(self, voter_id: int, now_ms: Callable[[], int]) -> None:
+        """``check_removal`` on the leader's view; a leader elected a moment ago has not heard
+        from every voter yet, so a refusal is asked again for up to ``REMOVAL_CHECK_S``."""
+        deadline = time.monotonic() + min(REMOVAL_CHECK_S, self.timeout_ms / 1000)
+        while True:
+            try:
+                check_removal(await self.describe(), voter_id, now_ms())
+                return
+            except CommandError:
+                if time.monotonic() >= deadline:
+                    raise
+            await asyncio.sleep(max(self.backoff_ms, 500) / 1000)
+
     def close(self) -> None:
         if self.session is not None:
             self.session.close()
+
+
+class TerseUsage(TerseError):
+    pass
+
+
+def leader_address(info: QuorumInfo) -> tuple[str, int] | None:
+    endpoints = info.nodes.get(info.leader_id) or []
+    return (endpoints[0][1], endpoints[0][2]) if endpoints else None
+
+
+_EXCEPTIONS = {
+    7: "org.apache.kafka.common.errors.TimeoutException",
+    35: "org.apache.kafka.common.errors.UnsupportedVersionException",
+    42: "org.apache.kafka.common.errors.InvalidRequestException",
+    126: "org.apache.kafka.common.errors.DuplicateVoterException",
+    127: "org.apache.kafka.common.errors.VoterNotFoundException",
+    31: "org.apache.kafka.common.errors.ClusterAuthorizationException",
+    104: "org.apache.kafka.common.errors.InconsistentClusterIdException",
+}
+
+
+def code_exception(err: int) -> str:
+    return _EXCEPTIONS.get(err, code_name(err))
+
+
+class JoiningController:
+    def __init__(
+        self, node_id: int, directory: uuid.UUID, endpoints: list[tuple[str, str, int]]
+    ) -> None:
+        self.node_id = node_id
+        self.directory = directory
+        self.endpoints = endpoints
+
+    def describe(self) -> str:
+        eps = ", ".join(
+            f"{name}://{'[' + host + ']' if ':' in host else host}:{port}"
+            for name, host, port in self.endpoints
+        )
+        return (
+            f"controller {self.node_id} with directory id {uuid_string(self.directory)} "
+            f"and endpoints: {eps}"
+        )
+
+    def request(self) -> dict[str, Any]:
+        return {
+            "voter_id": self.node_id,
+            "voter_directory_id": self.directory,
+            "listeners": [{"name": n, "host": h, "port": p} for n, h, p in self.endpoints],
+            "ack_when_committed": True,
+        }
+
+
+def joining_controller(props: dict[str, str]) -> JoiningController:
+    """Kafka's checks of the joining controller's configuration file, with its messages."""
+    if "node.id" not in props:
+        raise TerseUsage(
+            "node.id not found in configuration file. Is this a valid controller "
+            "configuration file?"
+        )
+    try:
+        node_id = int(props["node.id"])
+    except ValueError:
+        raise TerseUsage(f"node.id {props['node.id']!r} is not a number") from None
+    if node_id < 0:
+        raise TerseUsage(
+            "node.id was negative in configuration file. Is this a valid controller "
+            "configuration file?"
+        )
+    if "controller" not in props.get("process.roles", ""):
+        raise TerseUsage(
+            "process.roles did not contain 'controller' in configuration file. Is this a valid "
+            "controller configuration file?"
+        )
+    directory = props.get("metadata.log.dir")
+    if directory is None and props.get("log.dirs", "").strip():
+        directory = props["log.dirs"].strip().split(",")[0]
+    if directory is None:
+        raise TerseUsage(
+            "Neither metadata.log.dir nor log.dirs were found. Is this a valid controller "
+            "configuration file?"
+        )
+    try:
+        meta = read_meta_properties(directory)
+    except (MetaPropertiesError, OSError):
+        raise TerseUsage(f"Unable to read meta.properties from {directory}") from None
+    if meta.directory_id is None:
+        raise TerseUsage(f"No directory id found in {directory}")
+    listeners: dict[str, tuple[str, int]] = {}
+    for key in ("listeners", "advertised.listeners"):
+        for entry in filter(None, (e.strip() for e in props.get(key, "").split(","))):
+            name, sep, rest = entry.partition("://")
+            host, _, port = rest.rpartition(":")
+            if sep and port.isdigit():
+                listeners[name.upper()] = (host.strip("[]") or "localhost", int(port))
+    if "controller.listener.names" not in props:
+        raise TerseUsage(
+            "controller.listener.names was not found. Is this a valid controller "
+            "configuration file?"
+        )
+    endpoints = []
+    for name in props["controller.listener.names"].split(","):
+        name = name.strip().upper()
+        if name not in listeners:
+            raise TerseUsage(f"Cannot find information about controller listener name: {name}")
+        endpoints.append((name, *listeners[name]))
+    return JoiningController(node_id, uuid.UUID(bytes=parse_uuid(meta.directory_id)), endpoints)
+
+
+def removal(controller_id: str, directory: str) -> tuple[int, uuid.UUID]:
+    try:
+        voter_id = int(controller_id)
+    except ValueError:
+        raise UsageError(
+            f"argument --controller-id/-i: could not convert '{controller_id}' (choose from "
+            "an integer)"
+        ) from None
+    if voter_id < 0:
+        raise TerseUsage(f"Invalid negative --controller-id: {voter_id}")
+    try:
+        return voter_id, uuid.UUID(bytes=parse_uuid(directory))
+    except MetaPropertiesError as e:
+        raise TerseUsage(f"Failed to parse --controller-directory-id: {e}") from None
+
+
+def check_removal(info: QuorumInfo, voter_id: int, now_ms: int) -> None:
+    """Refuse what would leave the quorum unable to commit: removing the last voter, or a
+    removal after which the voters caught up lately are not a majority of those left."""
+    ids = [v.replica_id for v in info.voters]
+    if voter_id not in ids:
+        return  # the leader answers VOTER_NOT_FOUND with Kafka's message
+    if len(ids) == 1:
+        raise CommandError(
+            f"Cannot remove controller {voter_id}: it is the only voter of the quorum"
+        )
+    left = [v for v in info.voters if v.replica_id != voter_id]
+    live = [
+        v
+        for v in left
+        if v.replica_id == info.leader_id
+        or (
+            v.last_caught_up_timestamp is not None
+            and now_ms - v.last_caught_up_timestamp <= CAUGHT_UP_MS
+        )
+    ]
+    majority = len(left) // 2 + 1
+    if len(live) < majority:
+        raise CommandError(
+            f"Cannot remove controller {voter_id}: of the {len(left)} voters left, only "
+            f"{len(live)} ({', '.join(str(v.replica_id) for v in live)}) caught up in the last "
+            f"{CAUGHT_UP_MS} ms, fewer than a majority ({majority}): the quorum would stop "
+            "committing"
+        )
 
 
 def _command(args: argparse.Namespace) -> str:
     """Kafka's checks, in its order; returns "status" or "replication"."""
     if args.command is None:
         raise UsageError("a command is required: describe")
-    if args.command in ("add-controller", "remove-controller"):
-        raise UsageError(
-            f"{args.command} is not supported: this quorum's voters are static "
-            "(controller.quorum.voters)"
-        )
+    if args.command == "add-controller":
+        if args.command_config is None and args.controller_config is None:
+            raise TerseUsage(
+                "You must supply the configuration file of the controller you are adding when "
+                "using add-controller."
+            )
+        return "add-controller"
+    if args.command == "remove-controller":
+        if args.controller_id is None or args.controller_directory_id is None:
+            missing = (
+                "--controller-id/-i"
+                if args.controller_id is None
+                else ("--controller-directory-id/-d")
+            )
+            raise UsageError(f"argument {missing} is required")
+        return "remove-controller"
     if args.status and args.replication:
         raise UsageError(
             "Only one of --status or --replication should be specified with describe sub-command"
@@ -341,8 +571,33 @@ async def _run(args: argparse.Namespace, out: TextIO, now_ms: Callable[[], int])
     targets, controllers = _target(args)
     props = _props(args.command_config)
     command = _command(args)
+    if command == "add-controller":
+        controller = _props(args.controller_config or args.command_config)
+        if args.controller_config is None:
+            props = {}  # the controller's own server.properties is no admin client config
+        added = joining_controller(controller)
+        if args.dry_run:
+            out.write(f"DRY RUN of adding {added.describe()}\n")
+            return 0
     tool = Tool(targets, props, controllers)
     try:
+        if command == "add-controller":
+            await tool.change_voters(ADD_RAFT_VOTER, added.request())
+            out.write(f"Added {added.describe()}\n")
+            return 0
+        if command == "remove-controller":
+            voter_id, directory = removal(args.controller_id, args.controller_directory_id)
+            await tool.check_removal(voter_id, now_ms)
+            if not args.dry_run:
+                await tool.change_voters(
+                    REMOVE_RAFT_VOTER,
+                    {"voter_id": voter_id, "voter_directory_id": directory},
+                )
+            prefix = "DRY RUN of removing " if args.dry_run else "Removed "
+            out.write(
+                f"{prefix} KRaft controller {voter_id} with directory id {uuid_string(directory)}\n"
+            )
+            return 0
         if command == "status":
             cluster_id = await tool.cluster_id()
             text = format_status(cluster_id, await tool.describe())

@@ -19,11 +19,20 @@ from broker.config.meta_properties import (
     parse_uuid,
     random_uuid,
     read_meta_properties,
+    uuid_to_str,
     write_meta_properties,
 )
 from broker.config.server_config import ConfigError, ServerConfig, load_server_config
 from broker.log.dir_lock import DirLock, LogDirLockedError
 from broker.metadata.bootstrap import write_bootstrap
+from broker.quorum.bootstrap_voters import (
+    InitialControllersError,
+    controller_endpoints,
+    directory_uuid,
+    parse_initial_controllers,
+    write_bootstrap_snapshot,
+)
+from broker.raft.voter_set import VoterEntry, VoterSet
 
 # The metadata.version a Kafka 4.1 format reports; kmirror speaks 4.1's protocol.
 RELEASE_VERSION = "4.1-IV1"
@@ -48,7 +57,26 @@ def _parser() -> argparse.ArgumentParser:
     fmt.add_argument("--config", "-c", required=True, help="The Kafka configuration file to use.")
     fmt.add_argument("--cluster-id", "-t", required=True, help="The cluster ID to use.")
     fmt.add_argument("--ignore-formatted", "-g", action="store_true")
-    fmt.add_argument("--standalone", "-s", action="store_true")
+    # KIP-853: how a controller of a dynamic quorum starts (exactly one, unless static voters)
+    quorum = fmt.add_mutually_exclusive_group()
+    quorum.add_argument(
+        "--standalone",
+        "-s",
+        action="store_true",
+        help="Used to initialize a controller as a single-node dynamic quorum.",
+    )
+    quorum.add_argument(
+        "--initial-controllers",
+        "-I",
+        help="Used to initialize a server with a specific dynamic quorum. The argument is a "
+        "comma-separated list of id@hostname:port:directory-id.",
+    )
+    quorum.add_argument(
+        "--no-initial-controllers",
+        "-N",
+        action="store_true",
+        help="Used to initialize a server without a dynamic quorum topology.",
+    )
     fmt.add_argument("--release-version", "-r")
     fmt.add_argument(
         "--add-scram",
@@ -96,21 +124,35 @@ def format_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             f"Unknown release version '{args.release_version}'. Supported versions are: "
             f"{RELEASE_VERSION}"
         )
-    if args.standalone:
+    dynamic = args.standalone or args.initial_controllers is not None
+    if dynamic or args.no_initial_controllers:
         if not cfg.is_controller:
-            raise TerseFailure("You can only use --standalone on a controller.")
-        if cfg.controller_quorum_voters:
+            flag = (
+                "--standalone"
+                if args.standalone
+                else "--initial-controllers"
+                if args.initial_controllers is not None
+                else "--no-initial-controllers"
+            )
+            raise TerseFailure(f"You can only use {flag} on a controller.")
+        if dynamic and cfg.controller_quorum_voters:
             raise TerseFailure(
                 "You cannot specify controller.quorum.voters and format the node with "
                 "--initial-controllers or --standalone. If you want to use dynamic quorum, "
                 "please remove controller.quorum.voters and specify "
                 "controller.quorum.bootstrap.servers instead."
             )
-    elif cfg.is_controller and not cfg.controller_quorum_voters:
+    if (
+        not dynamic
+        and not args.no_initial_controllers
+        and cfg.is_controller
+        and (not cfg.controller_quorum_voters)
+    ):
         raise TerseFailure(
             "Because controller.quorum.voters is not set on this controller, you must specify "
             "one of the following: --standalone, --initial-controllers, or --no-initial-controllers."
         )
+    voters = _initial_voters(cfg, args)
     try:
         bootstrap = [scram_record(a) for a in args.add_scram]
     except ScramArgumentError as e:
@@ -138,7 +180,7 @@ def format_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return 0
     locks = _lock_all(empty)  # a running node's directory is never written under it
     try:
-        _write_all(empty, cfg, args, out)
+        _write_all(empty, cfg, args, out, voters)
         if bootstrap and cfg.metadata_log_dir in empty:
             try:
                 write_bootstrap(cfg.metadata_log_dir, bootstrap)
@@ -165,15 +207,47 @@ def _lock_all(dirs: list[str]) -> list[DirLock]:
     return locks
 
 
-def _write_all(empty: list[str], cfg: ServerConfig, args: argparse.Namespace, out: TextIO) -> None:
+def _initial_voters(cfg: ServerConfig, args: argparse.Namespace) -> VoterSet | None:
+    """The initial voters a dynamic quorum's bootstrap snapshot holds (None: none)."""
+    if args.initial_controllers is None:
+        return None
+    listener = cfg.controller_listener_names[0] if cfg.controller_listener_names else "CONTROLLER"
+    try:
+        return VoterSet(tuple(parse_initial_controllers(args.initial_controllers, listener)))
+    except InitialControllersError as e:
+        raise TerseFailure(str(e)) from None
+
+
+def _write_all(
+    empty: list[str],
+    cfg: ServerConfig,
+    args: argparse.Namespace,
+    out: TextIO,
+    voters: VoterSet | None,
+) -> None:
     for d in empty:
+        directory_id = random_uuid()
         if d == cfg.metadata_log_dir:
-            kind = "dynamic metadata voter directory" if args.standalone else "metadata directory"
+            kind = (
+                "dynamic metadata voter directory"
+                if args.standalone or (voters is not None and cfg.node_id in voters.ids)
+                else "metadata directory"
+            )
+            me = voters.get(cfg.node_id) if voters is not None else None
+            if me is not None:  # the directory id the other controllers were told
+                directory_id = uuid_to_str(me.directory_id.bytes)
         else:
             kind = "data directory"
         print(f"Formatting {kind} {d} with metadata.version {RELEASE_VERSION}.", file=out)
         try:
-            write_meta_properties(d, MetaProperties(args.cluster_id, cfg.node_id, random_uuid()))
+            write_meta_properties(d, MetaProperties(args.cluster_id, cfg.node_id, directory_id))
+            if d == cfg.metadata_log_dir and args.standalone:
+                me_alone = VoterEntry(
+                    cfg.node_id, directory_uuid(directory_id), controller_endpoints(cfg), 0, 1
+                )
+                write_bootstrap_snapshot(d, VoterSet((me_alone,)))
+            elif d == cfg.metadata_log_dir and (voters is not None or args.no_initial_controllers):
+                write_bootstrap_snapshot(d, voters)
         except OSError as e:
             raise TerseFailure(f"Error while writing meta.properties file {d}: {e}") from None
 

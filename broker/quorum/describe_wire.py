@@ -72,10 +72,13 @@ def top_level_error_body(code: int, message: str | None) -> dict[str, Any]:
     return {"error_code": code, "error_message": message, "topics": [], "nodes": []}
 
 
-def _replica(r: ReplicaDescription) -> dict[str, Any]:
+def _replica(
+    r: ReplicaDescription, directories: Mapping[int, uuid.UUID] | None = None
+) -> dict[str, Any]:
+    directory = (directories or {}).get(r.replica_id)
     return {
         "replica_id": r.replica_id,
-        "replica_directory_id": NO_DIRECTORY_ID,
+        "replica_directory_id": NO_DIRECTORY_ID if directory is None else directory,
         "log_end_offset": r.log_end_offset,
         "last_fetch_timestamp": r.last_fetch_timestamp,
         "last_caught_up_timestamp": r.last_caught_up_timestamp,
@@ -99,7 +102,9 @@ def _nodes(
 
 
 def describe_response_body(
-    described: QuorumDescription | NotLeader, endpoints: Mapping[int, Sequence[Endpoint]]
+    described: QuorumDescription | NotLeader,
+    endpoints: Mapping[int, Sequence[Endpoint]],
+    directories: Mapping[int, uuid.UUID] | None = None,
 ) -> dict[str, Any]:
     """The response to a valid request, from the core's answer."""
     if isinstance(described, NotLeader):
@@ -120,7 +125,7 @@ def describe_response_body(
             "leader_id": described.leader_id,
             "leader_epoch": described.leader_epoch,
             "high_watermark": described.high_watermark,
-            "current_voters": [_replica(v) for v in described.voters],
+            "current_voters": [_replica(v, directories) for v in described.voters],
             "observers": [_replica(o) for o in described.observers],
         }
         nodes = _nodes(described.voters, endpoints)

@@ -40,7 +40,9 @@ from ..raft.core import (
     Send,
     SnapshotLoaded,
     SnapshotWanted,
+    VoterChangeDone,
 )
+from ..raft.reconfig import VoterChangeResult
 from . import wire
 
 log = logging.getLogger(__name__)
@@ -88,9 +90,18 @@ class QuorumDriver:
         listener: QuorumListener,
         now_ms: Callable[[], int],
         client_factory: ClientFactory,
+        *,
+        bootstrap: Mapping[int, tuple[str, int]] | None = None,
+        listener_name: str | None = None,
     ) -> None:
         self.core = core
-        self._endpoints = dict(voter_endpoints)
+        self._endpoints = dict(voter_endpoints)  # static voters
+        self._bootstrap = dict(bootstrap or {})  # pseudo id (< 0) -> bootstrap server
+        self._listener_name = listener_name
+        # leaders' endpoints other nodes named (Fetch's NodeEndpoints) before the log did
+        self._learned: dict[int, tuple[str, int]] = {}
+        self._client_addr: dict[int, tuple[str, int]] = {}
+        self._voter_waiters: dict[int, asyncio.Future[tuple[int, str | None]]] = {}
         self._listener = listener
         self._now_ms = now_ms
         self._client_factory = client_factory
@@ -129,6 +140,9 @@ class QuorumDriver:
         for _, _, waiter in self._commit_waiters:
             if not waiter.done():
                 waiter.set_exception(NotLeaderError(self.core.leader_id, self.core.epoch))
+        for vw in self._voter_waiters.values():
+            if not vw.done():
+                vw.set_result((m.NOT_LEADER_OR_FOLLOWER, "The node is shutting down"))
         for client in self._clients.values():
             client.close()
         for client in self._clients.values():
@@ -178,6 +192,24 @@ class QuorumDriver:
         self._commit_waiters.append((offset, epoch, fut))
         await fut
 
+    async def change_voters(
+        self, op: Callable[[int], tuple[VoterChangeResult, list[Output]]], timeout_ms: int
+    ) -> tuple[int, str | None]:
+        """Run a voter change on the core (``RaftCore.add_voter`` ...); its (error code,
+        message) once committed or failed, REQUEST_TIMED_OUT after ``timeout_ms``."""
+        result, outputs = op(self._now_ms())
+        if isinstance(result, tuple):
+            self._process(outputs)
+            return result[0], result[1] or None
+        fut: asyncio.Future[tuple[int, str | None]] = asyncio.get_running_loop().create_future()
+        self._voter_waiters[result] = fut
+        self._process(outputs)
+        try:
+            # a second more than the core's own deadline, which answers first with its reason
+            return await asyncio.wait_for(asyncio.shield(fut), timeout_ms / 1000 + 1.0)
+        except TimeoutError:
+            return m.REQUEST_TIMED_OUT, "Timed out waiting for the voter change to commit"
+
     def describe(self) -> QuorumDescription | NotLeader:
         """DescribeQuorum's data, as the core answers it now."""
         return self.core.describe_quorum(self._now_ms())
@@ -213,6 +245,10 @@ class QuorumDriver:
                 self._listener.handle_leader_change(out.leader_id, out.epoch)
             elif isinstance(out, SnapshotLoaded):
                 self._listener.handle_load_snapshot(out.snapshot_id)
+            elif isinstance(out, VoterChangeDone):
+                waiter = self._voter_waiters.pop(out.op_id, None)
+                if waiter is not None and not waiter.done():
+                    waiter.set_result((out.error_code, out.message))
             elif isinstance(out, SnapshotWanted):
                 state = self._listener.snapshot_state(out.end_offset)
                 if state is not None:
@@ -244,11 +280,37 @@ class QuorumDriver:
                 still.append((offset, waiter_epoch, fut))
         self._commit_waiters = still
 
+    @property
+    def listener_name(self) -> str | None:
+        return self._listener_name
+
+    def endpoint(self, node_id: int) -> tuple[str, int] | None:
+        """Where ``node_id`` (a voter, a leader another node named, or a bootstrap server)
+        listens for the quorum's RPCs."""
+        if node_id in self._endpoints:
+            return self._endpoints[node_id]
+        if node_id < 0:
+            return self._bootstrap.get(node_id)
+        found = self.core.voter_set.endpoint(node_id, self._listener_name)
+        if found is None:
+            found = self.core.voter_set.endpoint(node_id, None)
+        return found if found is not None else self._learned.get(node_id)
+
+    def learn_endpoint(self, node_id: int, host: str, port: int) -> None:
+        if node_id >= 0 and node_id not in self._endpoints:
+            self._learned[node_id] = (host, port)
+
     def _client(self, dest: int) -> ReconnectingClient:
+        address = self.endpoint(dest)
+        if address is None:
+            raise ConnectionError(f"no endpoint known for node {dest}")
         client = self._clients.get(dest)
+        if client is not None and self._client_addr.get(dest) != address:
+            client.close()  # the voter moved (UpdateRaftVoter, a replaced controller)
+            client = None
         if client is None:
-            host, port = self._endpoints[dest]
-            client = self._clients[dest] = self._client_factory(dest, host, port)
+            client = self._clients[dest] = self._client_factory(dest, *address)
+            self._client_addr[dest] = address
         return client
 
     async def _send_request(self, out: Send) -> None:
@@ -259,6 +321,8 @@ class QuorumDriver:
             cls = client_request_type(key, version)
             body = await client.send(build(cls, encode(out.message)), version)
             response = _DECODE[key](body)
+            for node_id, host, port in wire.node_endpoints(body, self._listener_name):
+                self.learn_endpoint(node_id, host, port)
         except asyncio.CancelledError:
             raise
         except Exception as e:
@@ -268,7 +332,7 @@ class QuorumDriver:
                     self.core.request_failed(self._now_ms(), out.dest, out.correlation_id)
                 )
             return
-        host, port = self._endpoints[out.dest]
+        host, port = self.endpoint(out.dest) or ("?", -1)
         # a voter that refuses this node (no CLUSTER_ACTION there) says so once; the core retries
         self._refusals.note(
             f"voter {out.dest} at {host}:{port}", type(out.message).__name__, response.error_code

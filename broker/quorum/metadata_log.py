@@ -31,8 +31,9 @@ from protocol.records.control import control_key
 
 from ..log.checkpoint import fsync_dir
 from ..log.partition_log import PartitionLog
-from ..raft.messages import LogEntry, OffsetAndEpoch, SnapshotId
+from ..raft.messages import LEADER_CHANGE, LogEntry, OffsetAndEpoch, SnapshotId
 from ..raft.replicated_log import (
+    SnapshotControl,
     check_follower_entry,
     check_leader_append,
     check_read,
@@ -123,13 +124,18 @@ class MetadataLog:
     # --- writes -------------------------------------------------------------------------------
 
     def append_as_leader(
-        self, payloads: Sequence[bytes], epoch: int, *, control: bool = False
+        self,
+        payloads: Sequence[bytes],
+        epoch: int,
+        *,
+        control: bool = False,
+        control_type: int = LEADER_CHANGE,
     ) -> int:
         check_leader_append(epoch, self.last_fetched_epoch)
         offset = self.end_offset
         if not payloads:
             return offset - 1
-        self._write(entry_batch(offset, epoch, control, payloads, self._now_ms()))
+        self._write(entry_batch(offset, epoch, control, payloads, self._now_ms(), control_type))
         return offset + len(payloads) - 1
 
     def append_as_follower(self, entries: Sequence[LogEntry]) -> None:
@@ -141,7 +147,14 @@ class MetadataLog:
             first = run[0]
             check_follower_entry(first.offset, first.epoch, expected, last_epoch)
             batches.append(
-                entry_batch(first.offset, first.epoch, first.control, [e.payload for e in run], now)
+                entry_batch(
+                    first.offset,
+                    first.epoch,
+                    first.control,
+                    [e.payload for e in run],
+                    now,
+                    first.control_type,
+                )
             )
             expected += len(run)
             last_epoch = first.epoch
@@ -182,6 +195,28 @@ class MetadataLog:
             offset = got[-1].offset + 1
         return out
 
+    def read_control(self, from_offset: int) -> list[LogEntry]:
+        """Only control batches are opened: the rest is skipped by its header."""
+        out: list[LogEntry] = []
+        offset = max(from_offset, self.start_offset)
+        end = self.end_offset
+        while offset < end:
+            result = self._log.read(offset, READ_BYTES, upper_bound=end)
+            last = -1
+            for buf in result.records:
+                for batch in scan_batches(buf, allow_partial_tail=True):
+                    last = max(last, batch.last_offset)
+                    if batch.is_control and batch.last_offset >= offset:
+                        out.extend(
+                            e
+                            for e in decode_entries(batch.raw, offset)
+                            if e.is_voters or e.is_kraft_version
+                        )
+            if last < offset:
+                break
+            offset = last + 1
+        return out
+
     def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
         epochs = self._log.leader_epoch_cache.entries()  # (epoch, start offset), ascending
         base = self._base()
@@ -207,11 +242,13 @@ class MetadataLog:
         s = self.latest_snapshot_id
         return s if s is not None and s.end_offset == self.start_offset else None
 
-    def create_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
+    def create_snapshot(
+        self, snapshot_id: SnapshotId, data: bytes, control: SnapshotControl = ()
+    ) -> None:
         check_snapshot(
             snapshot_id, self._hw, self.start_offset, self.end_offset, self.latest_snapshot_id
         )
-        self._write_snapshot(snapshot_id, data)
+        self._write_snapshot(snapshot_id, data, control)
 
     def read_snapshot(self, snapshot_id: SnapshotId) -> bytes | None:
         if snapshot_id not in self._snapshots:
@@ -230,8 +267,30 @@ class MetadataLog:
             return self._codec.join(records)
         return b"".join(v for _, v in records)
 
-    def install_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
-        self._write_snapshot(snapshot_id, data)
+    def snapshot_control(self, snapshot_id: SnapshotId) -> SnapshotControl:
+        if snapshot_id not in self._snapshots:
+            return ()
+        return self.snapshot_control_of(self._dir, snapshot_id)
+
+    @staticmethod
+    def snapshot_control_of(directory: Path, snapshot_id: SnapshotId) -> SnapshotControl:
+        """The KRaftVersion / Voters records of the snapshot file in ``directory``."""
+        try:
+            raw = (directory / snapshot_name(snapshot_id)).read_bytes()
+        except FileNotFoundError:
+            return ()
+        out = []
+        for batch in scan_batches(raw):
+            if batch.is_control:
+                for e in decode_entries(batch.raw):
+                    if e.is_voters or e.is_kraft_version:
+                        out.append((e.control_type, e.payload))
+        return tuple(out)
+
+    def install_snapshot(
+        self, snapshot_id: SnapshotId, data: bytes, control: SnapshotControl = ()
+    ) -> None:
+        self._write_snapshot(snapshot_id, data, control)
         self._log.truncate_fully_and_start_at(snapshot_id.end_offset)
         self._hw = snapshot_id.end_offset
         self._drop_older_snapshots()
@@ -247,37 +306,20 @@ class MetadataLog:
         self._drop_older_snapshots()
         return True
 
-    def _write_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
-        now = self._now_ms()
+    def _write_snapshot(
+        self, snapshot_id: SnapshotId, data: bytes, control: SnapshotControl = ()
+    ) -> None:
         records = self._codec.split(data) if self._codec is not None else None
         if records is None:
             records = [
                 (None, data[i : i + SNAPSHOT_CHUNK]) for i in range(0, len(data), SNAPSHOT_CHUNK)
             ]
-        header = _control_batch(
-            0, snapshot_id.epoch, ControlType.SNAPSHOT_HEADER, _HEADER_VALUE.pack(0, now), now
-        )
-        body = b"".join(
-            build_batch(
-                [Record(key=k, value=v) for k, v in records[i : i + SNAPSHOT_BATCH_RECORDS]],
-                base_offset=1 + i,
-                partition_leader_epoch=snapshot_id.epoch,
-                base_timestamp=now,
-            )
-            for i in range(0, len(records), SNAPSHOT_BATCH_RECORDS)
-        )
-        footer = _control_batch(
-            1 + len(records),
-            snapshot_id.epoch,
-            ControlType.SNAPSHOT_FOOTER,
-            _FOOTER_VALUE.pack(0),
-            now,
-        )
+        raw = snapshot_file_bytes(snapshot_id, control, records, self._now_ms())
         final = self._dir / snapshot_name(snapshot_id)
         part = final.with_name(final.name[: -len(SNAPSHOT_SUFFIX)] + PARTIAL_SUFFIX)
         fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            os.write(fd, header + body + footer)
+            os.write(fd, raw)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -300,6 +342,41 @@ class MetadataLog:
             m = _SNAPSHOT_NAME.match(path.name)
             if m is not None:
                 yield SnapshotId(int(m[1]), int(m[2]))
+
+
+def snapshot_file_bytes(
+    snapshot_id: SnapshotId,
+    control: SnapshotControl,
+    records: list[tuple[bytes | None, bytes]],
+    now: int,
+) -> bytes:
+    """A ``.checkpoint`` file as Kafka lays it out: SnapshotHeader, the KIP-853 control records
+    in force at its end offset (KRaftVersion, Voters), the state's records, SnapshotFooter."""
+    header = _control_batch(
+        0, snapshot_id.epoch, ControlType.SNAPSHOT_HEADER, _HEADER_VALUE.pack(0, now), now
+    )
+    kraft = b"".join(
+        _control_batch(1 + i, snapshot_id.epoch, ControlType(kind), value, now)
+        for i, (kind, value) in enumerate(control)
+    )
+    first = 1 + len(control)
+    body = b"".join(
+        build_batch(
+            [Record(key=k, value=v) for k, v in records[i : i + SNAPSHOT_BATCH_RECORDS]],
+            base_offset=first + i,
+            partition_leader_epoch=snapshot_id.epoch,
+            base_timestamp=now,
+        )
+        for i in range(0, len(records), SNAPSHOT_BATCH_RECORDS)
+    )
+    footer = _control_batch(
+        first + len(records),
+        snapshot_id.epoch,
+        ControlType.SNAPSHOT_FOOTER,
+        _FOOTER_VALUE.pack(0),
+        now,
+    )
+    return header + kraft + body + footer
 
 
 def _control_batch(offset: int, epoch: int, kind: ControlType, value: bytes, now: int) -> bytes:

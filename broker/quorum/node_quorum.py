@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ from ..metadata.snapshot import RecordsCodec, decode_snapshot, encode_snapshot, 
 from ..raft.core import RaftConfig, RaftCore
 from ..raft.messages import SnapshotId
 from ..raft.quorum_state import FileQuorumStateStore
+from ..raft.voter_set import ZERO_UUID, VoterSet
 from .driver import ClientFactory, NotLeaderError, QuorumDriver
 from .metadata_log import MetadataLog
 
@@ -73,11 +75,18 @@ class MetadataQuorum:
         config: RaftConfig | None = None,
         snapshot_source: SnapshotSource | None = None,
         load_snapshot: LoadSnapshot | None = None,
+        *,
+        directory_id: uuid.UUID = ZERO_UUID,
+        bootstrap: Mapping[int, tuple[str, int]] | None = None,
+        listener: str | None = None,
     ) -> None:
         self.node_id = node_id
-        self.voters = dict(voters)
+        self.voters = dict(voters)  # static voters; {} when they are in the log (KIP-853)
+        self.directory_id = directory_id
+        self.listener = listener
         # snapshots of the image are stored one metadata record per record, as Kafka's are
         self._log = MetadataLog(plog, now_ms, RecordsCodec())
+        bootstrap = dict(bootstrap or {})
         core = RaftCore(
             node_id,
             frozenset(voters),
@@ -85,8 +94,12 @@ class MetadataQuorum:
             FileQuorumStateStore(Path(plog.dir) / QUORUM_STATE_FILE, cluster_id),
             random.Random(),
             config or RaftConfig(cluster_id=cluster_id),
+            directory_id=directory_id,
+            bootstrap_ids=tuple(sorted(bootstrap, reverse=True)),
         )
-        self.driver = QuorumDriver(core, voters, self, now_ms, client_factory)
+        self.driver = QuorumDriver(
+            core, voters, self, now_ms, client_factory, bootstrap=bootstrap, listener_name=listener
+        )
         self._apply = apply
         self._on_leader_change = on_leader_change
         self._snapshot_source = snapshot_source
@@ -101,7 +114,12 @@ class MetadataQuorum:
 
     @property
     def is_voter(self) -> bool:
-        return self.node_id in self.voters
+        return self.driver.core.is_voter
+
+    @property
+    def voter_set(self) -> VoterSet:
+        """The voters now (the static ones with zero directory ids, or the log's)."""
+        return self.driver.core.voter_set
 
     @property
     def is_leader(self) -> bool:
@@ -131,10 +149,12 @@ class MetadataQuorum:
     def leader_endpoint(self) -> tuple[int, str, int] | None:
         """(id, host, port) of the current leader's controller listener, if one is known."""
         leader = self.leader_id
-        if leader < 0 or leader not in self.voters:
+        if leader < 0:
             return None
-        host, port = self.voters[leader]
-        return leader, host, port
+        address = self.driver.endpoint(leader)
+        if address is None:
+            return None
+        return leader, address[0], address[1]
 
     def start(self) -> None:
         if not self._started:

@@ -433,3 +433,15 @@ def parse_fetch_snapshot_response(body: Any) -> m.FetchSnapshotResponse:
         position=int(p.position),
         unaligned_records=bytes(p.unaligned_records or b""),
     )
+
+
+def node_endpoints(body: Any, listener: str | None = None) -> list[tuple[int, str, int]]:
+    """(node id, host, port) from a response's NodeEndpoints (Fetch v16+, the KRaft RPCs v1+):
+    where the leaders it names listen. None of them when absent."""
+    out = []
+    for ep in getattr(body, "node_endpoints", None) or ():
+        listener_name = getattr(ep, "listener", None) or getattr(ep, "name", None)
+        if listener is not None and listener_name not in (None, listener):
+            continue
+        out.append((int(ep.node_id), str(ep.host), int(ep.port)))
+    return out

@@ -8,6 +8,7 @@ too, since every RPC family uses them.
 """
 
 import random
+import uuid
 
 from broker.raft import messages as m
 from broker.raft.leader_state import LeaderState
@@ -32,6 +33,8 @@ from broker.raft.states import (
     Unattached,
 )
 from broker.raft.stats import RaftStats
+from broker.raft.voter_set import ZERO_UUID, VoterHistory, VoterSet
+from protocol.records.kraft_control import decode_kraft_version, encode_kraft_version
 
 RETRY_BACKOFF_BASE_MS = 100  # Kafka's base for the candidate's exponential election backoff
 
@@ -45,16 +48,28 @@ class CoreBase:
         store: QuorumStateStore,
         rng: random.Random,
         config: RaftConfig | None = None,
+        *,
+        directory_id: uuid.UUID = ZERO_UUID,
+        bootstrap_ids: tuple[int, ...] = (),
     ) -> None:
         self.node_id = node_id
-        self.voters = voters
+        self.directory_id = directory_id
         self.log = log
         self.store = store
         self.rng = rng
         self.config = config or RaftConfig()
-        self.is_voter = node_id in voters
-        self.majority = len(voters) // 2 + 1
-        self._remote_voters = tuple(sorted(v for v in voters if v != node_id))
+        # static voters (controller.quorum.voters, kraft.version 0); empty: the set is in the log
+        self.static_voters = voters
+        self._history = VoterHistory(None)
+        self._kraft_versions: list[tuple[int, int]] = []  # (offset, kraft.version) from the log
+        # whom an observer asks who leads when it knows no voter (controller.quorum.bootstrap.servers)
+        self.bootstrap_ids = bootstrap_ids
+        self.voter_set = VoterSet.of_ids(voters)
+        self.voters: frozenset[int] = frozenset()
+        self.is_voter = False
+        self.majority = 1
+        self._remote_voters: tuple[int, ...] = ()
+        self._set_voters(self.voter_set)
         self.state: EpochState = Unattached(0, -1, NEVER)
         self._persisted: ElectionState | None = None
         self._out: list[Output] = []
@@ -63,13 +78,161 @@ class CoreBase:
         self._correlation = rng.randrange(1 << 30)
         self._hw = log.start_offset
         self._reported_leader = (-2, -2)
-        self._bootstrap = rng.randrange(len(voters)) if voters else 0
+        self._bootstrap = rng.randrange(1 << 16)
         self._bytes_since_snapshot = 0
         self._snapshot_wanted = False
         # since when committed entries are in no snapshot (-1: none are)
         self._uncovered_since_ms = -1
         self._completing = False
         self.stats = RaftStats()
+
+    # --- the voter set (KIP-853) ---------------------------------------------------------------
+
+    @property
+    def dynamic(self) -> bool:
+        """Voters from the log (a quorum that can change shape), not from the configuration."""
+        return not self.static_voters
+
+    @property
+    def kraft_version(self) -> int:
+        if self._kraft_versions:
+            return self._kraft_versions[-1][1]
+        return 1 if self._history.latest is not None else 0
+
+    @property
+    def voters_offset(self) -> int:
+        """Where the newest VotersRecord sits (-1: in the snapshot, or none)."""
+        return self._history.latest_offset
+
+    def _is_me(self, vs: VoterSet | None) -> bool:
+        me = vs.get(self.node_id) if vs is not None else None
+        return me is not None and (
+            me.directory_id == ZERO_UUID
+            or self.directory_id == ZERO_UUID
+            or me.directory_id == self.directory_id
+        )
+
+    @property
+    def electorate(self) -> frozenset[int]:
+        """The voters this node campaigns among (empty: it never campaigns). A voter's own set;
+        but a node that an uncommitted Voters record removes campaigns among the set before it
+        (the two differ by one, so their majorities overlap): the removal may still be undone,
+        and when a leader removing itself from two voters lost its office before the removal
+        committed, the other voter cannot win without it."""
+        if self.is_voter:
+            return self.voters
+        if self.dynamic and self._history.latest_offset >= self._hw:
+            prev = self._history.previous
+            if prev is not None and self._is_me(prev):
+                return prev.ids
+        return frozenset()
+
+    @property
+    def can_campaign(self) -> bool:
+        return bool(self.electorate)
+
+    def _won(self, granted: set[int]) -> bool:
+        e = self.electorate
+        return bool(e) and len(granted & e) >= len(e) // 2 + 1
+
+    def _lost(self, rejected: set[int]) -> bool:
+        e = self.electorate
+        return len(rejected & e) > len(e) - (len(e) // 2 + 1)
+
+    def _set_voters(self, vs: VoterSet) -> None:
+        self.voter_set = vs
+        self.voters = vs.ids
+        # a node that lost its disk comes back with a new directory id: not the voter it was
+        self.is_voter = self._is_me(vs)
+        self.majority = len(vs.ids) // 2 + 1
+        self._remote_voters = tuple(sorted(v for v in vs.ids if v != self.node_id))
+
+    def _load_voter_history(self) -> None:
+        """At start: the voter set of the snapshot the log starts at, then every Voters and
+        KRaftVersion record in the log (Kafka's KRaftControlRecordStateMachine)."""
+        log = self.log
+        sid = log.latest_snapshot_id
+        base: VoterSet | None = None
+        self._kraft_versions = []
+        if sid is not None:
+            for kind, value in log.snapshot_control(sid):
+                if kind == m.KRAFT_VOTERS:
+                    base = VoterSet.decode(value)
+                elif kind == m.KRAFT_VERSION:
+                    self._kraft_versions = [(sid.end_offset - 1, decode_kraft_version(value))]
+        self._history.reset(base, sid.end_offset - 1 if sid is not None else -1)
+        for e in log.read_control(log.start_offset):
+            self._note_control(e)
+        self._refresh_voters(None)
+
+    def _note_control(self, e: m.LogEntry) -> None:
+        if e.is_voters:
+            self._history.add(e.offset, VoterSet.decode(e.payload))
+        elif e.is_kraft_version:
+            self._kraft_versions.append((e.offset, decode_kraft_version(e.payload)))
+
+    def _log_appended(self, now: int | None, entries: list[m.LogEntry]) -> None:
+        """Entries went into the log: a Voters record takes effect at once, committed or not."""
+        changed = False
+        for e in entries:
+            if e.control and (e.is_voters or e.is_kraft_version):
+                self._note_control(e)
+                changed = True
+        if changed:
+            self._refresh_voters(now)
+
+    def _log_truncated(self, now: int, offset: int) -> None:
+        self._history.truncate_from(offset)
+        while self._kraft_versions and self._kraft_versions[-1][0] >= offset:
+            self._kraft_versions.pop()
+        self._refresh_voters(now)
+
+    def _snapshot_installed(self, now: int, sid: m.SnapshotId) -> None:
+        self._history.reset(None, -1)
+        self._kraft_versions = []
+        for kind, value in self.log.snapshot_control(sid):
+            if kind == m.KRAFT_VOTERS:
+                self._history.reset(VoterSet.decode(value), sid.end_offset - 1)
+            elif kind == m.KRAFT_VERSION:
+                self._kraft_versions = [(sid.end_offset - 1, decode_kraft_version(value))]
+        self._refresh_voters(now)
+
+    def _snapshot_control(self, end_offset: int) -> tuple[tuple[int, bytes], ...]:
+        """The KRaftVersion and Voters records a snapshot ending at ``end_offset`` holds."""
+        if not self.dynamic:
+            return ()
+        voters = self._history.committed(end_offset)
+        out = [(m.KRAFT_VERSION, encode_kraft_version(self.kraft_version))]
+        if voters is not None:
+            out.append((m.KRAFT_VOTERS, voters.encode()))
+        return tuple(out)
+
+    def _refresh_voters(self, now: int | None) -> None:
+        vs = self._history.latest
+        if vs is None:
+            vs = VoterSet.of_ids(self.static_voters)
+        if vs == self.voter_set:
+            return
+        was_voter = self.can_campaign
+        self._set_voters(vs)
+        if now is None:
+            return  # at start: the state is built from the new set
+        st = self.state
+        if isinstance(st, LeaderState):
+            st.set_voters(self.voters, now)
+        elif self.can_campaign and not was_voter:
+            if isinstance(st, Unattached) and st.election_deadline >= NEVER:
+                st.election_deadline = now + self._election_timeout()
+        elif was_voter and not self.can_campaign:
+            if isinstance(st, Candidate):
+                self._switch(now, Unattached(st.epoch, self.node_id, NEVER), durable=True)
+            elif isinstance(st, Prospective):
+                if st.leader_id >= 0:
+                    self._to_follower(now, st.epoch, st.leader_id)
+                else:
+                    self._switch(now, Unattached(st.epoch, st.voted_id, NEVER), durable=True)
+            elif isinstance(st, Unattached):
+                st.election_deadline = NEVER
 
     @property
     def epoch(self) -> int:
@@ -127,12 +290,12 @@ class CoreBase:
     def _election_of(self, st: EpochState) -> ElectionState:
         me = self.node_id
         if isinstance(st, (LeaderState, Resigned)):
-            return ElectionState(st.epoch, me, me, self.voters)
+            return ElectionState(st.epoch, me, me, self.static_voters)
         if isinstance(st, Candidate):
-            return ElectionState(st.epoch, -1, me, self.voters)
+            return ElectionState(st.epoch, -1, me, self.static_voters)
         if isinstance(st, Unattached):
-            return ElectionState(st.epoch, -1, st.voted_id, self.voters)
-        return ElectionState(st.epoch, st.leader_id, st.voted_id, self.voters)
+            return ElectionState(st.epoch, -1, st.voted_id, self.static_voters)
+        return ElectionState(st.epoch, st.leader_id, st.voted_id, self.static_voters)
 
     def _switch(self, now: int, new: EpochState, durable: bool) -> None:
         if durable:
@@ -162,14 +325,15 @@ class CoreBase:
     def _to_unattached(
         self, now: int, epoch: int, voted: int = -1, deadline: int | None = None
     ) -> None:
-        if not self.is_voter:
+        if not self.can_campaign:
             deadline = NEVER
         elif deadline is None:
             deadline = now + self._election_timeout()
         self._switch(now, Unattached(epoch, voted, deadline), durable=True)
 
     def _to_follower(self, now: int, epoch: int, leader_id: int) -> None:
-        if leader_id == self.node_id or leader_id not in self.voters:
+        # with voters in the log, a leader may be in a set this node has not read yet
+        if leader_id == self.node_id or (not self.dynamic and leader_id not in self.voters):
             raise RaftInvariantError(
                 f"node {self.node_id} told that {leader_id} leads epoch {epoch}"
             )

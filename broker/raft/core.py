@@ -39,7 +39,9 @@ KAFKA-20895), otherwise the preferred successor of a gracefully resigning leader
 a quorum larger than three.
 """
 
+import uuid
 from collections.abc import Sequence
+from typing import Any
 
 from broker.raft import messages as m
 from broker.raft.election import ElectionHandlers
@@ -54,10 +56,11 @@ from broker.raft.outputs import (
     Send,
     SnapshotLoaded,
     SnapshotWanted,
+    VoterChangeDone,
 )
 from broker.raft.progress import QuorumDescription, ReplicaDescription
 from broker.raft.quorum_state import ElectionState, QuorumStateError
-from broker.raft.replication import ReplicationHandlers
+from broker.raft.reconfig import VoterChangeHandlers, VoterChangeResult
 from broker.raft.states import (
     NEVER,
     Candidate,
@@ -67,6 +70,8 @@ from broker.raft.states import (
     Resigned,
     Unattached,
 )
+from broker.raft.voter_set import VoterEndpoint, VoterEntry
+from protocol.records.kraft_control import encode_kraft_version
 
 __all__ = [
     "Committed",
@@ -81,16 +86,22 @@ __all__ = [
     "Send",
     "SnapshotLoaded",
     "SnapshotWanted",
+    "VoterChangeDone",
 ]
 
 
-class RaftCore(ElectionHandlers, ReplicationHandlers):
+class RaftCore(ElectionHandlers, VoterChangeHandlers):
     """One KRaft replica (voter or observer). See the module docstring for the protocol."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._init_reconfig()
 
     def start(self, now_ms: int) -> list[Output]:
         """Restore the election state (Kafka's QuorumState.initialize) and begin."""
-        election = self.store.read() or ElectionState(0, voters=self.voters)
-        if election.voters and election.voters != self.voters:
+        self._load_voter_history()
+        election = self.store.read() or ElectionState(0, voters=self.static_voters)
+        if not self.dynamic and election.voters and election.voters != self.voters:
             raise QuorumStateError(
                 f"configured voters {sorted(self.voters)} differ from the quorum state's "
                 f"{sorted(election.voters)}"
@@ -99,22 +110,22 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
         deadline = now_ms + self._election_timeout()
         st: EpochState
         if election.epoch < log_epoch:
-            st = Unattached(log_epoch, -1, deadline if self.is_voter else NEVER)
-        elif self.is_voter and election.leader_id == me:
+            st = Unattached(log_epoch, -1, deadline if self.can_campaign else NEVER)
+        elif election.leader_id == me:  # (a leader that removed itself is no voter now)
             # a leader restarts resigned: it must not vote again in its epoch, and entries it
             # lost unflushed must not reappear under the same (offset, epoch)
             st = Resigned(election.epoch, me, deadline, (), set(self._remote_voters))
         elif election.has_leader and election.leader_id != me:
             # before the vote check: a candidate that lost to a leader keeps its own vote
-            voted = election.voted_id if self.is_voter else -1
+            voted = election.voted_id if self.can_campaign else -1
             fetch_deadline = now_ms + self.config.fetch_timeout_ms
             st = Follower(election.epoch, election.leader_id, voted, fetch_deadline)
-        elif self.is_voter and election.voted_id == me:
+        elif self.can_campaign and election.voted_id == me:
             st = Candidate(election.epoch, deadline, 1, granted={me})
         else:
-            voted = election.voted_id if self.is_voter else -1
-            st = Unattached(election.epoch, voted, deadline if self.is_voter else NEVER)
-        if self.voters == {me} and isinstance(st, (Unattached, Resigned)):
+            voted = election.voted_id if self.can_campaign else -1
+            st = Unattached(election.epoch, voted, deadline if self.can_campaign else NEVER)
+        if self.voters == {me} and self.is_voter and isinstance(st, (Unattached, Resigned)):
             st.election_deadline = now_ms  # the only voter elects itself at once
         self._switch(now_ms, st, durable=True)
         self._poll(now_ms)
@@ -174,10 +185,40 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
         if end_offset > self._hw:
             raise ValueError(f"snapshot at {end_offset} above the high watermark {self._hw}")
         epoch = log.read(end_offset - 1, 1)[0].epoch
-        log.create_snapshot(m.SnapshotId(end_offset, epoch), data)
+        log.create_snapshot(
+            m.SnapshotId(end_offset, epoch), data, self._snapshot_control(end_offset)
+        )
         log.delete_before_snapshot()
         self._bytes_since_snapshot = 0
         return self._drain()
+
+    # --- KIP-853 voter changes (the leader's; see reconfig.py) ---------------------------------
+
+    def add_voter(
+        self, now_ms: int, voter: VoterEntry, timeout_ms: int
+    ) -> tuple[VoterChangeResult, list[Output]]:
+        result = self.add_voter_op(now_ms, voter, timeout_ms)
+        self._poll(now_ms)
+        return result, self._drain()
+
+    def remove_voter(
+        self, now_ms: int, voter_id: int, directory_id: uuid.UUID
+    ) -> tuple[VoterChangeResult, list[Output]]:
+        result = self.remove_voter_op(now_ms, voter_id, directory_id)
+        self._poll(now_ms)
+        return result, self._drain()
+
+    def update_voter(
+        self,
+        now_ms: int,
+        voter_id: int,
+        directory_id: uuid.UUID,
+        endpoints: Sequence[VoterEndpoint],
+        kraft_range: tuple[int, int],
+    ) -> tuple[VoterChangeResult, list[Output]]:
+        result = self.update_voter_op(now_ms, voter_id, directory_id, endpoints, kraft_range)
+        self._poll(now_ms)
+        return result, self._drain()
 
     def resign(self, now_ms: int) -> list[Output]:
         """Graceful shutdown of a leader: hand over to the most caught-up voters."""
@@ -213,6 +254,9 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
             t = min(t, st.backoff_until)
         else:
             t = min(t, st.election_deadline)
+        change = self._change_deadline()
+        if change is not None:
+            t = min(t, change)
         return t
 
     def _poll(self, now: int) -> None:
@@ -220,6 +264,7 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
             self._expire_requests(now)
             if not self._poll_state(now):
                 break
+        self._advance_change(now)
         self._want_snapshot_by_time(now)
         self.stats.settle(now, self._hw, isinstance(self.state, LeaderState))
 
@@ -241,6 +286,10 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
             if st.check_quorum_expired(now):
                 self._to_resigned(now, st.successors())
                 return True
+            if self.node_id not in self.voters and self._hw > self.voters_offset:
+                # KIP-853: it removed itself and the removal is committed: hand over
+                self._to_resigned(now, st.successors())
+                return True
             if st.parked and any(p.deadline <= now for p in st.parked):
                 due = [p for p in st.parked if p.deadline <= now]
                 st.parked = [p for p in st.parked if p.deadline > now]
@@ -260,7 +309,7 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
             return False
         if isinstance(st, Follower):
             if now >= st.fetch_deadline:
-                if self.is_voter:
+                if self.can_campaign:
                     self._to_prospective(now)
                     return True
                 # an observer keeps its leader but asks the voters in turn who leads now
@@ -272,15 +321,20 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
                 self._send_fetch(now, self._next_bootstrap(now))
             return False
         if isinstance(st, Unattached):
-            if self.is_voter:
+            if self.can_campaign:
                 if now >= st.election_deadline:
                     self._to_prospective(now)
                     return True
             elif not self._inflight:
                 self._send_fetch(now, self._next_bootstrap(now))
             return False
+        if isinstance(st, (Prospective, Candidate)) and not self.can_campaign:
+            # KIP-853: its removal committed meanwhile: an observer now
+            voted = self.node_id if isinstance(st, Candidate) else st.voted_id
+            self._switch(now, Unattached(st.epoch, voted, NEVER), durable=True)
+            return True
         if isinstance(st, Prospective):
-            if len(st.granted) >= self.majority:
+            if self._won(st.granted):
                 self._to_candidate(now)
                 return True
             if now >= st.election_deadline:
@@ -289,7 +343,7 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
             self._send_votes(now, st, pre_vote=True)
             return False
         if isinstance(st, Candidate):
-            if len(st.granted) >= self.majority:
+            if self._won(st.granted):
                 self._to_leader(now)
                 return True
             if st.backoff_until >= 0:
@@ -321,8 +375,24 @@ class RaftCore(ElectionHandlers, ReplicationHandlers):
             self.node_id, st.epoch, log.end_offset, self.voters, now, self.config.fetch_timeout_ms
         )
         self._switch(now, leader, durable=True)
+        first = log.end_offset == 0
         # the LeaderChange entry opens the epoch: the high watermark moves once it is on a majority
         log.append_as_leader([str(self.node_id).encode()], leader.epoch, control=True)
+        bootstrap = self._history.latest
+        if first and self.dynamic and bootstrap is not None and self.voters_offset < 0:
+            # KIP-853: the first leader copies the bootstrap snapshot's KRaftVersion and Voters
+            # records into the log, so replicas formatted without them learn the voters
+            kv = log.append_as_leader(
+                [encode_kraft_version(self.kraft_version)],
+                leader.epoch,
+                control=True,
+                control_type=m.KRAFT_VERSION,
+            )
+            self._kraft_versions.append((kv, self.kraft_version))
+            at = log.append_as_leader(
+                [bootstrap.encode()], leader.epoch, control=True, control_type=m.KRAFT_VOTERS
+            )
+            self._history.add(at, bootstrap)
         self._leader_appended(now, leader)
 
     def _handle_request(self, now: int, sender: int, cid: int, req: m.RaftRequest) -> None:

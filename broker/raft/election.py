@@ -16,10 +16,10 @@ from broker.raft.states import (
 
 class ElectionHandlers(CoreBase):
     def _send_votes(self, now: int, st: Prospective | Candidate, pre_vote: bool) -> None:
-        if len(st.rejected) > len(self.voters) - self.majority:
+        if self._lost(st.rejected):
             return  # lost already: waiting for the timer
         log = self.log
-        for v in self._remote_voters:
+        for v in sorted(self.electorate - {self.node_id}):
             if v in st.granted or v in st.rejected:
                 continue
             req = m.VoteRequest(
@@ -54,12 +54,16 @@ class ElectionHandlers(CoreBase):
             return m.VoteResponse(m.INVALID_REQUEST, self.leader_id, self.epoch, False)
         if req.replica_epoch < self.epoch:
             return m.VoteResponse(m.FENCED_LEADER_EPOCH, self.leader_id, self.epoch, False)
-        if req.replica_id not in self.voters:
+        # KIP-853: a candidate may be in a voter set this node has not read yet
+        if not self.dynamic and req.replica_id not in self.voters:
             return m.VoteResponse(m.INCONSISTENT_VOTER_SET, self.leader_id, self.epoch, False)
         if req.replica_epoch > self.epoch:
             self._to_unattached(now, req.replica_epoch)
-        if not self.is_voter:
-            return m.VoteResponse(m.NONE, self.leader_id, self.epoch, False)  # observers never vote
+        # observers never vote; but (KIP-853) a replica the candidate asks as a voter answers on
+        # the merits even before it has read the Voters record that made it one, or a voter
+        # added just before the leader failed could leave the quorum without a majority
+        if not self.is_voter and not (self.dynamic and req.voter_id == self.node_id):
+            return m.VoteResponse(m.NONE, self.leader_id, self.epoch, False)
         log = self.log
         up_to_date = (req.last_offset_epoch, req.last_offset) >= (
             log.last_fetched_epoch,
@@ -89,7 +93,7 @@ class ElectionHandlers(CoreBase):
             return m.FENCED_LEADER_EPOCH
         if leader_id < 0:
             return m.INVALID_REQUEST
-        if leader_id not in self.voters:
+        if not self.dynamic and leader_id not in self.voters:
             return m.INCONSISTENT_VOTER_SET
         self._maybe_transition(now, leader_id, epoch)
         return m.NONE
@@ -106,7 +110,7 @@ class ElectionHandlers(CoreBase):
                 st.granted.add(sender)
             else:
                 st.rejected.add(sender)
-                lost = len(st.rejected) > len(self.voters) - self.majority
+                lost = self._lost(st.rejected)
                 if lost and isinstance(st, Prospective):
                     self._election_lost(now, st)
                 elif lost and isinstance(st, Candidate) and st.backoff_until < 0:

@@ -49,6 +49,7 @@ class LeaderState:
         "epoch_start_offset",
         "high_watermark",
         "last_fetch",
+        "local_end",
         "node_id",
         "observers",
         "parked",
@@ -71,6 +72,8 @@ class LeaderState:
         self.epoch = epoch
         self.epoch_start_offset = epoch_start_offset
         self.voters = voters
+        self.local_end = -1  # the leader's own flushed end offset (it may not be a voter)
+        # the voters' end offsets (the leader's own too while it is one)
         self.end_offsets: dict[int, int] = dict.fromkeys(voters, -1)
         self.progress = {v: ReplicaProgress() for v in voters if v != node_id}
         self.observers = ObserverTable()
@@ -90,8 +93,38 @@ class LeaderState:
 
     def update_local(self, end_offset: int) -> bool:
         """The leader's own flushed end offset; True if the high watermark moved."""
-        self.end_offsets[self.node_id] = end_offset
+        self.local_end = end_offset
+        if self.node_id in self.end_offsets:
+            self.end_offsets[self.node_id] = end_offset
         return self._maybe_update_high_watermark()
+
+    def set_voters(self, voters: frozenset[int], now_ms: int) -> bool:
+        """KIP-853: the voter set changed (a Voters record was appended or truncated away). A
+        new voter brings the progress it made as an observer (its last fetch included);
+        True if the high watermark moved."""
+        for v in voters - self.voters:
+            if v == self.node_id:
+                self.end_offsets[v] = self.local_end
+                continue
+            seen = self.observers.pop(v)
+            self.progress[v] = seen if seen is not None else ReplicaProgress()
+            self.end_offsets[v] = self.progress[v].end_offset
+            # check-quorum counts from its last fetch as an observer, not from now: a voter
+            # added while cut off must not keep the leader in office a window longer
+            self.last_fetch[v] = seen.last_fetch_ms if seen is not None else now_ms
+        for v in self.voters - voters:
+            self.end_offsets.pop(v, None)
+            self.last_fetch.pop(v, None)
+            gone = self.progress.pop(v, None)
+            if gone is not None and v != self.node_id:
+                self.observers.put(v, gone)
+        self.voters = voters
+        return self._maybe_update_high_watermark()
+
+    def caught_up(self, replica_id: int, high_watermark: int, since_ms: int) -> bool:
+        """An observer whose last fetch (at or after ``since_ms``) reached ``high_watermark``."""
+        p = self.observers.get(replica_id)
+        return p is not None and p.end_offset >= high_watermark and p.last_fetch_ms >= since_ms
 
     def update_replica(
         self, replica_id: int, fetch_offset: int, now_ms: int | None, fetched_ms: int | None = None
@@ -100,7 +133,7 @@ class LeaderState:
         that was held back), answered at ``fetched_ms`` (default ``now_ms``); True if the high
         watermark moved."""
         at = now_ms if fetched_ms is None else fetched_ms
-        leader_end = self.end_offsets.get(self.node_id, -1)
+        leader_end = self.local_end
         if replica_id in self.end_offsets:
             self.end_offsets[replica_id] = fetch_offset
             progress = self.progress.get(replica_id)
@@ -119,8 +152,9 @@ class LeaderState:
 
     @property
     def check_quorum_deadline(self) -> int:
-        """When the leader must resign unless more voters fetch: a majority needs n // 2 others."""
-        needed = len(self.voters) // 2
+        """When the leader must resign unless more voters fetch: a majority needs n // 2 others
+        (n // 2 + 1 when the leader removed itself and is no voter any more)."""
+        needed = len(self.voters) // 2 + (0 if self.node_id in self.voters else 1)
         if needed == 0 or not self.last_fetch:
             return 1 << 62
         recent = sorted(self.last_fetch.values(), reverse=True)
@@ -130,6 +164,8 @@ class LeaderState:
         return now_ms >= self.check_quorum_deadline
 
     def _maybe_update_high_watermark(self) -> bool:
+        if not self.end_offsets:
+            return False
         offsets = sorted(self.end_offsets.values(), reverse=True)
         candidate = offsets[len(offsets) // 2]
         if candidate > self.epoch_start_offset and candidate > self.high_watermark:
@@ -148,8 +184,10 @@ class LeaderState:
         voters = []
         for v in sorted(self.voters):
             p = self.progress.get(v)
-            if p is None:  # the leader itself
-                voters.append(ReplicaDescription(v, self.end_offsets[v], now_ms, now_ms))
+            if v == self.node_id:
+                voters.append(ReplicaDescription(v, self.local_end, now_ms, now_ms))
+            elif p is None:
+                voters.append(ReplicaDescription(v, -1, -1, -1))
             else:
                 voters.append(
                     ReplicaDescription(v, self.end_offsets[v], p.last_fetch_ms, p.last_caught_up_ms)

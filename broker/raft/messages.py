@@ -25,19 +25,39 @@ INCONSISTENT_VOTER_SET = 94
 SNAPSHOT_NOT_FOUND = 98
 POSITION_OUT_OF_RANGE = 99
 INCONSISTENT_CLUSTER_ID = 104
+DUPLICATE_VOTER = 126
+VOTER_NOT_FOUND = 127
+UNSUPPORTED_VERSION = 35
 
 NO_LEADER = -1
 
 
+# Control record types the core writes and reads (Kafka's ControlRecordType).
+LEADER_CHANGE = 2
+KRAFT_VERSION = 5
+KRAFT_VOTERS = 6
+
+
 @dataclass(frozen=True, slots=True)
 class LogEntry:
-    """One replicated entry. ``control`` marks Raft's own entries (the LeaderChange written at the
-    start of every epoch); the state machine skips them. The payload is opaque to the core."""
+    """One replicated entry. ``control`` marks Raft's own entries, of ``control_type``: the
+    LeaderChange written at the start of every epoch, and KIP-853's KRaftVersion and Voters
+    records; the state machine skips them. The payload is opaque to the core, except a Voters
+    or KRaftVersion record's."""
 
     offset: int
     epoch: int
     payload: bytes
     control: bool = False
+    control_type: int = LEADER_CHANGE
+
+    @property
+    def is_voters(self) -> bool:
+        return self.control and self.control_type == KRAFT_VOTERS
+
+    @property
+    def is_kraft_version(self) -> bool:
+        return self.control and self.control_type == KRAFT_VERSION
 
 
 @dataclass(frozen=True, slots=True)

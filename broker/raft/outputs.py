@@ -53,12 +53,22 @@ class SnapshotLoaded:
 
 
 @dataclass(frozen=True, slots=True)
+class VoterChangeDone:
+    """The answer to a voter change (``add_voter``/``remove_voter``/``update_voter``) that did
+    not complete at once: committed (NONE) or failed (REQUEST_TIMED_OUT, NOT_LEADER_OR_FOLLOWER)."""
+
+    op_id: int
+    error_code: int
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class NotLeader:
     leader_id: int
     epoch: int
 
 
-Output = Send | Committed | LeaderChange | SnapshotWanted | SnapshotLoaded
+Output = Send | Committed | LeaderChange | SnapshotWanted | SnapshotLoaded | VoterChangeDone
 
 
 class RaftInvariantError(Exception):

@@ -71,6 +71,15 @@ class ObserverTable:
     def get(self, replica_id: int) -> ReplicaProgress | None:
         return self._by_id.get(replica_id)
 
+    def pop(self, replica_id: int) -> ReplicaProgress | None:
+        """An observer that became a voter: its progress moves to the voters'."""
+        return self._by_id.pop(replica_id, None)
+
+    def put(self, replica_id: int, progress: ReplicaProgress) -> None:
+        """A voter that was removed and still fetches: an observer again."""
+        self.touch(replica_id)
+        self._by_id[replica_id] = progress
+
     def expire(self, now_ms: int) -> None:
         stale = [
             r

@@ -19,7 +19,11 @@ start: the snapshot id when the log starts at a snapshot, else (first epoch star
 from collections.abc import Sequence
 from typing import Protocol
 
-from broker.raft.messages import LogEntry, OffsetAndEpoch, SnapshotId
+from broker.raft.messages import LEADER_CHANGE, LogEntry, OffsetAndEpoch, SnapshotId
+
+# A snapshot's KIP-853 control records, (control type, value), stored after its header as
+# Kafka's snapshots hold them: the KRaftVersion and Voters records in force at its end offset.
+SnapshotControl = tuple[tuple[int, bytes], ...]
 
 
 class LogError(Exception):
@@ -81,7 +85,12 @@ class ReplicatedLog(Protocol):
     def high_watermark(self) -> int: ...
 
     def append_as_leader(
-        self, payloads: Sequence[bytes], epoch: int, *, control: bool = False
+        self,
+        payloads: Sequence[bytes],
+        epoch: int,
+        *,
+        control: bool = False,
+        control_type: int = LEADER_CHANGE,
     ) -> int:
         """Append at the end with the leader's epoch; returns the offset of the last entry."""
         ...
@@ -98,11 +107,17 @@ class ReplicatedLog(Protocol):
 
     def read(self, from_offset: int, max_entries: int) -> list[LogEntry]: ...
 
+    def read_control(self, from_offset: int) -> list[LogEntry]:
+        """The KRaftVersion and Voters control entries from ``from_offset`` to the end."""
+        ...
+
     def flush(self) -> None: ...
 
     def update_high_watermark(self, offset: int) -> None: ...
 
-    def create_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
+    def create_snapshot(
+        self, snapshot_id: SnapshotId, data: bytes, control: SnapshotControl = ()
+    ) -> None:
         """Store a snapshot of the state up to ``snapshot_id.end_offset`` (<= high watermark)."""
         ...
 
@@ -111,7 +126,13 @@ class ReplicatedLog(Protocol):
 
     def read_snapshot(self, snapshot_id: SnapshotId) -> bytes | None: ...
 
-    def install_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
+    def snapshot_control(self, snapshot_id: SnapshotId) -> SnapshotControl:
+        """The snapshot's KRaftVersion / Voters records (none for an unknown snapshot)."""
+        ...
+
+    def install_snapshot(
+        self, snapshot_id: SnapshotId, data: bytes, control: SnapshotControl = ()
+    ) -> None:
         """Store a snapshot fetched from the leader and truncate the whole log to it."""
         ...
 
@@ -132,6 +153,7 @@ class MemoryLog:
         self._flushed = 0
         self._hw = 0
         self._snapshots: dict[SnapshotId, bytes] = {}
+        self._snapshot_control: dict[SnapshotId, SnapshotControl] = {}
         self._latest_snapshot: SnapshotId | None = None
 
     # --- properties ---------------------------------------------------------------------------
@@ -165,7 +187,12 @@ class MemoryLog:
     # --- writes -------------------------------------------------------------------------------
 
     def append_as_leader(
-        self, payloads: Sequence[bytes], epoch: int, *, control: bool = False
+        self,
+        payloads: Sequence[bytes],
+        epoch: int,
+        *,
+        control: bool = False,
+        control_type: int = LEADER_CHANGE,
     ) -> int:
         check_leader_append(epoch, self.last_fetched_epoch)
         offset = self.end_offset
@@ -173,7 +200,7 @@ class MemoryLog:
             return offset - 1
         self._note_epoch(epoch, offset)
         for payload in payloads:
-            self._entries.append(LogEntry(offset, epoch, payload, control))
+            self._entries.append(LogEntry(offset, epoch, payload, control, control_type))
             offset += 1
         return offset - 1
 
@@ -213,6 +240,10 @@ class MemoryLog:
         i = from_offset - self._start
         return self._entries[i : i + max_entries]
 
+    def read_control(self, from_offset: int) -> list[LogEntry]:
+        i = max(0, from_offset - self._start)
+        return [e for e in self._entries[i:] if e.is_voters or e.is_kraft_version]
+
     def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
         epochs = self._epochs
         if not epochs:
@@ -237,16 +268,33 @@ class MemoryLog:
             return (s.epoch, s.end_offset)
         return None
 
-    def create_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
+    def create_snapshot(
+        self, snapshot_id: SnapshotId, data: bytes, control: SnapshotControl = ()
+    ) -> None:
         check_snapshot(snapshot_id, self._hw, self._start, self.end_offset, self._latest_snapshot)
         self._snapshots[snapshot_id] = bytes(data)
+        self._snapshot_control[snapshot_id] = tuple(control)
         self._latest_snapshot = snapshot_id
 
     def read_snapshot(self, snapshot_id: SnapshotId) -> bytes | None:
         return self._snapshots.get(snapshot_id)
 
-    def install_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
+    def snapshot_control(self, snapshot_id: SnapshotId) -> SnapshotControl:
+        return self._snapshot_control.get(snapshot_id, ())
+
+    def bootstrap(self, control: SnapshotControl) -> None:
+        """What ``kafka-storage.sh format`` writes: the bootstrap snapshot (0, 0) holding the
+        initial KRaftVersion and Voters records."""
+        sid = SnapshotId(0, 0)
+        self._snapshots[sid] = b""
+        self._snapshot_control[sid] = tuple(control)
+        self._latest_snapshot = sid
+
+    def install_snapshot(
+        self, snapshot_id: SnapshotId, data: bytes, control: SnapshotControl = ()
+    ) -> None:
         self._snapshots[snapshot_id] = bytes(data)
+        self._snapshot_control[snapshot_id] = tuple(control)
         self._latest_snapshot = snapshot_id
         self._entries = []
         self._start = snapshot_id.end_offset
@@ -275,6 +323,7 @@ class MemoryLog:
         latest = self._latest_snapshot
         for sid in [s for s in self._snapshots if s != latest]:
             del self._snapshots[sid]
+            self._snapshot_control.pop(sid, None)
 
     # --- simulation hooks ---------------------------------------------------------------------
 

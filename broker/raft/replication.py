@@ -13,6 +13,8 @@ fetch the snapshot in chunks and install it; or append (and flush, for voters) a
 min(leader high watermark, own end offset) as the high watermark.
 """
 
+import struct
+
 from broker.raft import messages as m
 from broker.raft.base import CoreBase
 from broker.raft.leader_state import LeaderState, ParkedFetch
@@ -25,10 +27,39 @@ from broker.raft.states import (
     SnapshotFetch,
 )
 
+_SNAP_MAGIC = b"KRC1"
+_SNAP_COUNT = struct.Struct(">H")
+_SNAP_ITEM = struct.Struct(">hI")
+
+
+def pack_snapshot(control: tuple[tuple[int, bytes], ...], data: bytes) -> bytes:
+    """A snapshot as a dynamic quorum transfers it: its KRaftVersion and Voters records (in the
+    ``.checkpoint`` they are control batches after the header), then the state."""
+    parts = [_SNAP_MAGIC, _SNAP_COUNT.pack(len(control))]
+    for kind, value in control:
+        parts += [_SNAP_ITEM.pack(kind, len(value)), value]
+    parts.append(data)
+    return b"".join(parts)
+
+
+def unpack_snapshot(raw: bytes) -> tuple[tuple[tuple[int, bytes], ...], bytes]:
+    if not raw.startswith(_SNAP_MAGIC):
+        raise RaftInvariantError("a dynamic quorum's snapshot without its voters")
+    pos = len(_SNAP_MAGIC)
+    (count,) = _SNAP_COUNT.unpack_from(raw, pos)
+    pos += _SNAP_COUNT.size
+    out = []
+    for _ in range(count):
+        kind, size = _SNAP_ITEM.unpack_from(raw, pos)
+        pos += _SNAP_ITEM.size
+        out.append((kind, raw[pos : pos + size]))
+        pos += size
+    return tuple(out), raw[pos:]
+
 
 class ReplicationHandlers(CoreBase):
     def _send_fetch(self, now: int, dest: int) -> None:
-        if dest < 0 or not self._can_send(now, dest):
+        if dest == m.NO_LEADER or not self._can_send(now, dest):  # bootstrap servers are < -1
             return
         st = self.state
         cid = self.config.cluster_id
@@ -44,8 +75,10 @@ class ReplicationHandlers(CoreBase):
                 cid,
             )
         else:
-            if self.is_voter:
-                self.log.flush()  # the offset we report must survive a crash
+            if self.is_voter or self.dynamic:
+                # the offset we report must survive a crash (an observer's too when voters can
+                # change: the leader counts it from the moment it adds the observer as a voter)
+                self.log.flush()
             req = m.FetchRequest(
                 self.node_id,
                 st.epoch,
@@ -58,7 +91,9 @@ class ReplicationHandlers(CoreBase):
         self._send_request(now, dest, req)
 
     def _next_bootstrap(self, now: int) -> int:
-        voters = sorted(self.voters)
+        # the known voters, then the bootstrap servers (controller.quorum.bootstrap.servers)
+        voters = sorted(self.voters - {self.node_id})
+        voters += [b for b in self.bootstrap_ids if b not in self.voters and b != self.node_id]
         for _ in range(len(voters)):
             self._bootstrap = (self._bootstrap + 1) % len(voters)
             dest = voters[self._bootstrap]
@@ -69,7 +104,7 @@ class ReplicationHandlers(CoreBase):
     def _leader_appended(self, now: int, st: LeaderState) -> None:
         self.log.flush()  # count our own end offset only once it is durable
         end = self.log.end_offset
-        before = max(st.end_offsets[self.node_id], st.epoch_start_offset)
+        before = max(st.local_end, st.epoch_start_offset)
         if end > before:
             self.stats.leader_appended(now, end - 1, end - before)
         if st.update_local(end):
@@ -141,7 +176,11 @@ class ReplicationHandlers(CoreBase):
         start = log.start_offset
         snap = log.latest_snapshot_id
         hw = st.high_watermark
-        if snap is not None and (f < start or f == 0 or (f == start and e != snap.epoch)):
+        if (
+            snap is not None
+            and snap.end_offset > 0  # the bootstrap snapshot (0, 0) is never sent
+            and (f < start or f == 0 or (f == start and e != snap.epoch))
+        ):
             # below (or diverging at) the log start: the follower needs the snapshot
             return m.FetchResponse(m.NONE, leader, hw, start, snapshot_id=snap)
         if not (f == start and start > 0):
@@ -167,6 +206,8 @@ class ReplicationHandlers(CoreBase):
         data = self.log.read_snapshot(req.snapshot_id)
         if data is None:
             return m.FetchSnapshotResponse(m.SNAPSHOT_NOT_FOUND, leader)
+        if self.dynamic:
+            data = pack_snapshot(self.log.snapshot_control(req.snapshot_id), data)
         size = len(data)
         if req.position < 0 or req.position > size or (req.position == size and size > 0):
             return m.FetchSnapshotResponse(m.POSITION_OUT_OF_RANGE, leader)
@@ -197,6 +238,7 @@ class ReplicationHandlers(CoreBase):
                     f"{self._hw} / log start {log.start_offset}"
                 )
             log.truncate_to(offset)
+            self._log_truncated(now, offset)
         elif resp.snapshot_id is not None:
             st.snapshot_fetch = SnapshotFetch(resp.snapshot_id)
         else:
@@ -204,9 +246,10 @@ class ReplicationHandlers(CoreBase):
                 if resp.records[0].offset != log.end_offset:
                     return False  # not what we asked for
                 log.append_as_follower(resp.records)
+                self._log_appended(now, list(resp.records))
                 self._bytes_since_snapshot += sum(len(r.payload) for r in resp.records)
                 self.stats.follower_fetched(len(resp.records))
-                if self.is_voter:
+                if self.is_voter or self.dynamic:
                     log.flush()
             if resp.high_watermark >= 0:
                 self._set_hw(min(resp.high_watermark, log.end_offset))
@@ -236,7 +279,11 @@ class ReplicationHandlers(CoreBase):
             return False
         sf.data += resp.unaligned_records
         if len(sf.data) >= resp.size:
-            self.log.install_snapshot(sf.snapshot_id, bytes(sf.data))
+            control, data = (
+                unpack_snapshot(bytes(sf.data)) if self.dynamic else ((), bytes(sf.data))
+            )
+            self.log.install_snapshot(sf.snapshot_id, data, control)
+            self._snapshot_installed(now, sf.snapshot_id)
             st.snapshot_fetch = None
             self._bytes_since_snapshot = 0
             self._uncovered_since_ms = -1

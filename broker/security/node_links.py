@@ -255,6 +255,12 @@ def _own_hosts(config: ServerConfig) -> tuple[str | None, str | None]:
     controller = next(
         (v.host for v in config.controller_quorum_voters if v.node_id == config.node_id), None
     )
+    if controller is None and not config.controller_quorum_voters and config.is_controller:
+        # a dynamic quorum (KIP-853): peers reach it at its controller listener's address
+        name = config.controller_listener_names[0] if config.controller_listener_names else ""
+        own = [a for a in config.advertised_listeners if a.name == name]
+        own += [x for x in config.listeners if x.name == name]
+        controller = own[0].host if own else None
     ibl = inter_broker_listener(config)
     advertised = next((a for a in config.advertised_listeners if a.name == ibl), None)
     inter_broker = advertised.host if advertised is not None else None
@@ -278,7 +284,10 @@ def _super_user_warnings(config: ServerConfig, links: list[NodeLink]) -> list[st
 
 
 def alone(config: ServerConfig) -> bool:
-    """A cluster of one node (it talks to itself in process: no node links to secure)."""
+    """A cluster of one node (it talks to itself in process: no node links to secure). A
+    dynamic quorum (KIP-853, no static voters) never is: controllers may join it."""
+    if not config.controller_quorum_voters:
+        return False
     return {v.node_id for v in config.controller_quorum_voters} <= {config.node_id}
 
 

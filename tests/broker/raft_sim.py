@@ -29,6 +29,14 @@ and the run settles. Checked after every event:
 - a leader resigns within 1.5 x fetch timeout once no majority can have fetched from it
   (check-quorum), and no node busy-loops.
 
+Dynamic quorums (KIP-853, ``Params.dynamic``): the initial voters start from a bootstrap
+snapshot holding the Voters record (``kafka-storage.sh format --initial-controllers``), the
+spare nodes from none (``--no-initial-controllers``) and find the quorum through bootstrap ids;
+at random moments the leader is asked to add a non-voter or remove a voter (itself too). Checked
+besides: committed Voters records change the set by at most one voter each, a leader's log holds
+at most one uncommitted Voters record, a node outside its own voter set never campaigns, and
+committed entries are on enough voters of the current set that every majority holds one.
+
 At the end: a leader is elected (and commits in its epoch) within ``ELECTION_BOUND_MS`` of the
 heal, every node catches up to the leader's high watermark, and every log and state machine
 equals the committed prefix. Any exception from the core fails the run with its seed.
@@ -45,6 +53,7 @@ import random
 import struct
 import sys
 import time
+import uuid
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -58,10 +67,13 @@ from broker.raft.core import (
     Send,
     SnapshotLoaded,
     SnapshotWanted,
+    VoterChangeDone,
 )
 from broker.raft.leader_state import LeaderState
 from broker.raft.quorum_state import MemoryQuorumStateStore
 from broker.raft.replicated_log import MemoryLog
+from broker.raft.voter_set import VoterEntry, VoterSet
+from protocol.records.kraft_control import encode_kraft_version
 
 # After the heal (connected network, no crash, no loss), a leader must be elected and commit in
 # its epoch within this much simulated time: a fetch timeout (2 s) to notice, then rounds of
@@ -70,7 +82,7 @@ from broker.raft.replicated_log import MemoryLog
 ELECTION_BOUND_MS = 20_000
 SETTLE_MS = 30_000
 
-_ENTRY = struct.Struct(">i?H")
+_ENTRY = struct.Struct(">i?BH")
 
 
 class SimulationFailure(AssertionError):
@@ -97,11 +109,13 @@ class Params:
     snapshot_bytes: int
     targeted: float  # chance to crash a node at a delicate moment (vote granted, elected...)
     fault_ms: int
+    dynamic: bool = False  # KIP-853: voters in the log, changed at random moments
+    reconfig_every: int = 0  # mean ms between voter change requests (dynamic only)
 
     @staticmethod
-    def from_seed(seed: int, fault_ms: int) -> "Params":
+    def from_seed(seed: int, fault_ms: int, dynamic: bool = False) -> "Params":
         r = random.Random(seed ^ 0x5EED)
-        return Params(
+        p = Params(
             voters=r.choice([1, 3, 3, 5, 5]),
             observers=r.choice([0, 0, 1, 2]),
             drop=r.choice([0.0, 0.01, 0.05, 0.1]),
@@ -114,12 +128,18 @@ class Params:
             targeted=r.choice([0.0, 0.05, 0.2]),
             fault_ms=fault_ms,
         )
+        if dynamic:
+            p.dynamic = True
+            p.observers = r.choice([1, 2, 2, 3])
+            p.voters = r.choice([1, 2, 3, 3, 4, 5])
+            p.reconfig_every = r.choice([300, 800, 2000])
+        return p
 
 
 def encode_state(entries: list[m.LogEntry]) -> bytes:
     parts = []
     for e in entries:
-        parts.append(_ENTRY.pack(e.epoch, e.control, len(e.payload)))
+        parts.append(_ENTRY.pack(e.epoch, e.control, e.control_type, len(e.payload)))
         parts.append(e.payload)
     return b"".join(parts)
 
@@ -128,9 +148,9 @@ def decode_state(data: bytes) -> list[m.LogEntry]:
     out: list[m.LogEntry] = []
     pos = 0
     while pos < len(data):
-        epoch, control, size = _ENTRY.unpack_from(data, pos)
+        epoch, control, control_type, size = _ENTRY.unpack_from(data, pos)
         pos += _ENTRY.size
-        out.append(m.LogEntry(len(out), epoch, data[pos : pos + size], control))
+        out.append(m.LogEntry(len(out), epoch, data[pos : pos + size], control, control_type))
         pos += size
     return out
 
@@ -177,12 +197,25 @@ class Simulation:
         self.trace: deque[str] = deque(maxlen=400)
         self.voter_ids = frozenset(range(1, self.p.voters + 1))
         ids = sorted(self.voter_ids) + [100 + i for i in range(1, self.p.observers + 1)]
+        self.dirs = {
+            nid: uuid.UUID(int=self.rng.getrandbits(128) if self.p.dynamic else 0) for nid in ids
+        }
+        initial = VoterSet(tuple(VoterEntry(v, self.dirs[v]) for v in sorted(self.voter_ids)))
         self.nodes: dict[int, Node] = {}
         for nid in ids:
             log, store = MemoryLog(), MemoryQuorumStateStore()
+            if self.p.dynamic:
+                # kafka-storage.sh format: --initial-controllers on the voters, --no-initial-
+                # controllers on the spares (kraft.version 1, no voters)
+                control = [(m.KRAFT_VERSION, encode_kraft_version(1))]
+                if nid in self.voter_ids:
+                    control.append((m.KRAFT_VOTERS, initial.encode()))
+                log.bootstrap(tuple(control))
             self.nodes[nid] = Node(
                 nid, nid in self.voter_ids, log, store, self._new_core(nid, log, store)
             )
+        self.committed_voters: VoterSet | None = initial if self.p.dynamic else None
+        self.pending_ops: dict[int, tuple[int, str]] = {}  # node -> (op id, description)
         self.group: dict[int, int] = dict.fromkeys(ids, 0)
         self.committed: list[m.LogEntry] = []
         self.committed_payloads: set[bytes] = set()
@@ -198,13 +231,35 @@ class Simulation:
             "partitions": 0,
             "snapshots": 0,
             "installs": 0,
+            "voter_changes": 0,
+            "voter_changes_refused": 0,
         }
 
     # --- plumbing ---------------------------------------------------------------------------
 
     def _new_core(self, nid: int, log: MemoryLog, store: MemoryQuorumStateStore) -> RaftCore:
         rng = random.Random(self.rng.getrandbits(64))
+        if self.p.dynamic:
+            return RaftCore(
+                nid,
+                frozenset(),
+                log,
+                store,
+                rng,
+                self.config,
+                directory_id=self.dirs[nid],
+                bootstrap_ids=tuple(sorted(self.voter_ids)),
+            )
         return RaftCore(nid, self.voter_ids, log, store, rng, self.config)
+
+    def voters_now(self) -> frozenset[int]:
+        """The voters as the newest leader sees them (the static set without KIP-853)."""
+        leader = self.current_leader()
+        if leader is not None:
+            return leader.core.voters
+        if self.committed_voters is not None:
+            return self.committed_voters.ids
+        return self.voter_ids
 
     def fail(self, message: str) -> None:
         raise SimulationFailure(self.seed, f"t={self.now} {message}", list(self.trace))
@@ -220,7 +275,7 @@ class Simulation:
         heapq.heappush(self.events, (at, self.seq, kind, payload))
 
     # event kinds
-    DELIVER, TICK, CRASH, RESTART, PARTITION, HEAL, CLIENT, END_FAULTS, FAILED = range(9)
+    DELIVER, TICK, CRASH, RESTART, PARTITION, HEAL, CLIENT, END_FAULTS, FAILED, RECONFIG = range(10)
 
     # --- running ----------------------------------------------------------------------------
 
@@ -233,6 +288,8 @@ class Simulation:
             self.push(self.rng.randrange(2 * p.crash_every), self.CRASH, None)
         if p.partition_every:
             self.push(self.rng.randrange(2 * p.partition_every), self.PARTITION, None)
+        if p.dynamic and p.reconfig_every:
+            self.push(self.rng.randrange(2 * p.reconfig_every), self.RECONFIG, None)
         self.push(p.fault_ms, self.END_FAULTS, None)
         end = p.fault_ms + SETTLE_MS
         while self.events:
@@ -277,6 +334,8 @@ class Simulation:
                 self.log("heal")
         elif kind == self.END_FAULTS:
             self.end_faults()
+        elif kind == self.RECONFIG:
+            self.reconfig()
         elif kind == self.FAILED:
             nid, inc, dest, cid = payload  # type: ignore[misc]
             node = self.nodes[nid]
@@ -320,6 +379,12 @@ class Simulation:
                 self.take_snapshot(node)
             elif isinstance(out, SnapshotLoaded):
                 self.load_snapshot(node, out.snapshot_id)
+            elif isinstance(out, VoterChangeDone):
+                op = self.pending_ops.pop(node.node_id, None)
+                if op is None or op[0] != out.op_id:
+                    self.fail(f"n{node.node_id} answered voter change {out.op_id}, not pending")
+                else:
+                    self.log(f"n{node.node_id} {op[1]}: error {out.error_code} {out.message}")
             if delicate and self.faults and self.rng.random() < self.p.targeted:
                 # a crash between two effects of one step: the later ones never happen
                 self.crash_node(node, 10 + self.rng.randrange(1000))
@@ -428,6 +493,48 @@ class Simulation:
             if not node.up:
                 self.restart(node.node_id)
 
+    # --- voter changes (KIP-853) -------------------------------------------------------------
+
+    def reconfig(self) -> None:
+        if not self.faults:
+            return
+        self.push(self.now + 1 + self.rng.randrange(2 * self.p.reconfig_every), self.RECONFIG, None)
+        leader = self.current_leader()
+        if leader is None:
+            return
+        core = leader.core
+        voters = sorted(core.voters)
+        spares = sorted(set(self.nodes) - set(voters))
+        r = self.rng
+        if spares and (len(voters) == 1 or r.random() < 0.5):
+            nid = r.choice(spares)
+            what = f"add voter {nid}"
+            result = core.add_voter_op(
+                self.now, VoterEntry(nid, self.dirs[nid]), 500 + r.randrange(3000)
+            )
+        else:
+            nid = r.choice(voters)
+            what = f"remove voter {nid}"
+            result = core.remove_voter_op(self.now, nid, self.dirs[nid])
+        if isinstance(result, tuple):
+            self.stats["voter_changes_refused"] += 1
+            self.log(f"n{leader.node_id} {what} refused: {result[0]} {result[1]}")
+        else:
+            self.stats["voter_changes"] += 1
+            self.log(f"n{leader.node_id} {what} (op {result})")
+            self.pending_ops[leader.node_id] = (result, what)
+        self.apply_outputs(leader, core.tick(self.now))
+
+    def note_voters_committed(self, e: m.LogEntry) -> None:
+        """A committed Voters record may change the set by one voter at most."""
+        new = VoterSet.decode(e.payload)
+        old = self.committed_voters
+        if old is not None and len(old.ids ^ new.ids) > 1:
+            self.fail(f"voter set changed by more than one at {e.offset}: {old.ids} -> {new.ids}")
+        if not new.ids:
+            self.fail(f"empty voter set committed at {e.offset}")
+        self.committed_voters = new
+
     # --- clients and the state machine -------------------------------------------------------
 
     def client(self) -> None:
@@ -473,11 +580,13 @@ class Simulation:
                 if (c.epoch, c.payload, c.control) != key:
                     self.fail(f"n{node.node_id} committed {e} at {i} but {c} was committed there")
             elif i == len(committed):
+                if e.is_voters:
+                    self.note_voters_committed(e)
                 if not e.control:
                     if e.payload in self.committed_payloads:
                         self.fail(f"payload {e.payload!r} committed twice (again at {i})")
                     self.committed_payloads.add(e.payload)
-                committed.append(m.LogEntry(i, e.epoch, e.payload, e.control))
+                committed.append(m.LogEntry(i, e.epoch, e.payload, e.control, e.control_type))
             else:
                 self.fail(f"n{node.node_id} committed {i} with a gap after {len(committed)}")
 
@@ -509,8 +618,26 @@ class Simulation:
             core = node.core
             if not node.up:
                 continue
-            if not node.voter and core.state_name not in ("Unattached", "Follower"):
+            if (
+                not node.voter
+                and not self.p.dynamic
+                and core.state_name
+                not in (
+                    "Unattached",
+                    "Follower",
+                )
+            ):
                 self.fail(f"observer n{node.node_id} is {core.state_name}")
+            if not core.can_campaign and core.state_name in ("Prospective", "Candidate"):
+                self.fail(f"n{node.node_id}, no voter, is {core.state_name}")
+            if core.is_leader and self.p.dynamic:
+                pending = [
+                    e
+                    for e in node.log.read_control(max(len(self.committed), node.log.start_offset))
+                    if e.is_voters
+                ]
+                if len(pending) > 1:
+                    self.fail(f"n{node.node_id} has {len(pending)} uncommitted voter changes")
             if core.is_leader:
                 self.note_leader(node, core.epoch)
                 self.check_quorum(node)
@@ -533,7 +660,7 @@ class Simulation:
         for node in self.nodes.values():
             if node.up and node.leader_since >= 0:
                 g = self.group[node.node_id]
-                for v in self.voter_ids:
+                for v in self.nodes:
                     if self.nodes[v].up and self.group[v] == g:
                         node.reach[v] = self.now
 
@@ -544,12 +671,13 @@ class Simulation:
             node.leader_since = self.now
             node.reach = {}
         self.note_reach()
-        needed = len(self.voter_ids) // 2
+        voters = node.core.voters
+        me = node.node_id
+        needed = len(voters) // 2 + (0 if me in voters else 1)
         if needed == 0:
             return
-        me = node.node_id
         times = sorted(
-            (max(node.reach.get(v, -1), node.leader_since) for v in self.voter_ids if v != me),
+            (max(node.reach.get(v, -1), node.leader_since) for v in voters if v != me),
             reverse=True,
         )
         # a fetch sent just before its sender crashed still arrives: one latency of slack
@@ -562,11 +690,20 @@ class Simulation:
             )
 
     def check_durable(self, offset: int) -> None:
+        sets = [self.voter_ids]
+        if self.p.dynamic:
+            sets = [self.voters_now()]
+            if self.committed_voters is not None:
+                sets.append(self.committed_voters.ids)
+        for voters in sets:
+            self.check_durable_on(offset, voters)
+
+    def check_durable_on(self, offset: int, voters: frozenset[int]) -> None:
+        """Every majority of ``voters`` must hold the entry: n - majority + 1 of them do."""
         want = self.committed[offset]
         holders = 0
-        for node in self.nodes.values():
-            if not node.voter:
-                continue
+        for nid in voters:
+            node = self.nodes[nid]
             log = node.log
             if offset < log.start_offset:
                 holders += 1  # inside the snapshot, whose content was checked when it was made
@@ -574,8 +711,12 @@ class Simulation:
                 e = log.read(offset, 1)[0]
                 if (e.epoch, e.payload, e.control) == (want.epoch, want.payload, want.control):
                     holders += 1
-        if holders < len(self.voter_ids) // 2 + 1:
-            self.fail(f"committed entry {offset} ({want}) durable on only {holders} voters")
+        needed = len(voters) - (len(voters) // 2 + 1) + 1
+        if holders < needed:
+            self.fail(
+                f"committed entry {offset} ({want}) durable on only {holders} of voters "
+                f"{sorted(voters)}"
+            )
 
     def current_leader(self) -> Node | None:
         leaders = [n for n in self.nodes.values() if n.up and n.core.is_leader]
@@ -627,8 +768,11 @@ class Simulation:
         self.stats["election_ms"] = self.elected_after_heal
 
 
-def run_seed(seed: int, fault_ms: int = 8000, trace: bool = False) -> dict[str, int]:
-    return Simulation(seed, fault_ms=fault_ms, trace=trace).run()
+def run_seed(
+    seed: int, fault_ms: int = 8000, trace: bool = False, dynamic: bool = False
+) -> dict[str, int]:
+    params = Params.from_seed(seed, fault_ms, dynamic=dynamic)
+    return Simulation(seed, fault_ms=fault_ms, params=params, trace=trace).run()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -643,6 +787,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--max-seconds", type=float, default=600.0, help="stop after this wall time")
     ap.add_argument("--trace", action="store_true", help="print every state change and fault")
+    ap.add_argument("--dynamic", action="store_true", help="KIP-853: voters change at random")
     args = ap.parse_args(argv)
     seeds = [args.seed] if args.seed is not None else range(args.start, args.start + args.seeds)
     t0 = time.monotonic()
@@ -653,7 +798,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"stopping: --max-seconds {args.max_seconds} reached")
             break
         try:
-            stats = run_seed(seed, args.fault_ms, args.trace)
+            stats = run_seed(seed, args.fault_ms, args.trace, args.dynamic)
             worst_election = max(worst_election, stats["election_ms"])
         except SimulationFailure as e:
             failed += 1

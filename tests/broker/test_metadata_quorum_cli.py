@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from broker.cli.admin import CommandError
-from broker.cli.metadata_quorum import NotLeaderHere, main, quorum_info
+from broker.cli.metadata_quorum import NotLeaderHere, check_removal, main, quorum_info
 from broker.cli.quorum_format import (
     HEADERS,
     FormatError,
@@ -22,6 +22,7 @@ from broker.cli.quorum_format import (
     format_status,
     uuid_string,
 )
+from broker.config.meta_properties import MetaProperties, random_uuid, write_meta_properties
 from broker.quorum.describe_wire import describe_response_body
 from broker.raft.core import NotLeader, QuorumDescription, ReplicaDescription
 from protocol.build import build
@@ -223,7 +224,10 @@ def test_error_answers_are_command_errors() -> None:
             "unrecognized arguments: --statuss",
         ),
         (["--bootstrap-server", "h:1", "status"], "invalid choice: 'status'"),
-        (["--bootstrap-server", "h:1", "add-controller"], "add-controller is not supported"),
+        (
+            ["--bootstrap-controller", "h:1", "remove-controller", "--controller-id", "1"],
+            "argument --controller-directory-id/-d is required",
+        ),
         (
             [
                 "--bootstrap-server",
@@ -315,3 +319,97 @@ def test_replication_of_three_voters_asked_at_a_follower(tmp_path: Path) -> None
                 await v.stop()
 
     run(go())
+
+
+# --- KIP-853: add-controller / remove-controller ------------------------------------------------
+
+
+def test_add_controller_needs_the_controller_config() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["--bootstrap-controller", "h:1", "add-controller"], out, err) == 1
+    assert err.getvalue() == (
+        "You must supply the configuration file of the controller you are adding when using "
+        "add-controller.\n"
+    )
+
+
+def _controller_config(tmp_path: Path, **extra: str) -> Path:
+    settings = {
+        "process.roles": "controller",
+        "node.id": "3",
+        "log.dirs": str(tmp_path / "logs"),
+        "listeners": "CONTROLLER://localhost:9093",
+        "controller.listener.names": "CONTROLLER",
+        **extra,
+    }
+    path = tmp_path / "controller.properties"
+    path.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+    return path
+
+
+def test_add_controller_dry_run_reads_the_controller(tmp_path: Path) -> None:
+    write_meta_properties(
+        tmp_path / "logs", MetaProperties(random_uuid(), 3, "AAAAAAAAAAAAAAAAAAAAAw")
+    )
+    cfg = _controller_config(tmp_path, **{"advertised.listeners": "CONTROLLER://h3:9093"})
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["--bootstrap-controller", "h:1", "--command-config", str(cfg), "add-controller"]
+    assert main([*argv, "--dry-run"], out, err) == 0, err.getvalue()
+    assert out.getvalue() == (
+        "DRY RUN of adding controller 3 with directory id AAAAAAAAAAAAAAAAAAAAAw and "
+        "endpoints: CONTROLLER://h3:9093\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"node.id": "-1"}, "node.id was negative in configuration file."),
+        ({"process.roles": "broker"}, "process.roles did not contain 'controller'"),
+        (
+            {"controller.listener.names": "OTHER"},
+            "Cannot find information about controller listener name: OTHER",
+        ),
+    ],
+)
+def test_add_controller_bad_config(tmp_path: Path, extra: dict[str, str], message: str) -> None:
+    write_meta_properties(tmp_path / "logs", MetaProperties(random_uuid(), 3, random_uuid()))
+    cfg = _controller_config(tmp_path, **extra)
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["--bootstrap-controller", "h:1", "--command-config", str(cfg), "add-controller"]
+    assert main(argv, out, err) == 1
+    assert message in err.getvalue() and "Traceback" not in err.getvalue()
+
+
+def test_add_controller_unformatted(tmp_path: Path) -> None:
+    cfg = _controller_config(tmp_path)
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["--bootstrap-controller", "h:1", "--command-config", str(cfg), "add-controller"]
+    assert main(argv, out, err) == 1
+    assert err.getvalue() == f"Unable to read meta.properties from {tmp_path / 'logs'}\n"
+
+
+def test_remove_controller_bad_ids() -> None:
+    for argv, message in [
+        (["-i", "-2", "-d", "AAAAAAAAAAAAAAAAAAAAAw"], "Invalid negative --controller-id: -2\n"),
+        (["-i", "2", "-d", "nope"], "Failed to parse --controller-directory-id: "),
+    ]:
+        out, err = io.StringIO(), io.StringIO()
+        assert main(["--bootstrap-controller", "h:1", "remove-controller", *argv], out, err) == 1
+        assert err.getvalue().startswith(message)
+
+
+def _voter(i: int, caught_up: int | None) -> Replica:
+    return Replica(i, 10, caught_up, caught_up)
+
+
+def test_remove_controller_refuses_the_last_voter_or_a_majority() -> None:
+    now = 1_000_000
+    alone = QuorumInfo(1, 3, 10, [_voter(1, now)], [])
+    with pytest.raises(CommandError, match="it is the only voter"):
+        check_removal(alone, 1, now)
+    # 1 leads; 2 is down: removing 3 leaves {1, 2} with only 1 caught up
+    three = QuorumInfo(1, 3, 10, [_voter(1, now), _voter(2, now - 90_000), _voter(3, now)], [])
+    with pytest.raises(CommandError, match="fewer than a majority"):
+        check_removal(three, 3, now)
+    check_removal(three, 2, now)  # removing the dead one is fine

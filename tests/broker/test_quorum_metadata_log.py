@@ -185,3 +185,26 @@ def test_a_half_written_snapshot_is_discarded_and_a_log_behind_its_snapshot_rest
     log = MetadataLog(plog, lambda: T0)
     assert (log.start_offset, log.end_offset, log.last_fetched_epoch) == (9, 9, 2)
     plog.close()
+
+
+def test_kip853_control_entries_and_snapshot_voters(make: Callable[[], Any]) -> None:
+    """Voters / KRaftVersion records keep their control type through the log, ``read_control``
+    finds only them, and a snapshot holds the set given with it without changing its data."""
+    from broker.raft.messages import KRAFT_VERSION, KRAFT_VOTERS
+
+    log = make()
+    log.append_as_leader([b"lc"], 1, control=True)
+    log.append_as_leader([b"\x00\x00\x00\x01\x00"], 1, control=True, control_type=KRAFT_VERSION)
+    log.append_as_leader([b"a"], 1)
+    log.append_as_follower([LogEntry(3, 1, b"voters", True, KRAFT_VOTERS), LogEntry(4, 1, b"b")])
+    control = log.read_control(0)
+    assert [(e.offset, e.control_type) for e in control] == [(1, KRAFT_VERSION), (3, KRAFT_VOTERS)]
+    assert log.read_control(2) == [control[1]]
+    assert log.read(3, 1)[0].is_voters
+    log.flush()
+    log.update_high_watermark(5)
+    sid = SnapshotId(5, 1)
+    kraft = ((KRAFT_VERSION, b"\x00\x00\x00\x01\x00"), (KRAFT_VOTERS, b"voters"))
+    log.create_snapshot(sid, b"state", kraft)
+    assert log.snapshot_control(sid) == kraft
+    assert log.read_snapshot(sid) == b"state"

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from broker.raft import base, core, leader_state, replication, states
+from broker.raft import base, core, leader_state, reconfig, replication, states
 from broker.raft import messages as m
 from broker.raft.core import RaftConfig
 from broker.raft.replicated_log import MemoryLog
@@ -234,4 +234,56 @@ def test_planted_high_watermark_without_the_epoch_start_rule() -> None:
         lambda mp: mp.setattr(leader_state.LeaderState, "_maybe_update_high_watermark", update)
     ):
         caught = first_failing_seed(3000, figure8_profile)  # about one seed in 300
+    assert caught is not None
+
+
+# --- KIP-853: voter changes ------------------------------------------------------------------
+
+
+def test_dynamic_seeds() -> None:
+    """Voters in the log, added and removed at random moments among partitions and crashes."""
+    start = int(os.environ.get("RAFT_SIM_START", "0"))
+    count = int(os.environ.get("RAFT_SIM_DYNAMIC_SEEDS", "600"))
+    failures: list[str] = []
+    changes = 0
+    for seed in range(start, start + count):
+        try:
+            changes += run_seed(seed, dynamic=True)["voter_changes"]
+        except SimulationFailure as e:
+            failures.append(str(e))
+    if failures:
+        pytest.fail(f"{len(failures)} of {count} dynamic seeds failed\n\n" + failures[0])
+    assert changes > count  # the runs did change the voters
+
+
+def first_failing_dynamic_seed(max_seeds: int) -> SimulationFailure | None:
+    for seed in range(max_seeds):
+        try:
+            run_seed(seed, dynamic=True)
+        except SimulationFailure as e:
+            return e
+    return None
+
+
+def test_planted_two_voter_changes_at_once() -> None:
+    """A leader that starts a change before the previous one committed."""
+    with planted(
+        lambda mp: mp.setattr(reconfig.VoterChangeHandlers, "_check_change", lambda *a: None)
+    ):
+        caught = first_failing_dynamic_seed(300)
+    assert caught is not None
+
+
+def test_planted_removed_leader_never_campaigns() -> None:
+    """Without KIP-853's rule that a node removed by an uncommitted record still campaigns
+    among the previous voters, a leader that removed itself from two voters and lost office
+    before the removal committed leaves the quorum without a leader for good."""
+    with planted(
+        lambda mp: mp.setattr(
+            base.CoreBase,
+            "electorate",
+            property(lambda self: self.voters if self.is_voter else frozenset()),
+        )
+    ):
+        caught = first_failing_dynamic_seed(400)
     assert caught is not None

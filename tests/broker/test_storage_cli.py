@@ -11,6 +11,11 @@ from broker.config.meta_properties import (
     read_meta_properties,
     write_meta_properties,
 )
+from broker.quorum.metadata_log import MetadataLog
+from broker.raft import messages as m
+from broker.raft.messages import SnapshotId
+from broker.raft.voter_set import VoterSet
+from protocol.records.kraft_control import decode_kraft_version
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOL = ROOT / "bin" / "kafka-storage.sh"
@@ -85,4 +90,94 @@ def test_cli_errors(tmp_path: Path) -> None:
     assert r.returncode == 1 and "no.such.key" in r.stderr
     r = run("info", "-c", str(cfg))
     assert r.returncode == 1 and "does not exist" in r.stdout
+    assert not (tmp_path / "logs").exists()
+
+
+# --- KIP-853: dynamic quorums -------------------------------------------------------------------
+
+
+def dynamic_config(tmp_path: Path, node_id: int = 1) -> Path:
+    """A controller that finds its quorum through controller.quorum.bootstrap.servers."""
+    f = tmp_path / "controller.properties"
+    f.write_text(
+        "process.roles=controller\n"
+        f"node.id={node_id}\n"
+        "controller.quorum.bootstrap.servers=localhost:9093,localhost:9095\n"
+        "listeners=CONTROLLER://localhost:9093\n"
+        "controller.listener.names=CONTROLLER\n"
+        f"log.dirs={tmp_path / 'logs'}\n"
+    )
+    return f
+
+
+def bootstrap_voters(tmp_path: Path) -> tuple[int, VoterSet | None]:
+    """(kraft.version, voters) of the bootstrap snapshot format wrote."""
+    sid = SnapshotId(0, 0)
+    control = dict(MetadataLog.snapshot_control_of(tmp_path / "logs" / "__cluster_metadata-0", sid))
+    voters = control.get(m.KRAFT_VOTERS)
+    return (
+        decode_kraft_version(control[m.KRAFT_VERSION]),
+        None if voters is None else VoterSet.decode(voters),
+    )
+
+
+def test_format_standalone_writes_this_node_as_the_only_voter(tmp_path: Path) -> None:
+    r = run("format", "-t", random_uuid(), "-c", str(dynamic_config(tmp_path)), "--standalone")
+    assert r.returncode == 0, r.stderr
+    assert "Formatting dynamic metadata voter directory" in r.stdout
+    meta = read_meta_properties(tmp_path / "logs")
+    assert meta.directory_id is not None
+    version, voters = bootstrap_voters(tmp_path)
+    assert version == 1 and voters is not None
+    (me,) = voters.voters
+    assert me.voter_id == 1 and me.directory_id.bytes == parse_uuid(meta.directory_id)
+    assert [(e.name, e.host, e.port) for e in me.endpoints] == [("CONTROLLER", "localhost", 9093)]
+
+
+def test_format_initial_controllers(tmp_path: Path) -> None:
+    dirs = [random_uuid() for _ in range(3)]
+    initial = ",".join(f"{i + 1}@h{i + 1}:{9093 + i}:{d}" for i, d in enumerate(dirs))
+    cfg = dynamic_config(tmp_path, node_id=2)
+    r = run("format", "-t", random_uuid(), "-c", str(cfg), "--initial-controllers", initial)
+    assert r.returncode == 0, r.stderr
+    assert read_meta_properties(tmp_path / "logs").directory_id == dirs[1]  # the one given
+    version, voters = bootstrap_voters(tmp_path)
+    assert version == 1 and voters is not None
+    assert [(v.voter_id, v.endpoints[0].host, v.endpoints[0].port) for v in voters.voters] == [
+        (1, "h1", 9093),
+        (2, "h2", 9094),
+        (3, "h3", 9095),
+    ]
+
+
+def test_format_no_initial_controllers(tmp_path: Path) -> None:
+    cfg = dynamic_config(tmp_path)
+    r = run("format", "-t", random_uuid(), "-c", str(cfg), "--no-initial-controllers")
+    assert r.returncode == 0, r.stderr
+    assert bootstrap_voters(tmp_path) == (1, None)
+
+
+def test_format_dynamic_errors(tmp_path: Path) -> None:
+    cfg = dynamic_config(tmp_path)
+    cid = random_uuid()
+    r = run("format", "-t", cid, "-c", str(cfg))
+    assert r.returncode == 1
+    assert r.stderr == (
+        "Because controller.quorum.voters is not set on this controller, you must specify one "
+        "of the following: --standalone, --initial-controllers, or --no-initial-controllers.\n"
+    )
+    r = run("format", "-t", cid, "-c", str(cfg), "--standalone", "--no-initial-controllers")
+    assert r.returncode == 1
+    assert "not allowed with argument --standalone/-s" in r.stderr
+    for bad, message in [
+        ("1@h:9093", "No colon following port could be found."),
+        ("x@h:9093:AAAAAAAAAAAAAAAAAAAAAQ", "Failed to parse node id in dynamic voter string."),
+        ("1@h:9093:nope", "Failed to parse directory ID in dynamic voter string."),
+        (
+            "1@h:9093:AAAAAAAAAAAAAAAAAAAAAQ,1@h:9094:AAAAAAAAAAAAAAAAAAAAAg",
+            "Node id 1 was specified more than once.",
+        ),
+    ]:
+        r = run("format", "-t", cid, "-c", str(cfg), "--initial-controllers", bad)
+        assert r.returncode == 1 and r.stderr == message + "\n", (bad, r.stderr)
     assert not (tmp_path / "logs").exists()
