@@ -22,6 +22,8 @@ from tests.waits import wait_for
 from .clients import create_topic
 from .node import ROOT, Node
 
+pytestmark = pytest.mark.serial  # kafka-python group joins: see test_clients.py
+
 TOOL = str(ROOT / "bin" / "kafka-consumer-groups.sh")
 TOPIC, PARTS, PER_PARTITION = "orders", 3, 10
 CLASSIC, NEW, EMPTY, DOOMED = "cg-classic", "cg-848", "cg-kp", "cg-doomed"

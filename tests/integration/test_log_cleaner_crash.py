@@ -32,6 +32,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from .clients import create_topic, wait_for
 from .node import Node
 
+pytestmark = pytest.mark.serial  # a time budget: bin/test.sh runs it alone
+
 CI_ROUNDS = 6
 ROUNDS = int(os.environ.get("KMIRROR_CLEANER_CRASH_ROUNDS", CI_ROUNDS))
 SEED = int(os.environ.get("KMIRROR_CLEANER_CRASH_SEED", random.randrange(1 << 32)))
