@@ -11,14 +11,14 @@ Java stack trace; exit 1.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from collections.abc import Sequence
 from typing import Final, TextIO
 
-from broker.cli.admin import CommandError, UsageError, code, code_name, optional_config
+from broker.cli.admin import code, code_name, optional_config
 from broker.cli.cluster_admin import ClusterAdmin, addresses
 from broker.cli.kafka_args import KafkaParser, parse
+from broker.cli.tool_exit import run_to_exit
 
 DESCRIBE_CLUSTER, UNREGISTER_BROKER = 60, 64
 TOOL: Final = "kafka-cluster"
@@ -124,17 +124,7 @@ def main(
     args = parse(_parser(), sys.argv[1:] if argv is None else argv, out, err)
     if isinstance(args, int):
         return args
-    try:
-        asyncio.run(_run(args, out))
-        return 0
-    except (Terse, CommandError, UsageError) as e:
-        print(e, file=err)
-        return 1
-    except BrokenPipeError:
-        return 1
-    except Exception as e:  # no traceback for the operator: what failed, in one line
-        print(f"{type(e).__name__}: {e}", file=err)
-        return 1
+    return run_to_exit(lambda: _run(args, out), err, (Terse,))
 
 
 if __name__ == "__main__":

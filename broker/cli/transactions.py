@@ -14,7 +14,6 @@ coordinators no longer know or whose transaction no longer holds that partition.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import datetime
 import sys
 import time
@@ -25,6 +24,7 @@ from typing import Any, Final, TextIO
 from broker.cli.admin import CommandError, Session, UsageError, code, optional_config, version
 from broker.cli.cluster_admin import addresses
 from broker.cli.kafka_args import KafkaParser, parse
+from broker.cli.tool_exit import run_to_exit
 
 METADATA, FIND_COORDINATOR, WRITE_TXN_MARKERS = 3, 10, 27
 DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
@@ -518,17 +518,7 @@ def main(
     args = parse(_parser(), sys.argv[1:] if argv is None else argv, out, err)
     if isinstance(args, int):
         return args
-    try:
-        asyncio.run(_run(args, out))
-        return 0
-    except (Failed, CommandError, UsageError) as e:
-        print(e, file=err)
-        return 1
-    except BrokenPipeError:
-        return 1
-    except Exception as e:  # no traceback for the operator: what failed, in one line
-        print(f"{type(e).__name__}: {e}", file=err)
-        return 1
+    return run_to_exit(lambda: _run(args, out), err, (Failed,))
 
 
 if __name__ == "__main__":
