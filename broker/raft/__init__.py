@@ -1,1 +1,3 @@
-"""The metadata quorum. For now one voter: a record is committed once it is durable in the local log."""
+"""The metadata quorum's Raft core (KRaft, KIP-595/630/853), sans-IO: messages, timer expiries and
+local appends in; messages to send, log writes, fsyncs and the commit point out. Any number of
+voters, static (``controller.quorum.voters``) or changed through the log (Voters records)."""
