@@ -42,7 +42,6 @@ from .client_throttle import ClientThrottle, timed_raw_request, timed_request
 from .context import RequestContext
 from .error_counts import error_counts
 from .error_response import error_response
-from .forwarding import CONTROLLER_WRITES
 from .key_limits import oversized_key
 from .listener_apis import ListenerApis, NotEnabledOnListener
 
@@ -95,15 +94,13 @@ class Dispatcher:
         forwarding: Forwarding | None = None,
         quotas: ClientThrottle | None = None,
         controller_listeners: Collection[str] | None = None,
-        is_active_controller: Callable[[], bool] | None = None,
     ) -> None:
         """``controller_listeners``: split the APIs between controller and broker listeners
-        (`ListenerApis`); None serves every API on every listener (unit tests).
-        ``is_active_controller``: whether this node is the active controller; a controller
-        write (`CONTROLLER_WRITES`) on a controller listener of another node is answered
-        NOT_CONTROLLER without running its handler."""
+        (`ListenerApis`); None serves every API on every listener (unit tests). A controller
+        write on a controller listener of a node that is not the active controller runs its
+        handler, which authorizes first (as Kafka's ControllerApis do) and then gets
+        `NotLeaderError` at once from the controller: answered NOT_CONTROLLER below."""
         self._registry = registry
-        self._is_active_controller = is_active_controller
         self._quotas = quotas  # request_percentage client quotas; None: not enforced
         self._forwarding = forwarding
         self._apis: dict[int, Api] = {}
@@ -190,8 +187,8 @@ class Dispatcher:
                 ) from None
             assert api.handler is not None
             refused = oversized_key(key, body)
-            if refused is not None or self._not_the_controller(ctx, key):
-                code, message = refused or (ErrorCode.not_controller, None)
+            if refused is not None:
+                code, message = refused
                 resp = error_response(key, version, body, code, message)
                 errors = error_counts(resp)
                 return [
@@ -304,18 +301,6 @@ class Dispatcher:
         finally:
             if self._on_request is not None:
                 self._on_request(key, version, time.perf_counter() - started, errors)
-
-    def _not_the_controller(self, ctx: RequestContext, key: int) -> bool:
-        """A controller write on a controller listener while another node is the active
-        controller (its handler would wait on a quorum this node does not lead)."""
-        split = self.listener_apis
-        return (
-            key in CONTROLLER_WRITES
-            and self._is_active_controller is not None
-            and split is not None
-            and split.is_controller(ctx.listener)
-            and not self._is_active_controller()
-        )
 
     def _resp_header(self, key: int, version: int) -> int:
         return self._registry.spec(key).response_header_version(version)

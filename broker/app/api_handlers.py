@@ -148,7 +148,6 @@ def build_dispatcher(node: Node) -> Dispatcher:
         quotas=node.client_throttle,
         # controller listeners serve the controller's APIs, the others the broker's
         controller_listeners=cfg.controller_listener_names,
-        is_active_controller=is_active if cfg.is_controller else None,
     )
     holder["d"] = d
     return d
