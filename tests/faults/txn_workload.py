@@ -25,8 +25,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from confluent_kafka import (
-    OFFSET_BEGINNING,
-    Consumer,
     IsolationLevel,
     KafkaError,
     KafkaException,
@@ -36,6 +34,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from broker.coordinator.runtime import partition_for
+from tests.integration.test_transactions import read_values
 
 TXN_STATE_PARTITIONS = 50  # transaction.state.log.num.partitions as shipped
 
@@ -149,35 +148,7 @@ def read_all(
     bootstrap: str, topic: str, partitions: int, isolation: str, timeout: float = 30.0
 ) -> list[bytes]:
     """Every value from the start of each partition to its end (the LSO for read_committed)."""
-    c = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"check-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False,
-            "isolation.level": isolation,
-            "enable.partition.eof": True,
-        }
-    )
-    out: list[bytes] = []
-    at_end: set[int] = set()
-    try:
-        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-        deadline = time.monotonic() + timeout
-        while len(at_end) < partitions and time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is None:
-                continue
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    at_end.add(m.partition())
-                    continue
-                raise KafkaException(m.error())
-            at_end.discard(m.partition())
-            out.append(m.value())
-    finally:
-        c.close()
-    assert len(at_end) == partitions, f"{isolation} reader did not reach the end of {topic}"
-    return out
+    return read_values(bootstrap, topic, partitions, isolation, timeout)
 
 
 def check_transactions(
