@@ -108,7 +108,7 @@ def current_record(group_id: str, member_id: str, c: MemberAssignment) -> Record
     return crec.current_member_key(group_id, member_id), crec.current_member_value(value)
 
 
-class ConsumerGroups(ConsumerOffsetChecks):
+class ConsumerGroups:
     def __init__(
         self,
         timers: "Timers[ConsumerGroups]",
@@ -127,6 +127,7 @@ class ConsumerGroups(ConsumerOffsetChecks):
         # Kafka's online downgrade of a mixed group
         self.downgrade = downgrade
         self.groups: dict[str, ConsumerGroup] = {}
+        self.offset_checks = ConsumerOffsetChecks(self.groups, topics)
 
     # -- ConsumerGroupHeartbeat ------------------------------------------------------------------
 
@@ -386,6 +387,13 @@ class ConsumerGroups(ConsumerOffsetChecks):
         group.assignment_epoch = group.epoch
         records.append((crec.target_metadata_key(gid), crec.target_metadata_value(group.epoch)))
         return records
+
+    def delete_records(self, group_id: str) -> list[Record]:
+        """Tombstones of an empty group (DeleteGroups, offset expiry)."""
+        return [
+            (crec.target_metadata_key(group_id), None),
+            (crec.group_metadata_key(group_id), None),
+        ]
 
     # -- leaving, fencing ----------------------------------------------------------------------
 

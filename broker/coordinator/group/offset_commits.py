@@ -103,7 +103,9 @@ class OffsetCommits:
             group = ClassicGroup(p.group_id, self.state.now())
             created = True
         error = (
-            self.consumer.validate_commit(p.group_id, p.member_id, p.generation_id, p.api_version)
+            self.consumer.offset_checks.validate_commit(
+                p.group_id, p.member_id, p.generation_id, p.api_version
+            )
             if consumer
             else _validate_commit(group, p)
         )
@@ -192,7 +194,9 @@ class OffsetCommits:
         if group_id in self.state.share.groups:
             return WriteResult((ErrorCode.group_id_not_found, []))
         if group_id in self.consumer.groups:
-            return self.consumer.delete_offsets(group_id, partitions, self.state.drop_offsets)
+            return self.consumer.offset_checks.delete_offsets(
+                group_id, partitions, self.state.drop_offsets
+            )
         group = self.groups.get(group_id)
         if group is None or group.is_in(GroupState.DEAD):
             return WriteResult((ErrorCode.group_id_not_found, []))

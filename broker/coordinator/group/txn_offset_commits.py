@@ -73,7 +73,9 @@ class TxnOffsetCommits:
             group = ClassicGroup(p.group_id, self.state.now())
             created = True
         error = (
-            self.consumer.validate_txn_commit(p.group_id, p.member_id, p.generation_id)
+            self.consumer.offset_checks.validate_txn_commit(
+                p.group_id, p.member_id, p.generation_id
+            )
             if consumer
             else _validate_txn_commit(group, p)
         )
