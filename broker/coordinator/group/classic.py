@@ -56,6 +56,32 @@ class SyncResult:
 
 
 @dataclass(slots=True)
+class JoinParams:
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    require_known_member_id: bool
+    supports_skip_assignment: bool
+
+
+@dataclass(slots=True)
+class SyncParams:
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    protocol_type: str | None
+    protocol_name: str | None
+    assignments: dict[str, bytes]
+
+
+@dataclass(slots=True)
 class Member:
     member_id: str
     group_instance_id: str | None

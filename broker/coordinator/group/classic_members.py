@@ -11,14 +11,21 @@ receive partitions.
 
 import asyncio
 import uuid
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from kio.schema.errors import ErrorCode
 
 from broker.coordinator.group import consumer_records as crec
-from broker.coordinator.group.classic import CONSUMER_PROTOCOL_TYPE, JoinResult, SyncResult
+from broker.coordinator.group.classic import (
+    CONSUMER_PROTOCOL_TYPE,
+    JoinParams,
+    JoinResult,
+    SyncParams,
+    SyncResult,
+)
 from broker.coordinator.group.consumer_group import ConsumerGroup, ConsumerMember, can_downgrade
 from broker.coordinator.group.consumer_shard import (
+    ConsumerGroups,
     HeartbeatParams,
     join_key,
     member_record,
@@ -31,12 +38,8 @@ from broker.coordinator.group.migration import (
     to_ids,
 )
 from broker.coordinator.group.reconcile import MemberState
-from broker.coordinator.runtime import Record, ShardContext, WriteResult
-
-if TYPE_CHECKING:
-    from broker.coordinator.group.consumer_shard import ConsumerGroups
-    from broker.coordinator.group.shard import GroupShard, JoinParams, SyncParams
-
+from broker.coordinator.group.timers import Timers
+from broker.coordinator.runtime import Record, WriteResult
 
 T = TypeVar("T")
 
@@ -51,12 +54,13 @@ def _done(result: T) -> "asyncio.Future[T]":
 class ClassicMembers:
     """The classic group RPCs against a consumer group (Kafka's classicGroup*ToConsumerGroup)."""
 
-    def __init__(self, consumer: "ConsumerGroups") -> None:
+    def __init__(self, consumer: ConsumerGroups) -> None:
         self.consumer = consumer
 
     @property
-    def _ctx(self) -> "ShardContext[GroupShard]":
-        return self.consumer.ctx
+    def _timers(self) -> Timers[ConsumerGroups]:
+        # a classic member's timers fence it out of the consumer group, as a consumer's do
+        return self.consumer.timers
 
     def _member(
         self, cg: ConsumerGroup, member_id: str, instance_id: str | None
@@ -89,7 +93,7 @@ class ClassicMembers:
 
     # -- JoinGroup ------------------------------------------------------------------------------
 
-    def join(self, cg: ConsumerGroup, p: "JoinParams") -> WriteResult["asyncio.Future[JoinResult]"]:
+    def join(self, cg: ConsumerGroup, p: JoinParams) -> WriteResult["asyncio.Future[JoinResult]"]:
         def fail(
             code: ErrorCode, member_id: str = p.member_id
         ) -> WriteResult["asyncio.Future[JoinResult]"]:
@@ -124,7 +128,7 @@ class ClassicMembers:
         hb = HeartbeatParams(cg.group_id, member.member_id, -1, owned=owned)
         result = consumer.finish(cg, member, hb, records, bump)
         gid, mid = cg.group_id, member.member_id
-        self._ctx.cancel(join_key(gid, mid))
+        self._timers.cancel(join_key(gid, mid))
         cfg = consumer.config
         if replacing and can_downgrade(cg, set(), cfg.downgrade_enabled, cfg.max_group_size):
             # it was the last consumer-protocol member: the group goes back to classic, and
@@ -132,10 +136,10 @@ class ClassicMembers:
             records += consumer.to_classic(cg, set(), rebalance=bump)
         else:
             # the member must come to SyncGroup within its rebalance timeout
-            self._ctx.schedule(
+            self._timers.schedule(
                 sync_key(gid, mid),
                 p.rebalance_timeout_ms,
-                lambda s: s.consumer.expire_member(gid, mid, None),
+                lambda c: c.expire_member(gid, mid, None),
             )
         response = JoinResult(
             ErrorCode.none,
@@ -155,7 +159,7 @@ class ClassicMembers:
     def _join_member(
         self,
         cg: ConsumerGroup,
-        p: "JoinParams",
+        p: JoinParams,
         member_id: str,
         unknown: bool,
         static: ConsumerMember | None,
@@ -181,7 +185,7 @@ class ClassicMembers:
         self,
         cg: ConsumerGroup,
         m: ConsumerMember,
-        p: "JoinParams",
+        p: JoinParams,
         sub: Subscription,
         is_new: bool,
         records: list[Record],
@@ -223,7 +227,7 @@ class ClassicMembers:
 
     # -- SyncGroup ------------------------------------------------------------------------------
 
-    def sync(self, cg: ConsumerGroup, p: "SyncParams") -> WriteResult["asyncio.Future[SyncResult]"]:
+    def sync(self, cg: ConsumerGroup, p: SyncParams) -> WriteResult["asyncio.Future[SyncResult]"]:
         def fail(code: ErrorCode) -> WriteResult["asyncio.Future[SyncResult]"]:
             return WriteResult(_done(SyncResult(code)))
 
@@ -241,7 +245,7 @@ class ClassicMembers:
         if self._must_rejoin_at_sync(cg, member):
             return fail(ErrorCode.rebalance_in_progress)
         gid, mid = cg.group_id, member.member_id
-        self._ctx.cancel(sync_key(gid, mid))
+        self._timers.cancel(sync_key(gid, mid))
         self.consumer.schedule_session(gid, mid)
         metadata = member.classic.protocols[0][1] if member.classic.protocols else b""
         assignment = encode_assignment(member.current.assigned, self.consumer.topics(), metadata)
@@ -263,9 +267,9 @@ class ClassicMembers:
     def _schedule_join_timeout(self, gid: str, member: ConsumerMember) -> None:
         mid = member.member_id
         key = join_key(gid, mid)
-        if not self._ctx.is_scheduled(key):
-            self._ctx.schedule(
-                key, member.rebalance_timeout_ms, lambda s: s.consumer.expire_member(gid, mid, None)
+        if not self._timers.is_scheduled(key):
+            self._timers.schedule(
+                key, member.rebalance_timeout_ms, lambda c: c.expire_member(gid, mid, None)
             )
 
     # -- Heartbeat ------------------------------------------------------------------------------

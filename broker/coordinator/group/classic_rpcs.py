@@ -7,64 +7,66 @@ a timer) completes.
 
 import asyncio
 import uuid
-from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
 from broker.coordinator.group.classic import (
     ClassicGroup,
     GroupState,
+    JoinParams,
     JoinResult,
     Member,
+    SyncParams,
     SyncResult,
 )
-from broker.coordinator.group.classic_rebalance import ClassicRebalance
-from broker.coordinator.group.shard_state import heartbeat_key, sync_key
+from broker.coordinator.group.classic_members import ClassicMembers
+from broker.coordinator.group.classic_rebalance import (
+    ClassicRebalance,
+    group_record,
+    join_done,
+    join_response,
+    ready,
+    sync_done,
+)
+from broker.coordinator.group.config import GroupConfig
+from broker.coordinator.group.shard_state import ShardState, validate_member
 from broker.coordinator.runtime import Record, WriteResult, append_error_code
 
-
-@dataclass(slots=True)
-class JoinParams:
-    group_id: str
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocol_type: str
-    protocols: list[tuple[str, bytes]]
-    require_known_member_id: bool
-    supports_skip_assignment: bool
+__all__ = ["ClassicGroupRpcs", "JoinParams", "SyncParams"]
 
 
-@dataclass(slots=True)
-class SyncParams:
-    group_id: str
-    generation_id: int
-    member_id: str
-    group_instance_id: str | None
-    protocol_type: str | None
-    protocol_name: str | None
-    assignments: dict[str, bytes]
+class ClassicGroupRpcs:
+    """Answers the classic RPCs; a consumer group's classic members go to `classic_members`."""
 
+    def __init__(
+        self,
+        state: ShardState,
+        rebalance: ClassicRebalance,
+        classic_members: ClassicMembers,
+        config: GroupConfig,
+    ) -> None:
+        self.state = state
+        self.groups = state.groups
+        self.consumer = state.consumer
+        self.rebalance = rebalance
+        self.classic_members = classic_members
+        self.config = config
 
-class ClassicGroupRpcs(ClassicRebalance):
     # -- JoinGroup ----------------------------------------------------------------------------
 
     def join(self, p: JoinParams) -> WriteResult["asyncio.Future[JoinResult]"]:
         if not p.group_id:
-            return self._join_done(ErrorCode.invalid_group_id, p.member_id)
+            return join_done(ErrorCode.invalid_group_id, p.member_id)
         if not (
             self.config.min_session_timeout_ms
             <= p.session_timeout_ms
             <= self.config.max_session_timeout_ms
         ):
-            return self._join_done(ErrorCode.invalid_session_timeout, p.member_id)
+            return join_done(ErrorCode.invalid_session_timeout, p.member_id)
         if not p.protocol_type or not p.protocols:
-            return self._join_done(ErrorCode.inconsistent_group_protocol, p.member_id)
-        if p.group_id in self.share.groups:  # a share group keeps its id
-            return self._join_done(ErrorCode.inconsistent_group_protocol, p.member_id)
+            return join_done(ErrorCode.inconsistent_group_protocol, p.member_id)
+        if p.group_id in self.state.share.groups:  # a share group keeps its id
+            return join_done(ErrorCode.inconsistent_group_protocol, p.member_id)
         if p.group_id in self.consumer.groups:
             # a KIP-848 group: a classic member joins one with members as a classic member
             # (mixed group), and takes over an empty one (converted back, as Kafka does)
@@ -73,7 +75,9 @@ class ClassicGroupRpcs(ClassicRebalance):
                 return self.classic_members.join(cg, p)
             converted = self.consumer.delete_records(p.group_id)
             del self.consumer.groups[p.group_id]
-            self.groups[p.group_id] = ClassicGroup(p.group_id, self._now())  # keeps its offsets
+            self.groups[p.group_id] = ClassicGroup(
+                p.group_id, self.state.now()
+            )  # keeps its offsets
             result = self.join(p)
             result.records[:0] = converted
             return result
@@ -81,13 +85,18 @@ class ClassicGroupRpcs(ClassicRebalance):
         created = group is None
         if group is None:
             if p.member_id:
-                return self._join_done(ErrorCode.unknown_member_id, p.member_id)
-            group = ClassicGroup(p.group_id, self._now())
+                return join_done(ErrorCode.unknown_member_id, p.member_id)
+            group = ClassicGroup(p.group_id, self.state.now())
             self.groups[p.group_id] = group
         if len(group.members) >= self.config.max_group_size and p.member_id not in group.members:
-            return self._join_done(ErrorCode.group_max_size_reached, p.member_id)
+            return join_done(ErrorCode.group_max_size_reached, p.member_id)
         result = self._join_existing(group, p) if p.member_id else self._join_unknown(group, p)
-        if created and group.is_empty and not group.pending_join and p.group_id not in self.offsets:
+        if (
+            created
+            and group.is_empty
+            and not group.pending_join
+            and p.group_id not in self.state.offsets
+        ):
             self.groups.pop(p.group_id, None)  # the join failed; leave no trace
         return result
 
@@ -95,9 +104,9 @@ class ClassicGroupRpcs(ClassicRebalance):
         self, group: ClassicGroup, p: JoinParams
     ) -> WriteResult["asyncio.Future[JoinResult]"]:
         if group.is_in(GroupState.DEAD):
-            return self._join_done(ErrorCode.coordinator_not_available)
+            return join_done(ErrorCode.coordinator_not_available)
         if not group.supports_protocols(p.protocol_type, [n for n, _ in p.protocols]):
-            return self._join_done(ErrorCode.inconsistent_group_protocol)
+            return join_done(ErrorCode.inconsistent_group_protocol)
         new_id = f"{p.client_id}-{uuid.uuid4()}"
         if p.group_instance_id is not None:
             old_id = group.static_members.get(p.group_instance_id)
@@ -105,41 +114,35 @@ class ClassicGroupRpcs(ClassicRebalance):
                 return self._update_static_member(group, p, old_id, new_id)
             return self._add_member(group, p, new_id)
         if p.require_known_member_id:
-            group.pending_join.add(new_id)
-            gid = group.group_id
-            self.ctx.schedule(
-                heartbeat_key(gid, new_id),
-                p.session_timeout_ms,
-                lambda s: s._expire_pending_member(gid, new_id),
-            )
-            return self._join_done(ErrorCode.member_id_required, new_id)
+            self.rebalance.expect_rejoin(group, new_id, p.session_timeout_ms)
+            return join_done(ErrorCode.member_id_required, new_id)
         return self._add_member(group, p, new_id)
 
     def _join_existing(
         self, group: ClassicGroup, p: JoinParams
     ) -> WriteResult["asyncio.Future[JoinResult]"]:
         if group.is_in(GroupState.DEAD):
-            return self._join_done(ErrorCode.coordinator_not_available, p.member_id)
+            return join_done(ErrorCode.coordinator_not_available, p.member_id)
         if not group.supports_protocols(p.protocol_type, [n for n, _ in p.protocols]):
-            return self._join_done(ErrorCode.inconsistent_group_protocol, p.member_id)
+            return join_done(ErrorCode.inconsistent_group_protocol, p.member_id)
         if p.member_id in group.pending_join:
             return self._add_member(group, p, p.member_id)
-        error = self._validate_member(group, p.member_id, p.group_instance_id)
+        error = validate_member(group, p.member_id, p.group_instance_id)
         if error is not None:
-            return self._join_done(error, p.member_id)
+            return join_done(error, p.member_id)
         member = group.members[p.member_id]
         if group.is_in(GroupState.PREPARING_REBALANCE):
             return self._update_member(group, member, p)
         if group.is_in(GroupState.COMPLETING_REBALANCE):
             if member.matches(p.protocols):
                 # a retried join: answer with the generation it is already part of
-                return WriteResult(self._future(self._join_response(group, member)))  # type: ignore[arg-type]
+                return WriteResult(ready(join_response(group, member)))
             return self._update_member(group, member, p)
         if group.is_in(GroupState.STABLE):
             if group.leader_id == member.member_id or not member.matches(p.protocols):
                 return self._update_member(group, member, p)
-            return WriteResult(self._future(self._join_response(group, member)))  # type: ignore[arg-type]
-        return self._join_done(ErrorCode.unknown_member_id, p.member_id)
+            return WriteResult(ready(join_response(group, member)))
+        return join_done(ErrorCode.unknown_member_id, p.member_id)
 
     def _new_join_future(self) -> "asyncio.Future[JoinResult]":
         return asyncio.get_running_loop().create_future()
@@ -162,8 +165,8 @@ class ClassicGroupRpcs(ClassicRebalance):
         group.add(member, p.protocol_type)
         if group.initial_delay_pending:
             group.new_member_added = True
-        self._reschedule_heartbeat(group, member)
-        records = self._maybe_prepare_or_complete(group)
+        self.rebalance.reschedule_heartbeat(group, member)
+        records = self.rebalance.maybe_prepare_or_complete(group)
         return WriteResult(fut, records)
 
     def _update_member(
@@ -177,7 +180,7 @@ class ClassicGroupRpcs(ClassicRebalance):
         member.rebalance_timeout_ms = p.rebalance_timeout_ms
         member.session_timeout_ms = p.session_timeout_ms
         member.join_future = fut
-        records = self._maybe_prepare_or_complete(group)
+        records = self.rebalance.maybe_prepare_or_complete(group)
         return WriteResult(fut, records)
 
     def _update_static_member(
@@ -185,9 +188,9 @@ class ClassicGroupRpcs(ClassicRebalance):
     ) -> WriteResult["asyncio.Future[JoinResult]"]:
         assert p.group_instance_id is not None
         instance = p.group_instance_id
-        self.ctx.cancel(heartbeat_key(group.group_id, old_id))
+        self.rebalance.cancel_heartbeat(group.group_id, old_id)
         member = group.replace_static_member(instance, old_id, new_id)
-        self._reschedule_heartbeat(group, member)
+        self.rebalance.reschedule_heartbeat(group, member)
         if group.is_in(GroupState.STABLE):
             old = (member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms)
             member.protocols = list(p.protocols)
@@ -196,22 +199,22 @@ class ClassicGroupRpcs(ClassicRebalance):
             if group.select_protocol() != group.protocol_name:
                 fut = self._new_join_future()
                 member.join_future = fut
-                return WriteResult(fut, self._prepare_rebalance(group))
+                return WriteResult(fut, self.rebalance.prepare_rebalance(group))
             # Same protocol: persist the new member id and hand back the current generation.
             fut = self._new_join_future()
             assignments = {m.member_id: m.assignment for m in group.members.values()}
-            record = self._group_record(group, assignments)
+            record = group_record(group, assignments)
             leader_before = group.leader_id
 
             def committed() -> None:
                 if not fut.done():
-                    fut.set_result(self._join_response(group, member, p.supports_skip_assignment))
+                    fut.set_result(join_response(group, member, p.supports_skip_assignment))
 
             def failed(exc: BaseException) -> "asyncio.Future[JoinResult]":
                 member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms = old
-                self.ctx.cancel(heartbeat_key(group.group_id, new_id))
+                self.rebalance.cancel_heartbeat(group.group_id, new_id)
                 restored = group.replace_static_member(instance, new_id, old_id)
-                self._reschedule_heartbeat(group, restored)
+                self.rebalance.reschedule_heartbeat(group, restored)
                 fut.set_result(
                     JoinResult(
                         append_error_code(exc),
@@ -232,8 +235,8 @@ class ClassicGroupRpcs(ClassicRebalance):
         member.join_future = fut
         if group.is_in(GroupState.COMPLETING_REBALANCE):
             # the leader may already hold the old id in its member list: rebalance again
-            return WriteResult(fut, self._prepare_rebalance(group))
-        return WriteResult(fut, self._maybe_complete_join(group))
+            return WriteResult(fut, self.rebalance.prepare_rebalance(group))
+        return WriteResult(fut, self.rebalance.maybe_complete_join(group))
 
     # -- SyncGroup ----------------------------------------------------------------------------
 
@@ -243,30 +246,30 @@ class ClassicGroupRpcs(ClassicRebalance):
             return self.classic_members.sync(cg, p)
         group = self.groups.get(p.group_id)
         if group is None:
-            return self._sync_done(ErrorCode.unknown_member_id)
+            return sync_done(ErrorCode.unknown_member_id)
         if group.is_in(GroupState.DEAD):
-            return self._sync_done(ErrorCode.coordinator_not_available)
-        error = self._validate_member(group, p.member_id, p.group_instance_id)
+            return sync_done(ErrorCode.coordinator_not_available)
+        error = validate_member(group, p.member_id, p.group_instance_id)
         if error is not None:
-            return self._sync_done(error)
+            return sync_done(error)
         if p.generation_id != group.generation:
-            return self._sync_done(ErrorCode.illegal_generation)
+            return sync_done(ErrorCode.illegal_generation)
         if (p.protocol_type is not None and p.protocol_type != group.protocol_type) or (
             p.protocol_name is not None and p.protocol_name != group.protocol_name
         ):
-            return self._sync_done(ErrorCode.inconsistent_group_protocol)
+            return sync_done(ErrorCode.inconsistent_group_protocol)
         if group.is_in(GroupState.EMPTY):
-            return self._sync_done(ErrorCode.unknown_member_id)
+            return sync_done(ErrorCode.unknown_member_id)
         if group.is_in(GroupState.PREPARING_REBALANCE):
-            return self._sync_done(ErrorCode.rebalance_in_progress)
+            return sync_done(ErrorCode.rebalance_in_progress)
         member = group.members[p.member_id]
-        self._reschedule_heartbeat(group, member)
+        self.rebalance.reschedule_heartbeat(group, member)
         group.pending_sync.discard(member.member_id)
         if not group.pending_sync:
-            self.ctx.cancel(sync_key(group.group_id))
+            self.rebalance.cancel_sync(group.group_id)
         if group.is_in(GroupState.STABLE):
             return WriteResult(
-                self._future(  # type: ignore[arg-type]
+                ready(
                     SyncResult(
                         ErrorCode.none, group.protocol_type, group.protocol_name, member.assignment
                     )
@@ -294,7 +297,7 @@ class ClassicGroupRpcs(ClassicRebalance):
                         ErrorCode.none, group.protocol_type, group.protocol_name, m.assignment
                     )
                 )
-            group.transition(GroupState.STABLE, self._now())
+            group.transition(GroupState.STABLE, self.state.now())
 
         def failed(exc: BaseException) -> "asyncio.Future[SyncResult]":
             error = append_error_code(exc)
@@ -302,13 +305,13 @@ class ClassicGroupRpcs(ClassicRebalance):
                 for m in group.members.values():
                     m.assignment = b""
                     m.complete_sync(SyncResult(error))
-                self._prepare_rebalance(group)
+                self.rebalance.prepare_rebalance(group)
             if not fut.done():
                 fut.set_result(SyncResult(error))
             return fut
 
         return WriteResult(
-            fut, [self._group_record(group, assignments)], on_commit=committed, on_failure=failed
+            fut, [group_record(group, assignments)], on_commit=committed, on_failure=failed
         )
 
     # -- Heartbeat / LeaveGroup ----------------------------------------------------------------
@@ -324,14 +327,14 @@ class ClassicGroupRpcs(ClassicRebalance):
             return WriteResult(ErrorCode.unknown_member_id)
         if group.is_in(GroupState.DEAD):
             return WriteResult(ErrorCode.coordinator_not_available)
-        error = self._validate_member(group, member_id, instance_id)
+        error = validate_member(group, member_id, instance_id)
         if error is not None:
             return WriteResult(error)
         if generation_id != group.generation:
             return WriteResult(ErrorCode.illegal_generation)
         if group.is_in(GroupState.EMPTY):
             return WriteResult(ErrorCode.unknown_member_id)
-        self._reschedule_heartbeat(group, group.members[member_id])
+        self.rebalance.reschedule_heartbeat(group, group.members[member_id])
         if group.is_in(GroupState.PREPARING_REBALANCE):
             return WriteResult(ErrorCode.rebalance_in_progress)
         return WriteResult(ErrorCode.none)
@@ -361,14 +364,14 @@ class ClassicGroupRpcs(ClassicRebalance):
                 member_id = existing
             if member_id in group.pending_join:
                 group.pending_join.discard(member_id)
-                self.ctx.cancel(heartbeat_key(group_id, member_id))
-                records += self._maybe_complete_join(group)
+                self.rebalance.cancel_heartbeat(group_id, member_id)
+                records += self.rebalance.maybe_complete_join(group)
                 errors.append(ErrorCode.none)
                 continue
             member = group.members.get(member_id)
             if member is None:
                 errors.append(ErrorCode.unknown_member_id)
                 continue
-            records += self._remove_member(group, member)
+            records += self.rebalance.remove_member(group, member)
             errors.append(ErrorCode.none)
         return WriteResult((ErrorCode.none, errors), records)

@@ -1,19 +1,19 @@
-"""What offsets requests must satisfy against a KIP-848 consumer group (as Kafka checks them),
-and the records that delete one; mixed into `ConsumerGroups`."""
+"""What offsets requests must satisfy against a KIP-848 consumer group (as Kafka checks them);
+`ConsumerGroups` holds one over its groups (`ConsumerGroups.offset_checks`)."""
 
 from collections.abc import Callable
 
 from kio.schema.errors import ErrorCode
 
-from broker.coordinator.group import consumer_records as crec
 from broker.coordinator.group.consumer_group import ConsumerGroup, TopicsView
 from broker.coordinator.group.records import offset_key as rec_offset_key
 from broker.coordinator.runtime import Record, WriteResult
 
 
 class ConsumerOffsetChecks:
-    groups: dict[str, ConsumerGroup]
-    topics: Callable[[], TopicsView]
+    def __init__(self, groups: dict[str, ConsumerGroup], topics: Callable[[], TopicsView]) -> None:
+        self.groups = groups
+        self.topics = topics
 
     def validate_commit(
         self, group_id: str, member_id: str, member_epoch: int, api_version: int
@@ -81,10 +81,3 @@ class ConsumerOffsetChecks:
             # a classic member's epoch is its generation
             return ErrorCode.illegal_generation if member.classic else ErrorCode.stale_member_epoch
         return None
-
-    def delete_records(self, group_id: str) -> list[Record]:
-        """Tombstones of an empty group (DeleteGroups, offset expiry)."""
-        return [
-            (crec.target_metadata_key(group_id), None),
-            (crec.group_metadata_key(group_id), None),
-        ]

@@ -10,7 +10,6 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
@@ -36,10 +35,8 @@ from broker.coordinator.group.reconcile import (
     is_subset,
     reconcile,
 )
-from broker.coordinator.runtime import Record, ShardContext, WriteResult
-
-if TYPE_CHECKING:
-    from broker.coordinator.group.shard import GroupShard
+from broker.coordinator.group.timers import Timers
+from broker.coordinator.runtime import Record, WriteResult
 
 LEAVE_EPOCH, STATIC_LEAVE_EPOCH = -1, -2
 
@@ -111,16 +108,16 @@ def current_record(group_id: str, member_id: str, c: MemberAssignment) -> Record
     return crec.current_member_key(group_id, member_id), crec.current_member_value(value)
 
 
-class ConsumerGroups(ConsumerOffsetChecks):
+class ConsumerGroups:
     def __init__(
         self,
-        ctx: "ShardContext[GroupShard]",
+        timers: "Timers[ConsumerGroups]",
         config: GroupConfig,
         topics: Callable[[], TopicsView],
         take_classic: Callable[[str, bool], str | list[Record]],
         downgrade: Callable[[ConsumerGroup, set[str], bool], list[Record]],
     ) -> None:
-        self.ctx = ctx
+        self.timers = timers
         self.config = config
         self.topics = topics
         # converts a classic group of that id (True: may convert), or says why not (the
@@ -130,6 +127,7 @@ class ConsumerGroups(ConsumerOffsetChecks):
         # Kafka's online downgrade of a mixed group
         self.downgrade = downgrade
         self.groups: dict[str, ConsumerGroup] = {}
+        self.offset_checks = ConsumerOffsetChecks(self.groups, topics)
 
     # -- ConsumerGroupHeartbeat ------------------------------------------------------------------
 
@@ -184,7 +182,7 @@ class ConsumerGroups(ConsumerOffsetChecks):
             records += taken
             group = self.groups.get(p.group_id)  # a converted classic group, else a new one
             if group is None:
-                group = ConsumerGroup(p.group_id, state_timestamp=self.ctx.now_ms())
+                group = ConsumerGroup(p.group_id, state_timestamp=self.timers.now_ms())
                 self.groups[p.group_id] = group
         member_id = p.member_id or str(uuid.uuid4())
         member = group.members.get(member_id)
@@ -329,7 +327,7 @@ class ConsumerGroups(ConsumerOffsetChecks):
             elif after.state is MemberState.UNREVOKED_PARTITIONS:
                 self._schedule_revoke(gid, mid, after.epoch, member.rebalance_timeout_ms)
             else:
-                self.ctx.cancel(_revoke_key(gid, mid))
+                self.timers.cancel(_revoke_key(gid, mid))
         self.schedule_session(gid, mid)
         # as Kafka: on joining, when the member reported what it owns, or when it changed
         send = p.member_epoch == 0 or p.owned is not None or after.assigned != before.assigned
@@ -390,15 +388,22 @@ class ConsumerGroups(ConsumerOffsetChecks):
         records.append((crec.target_metadata_key(gid), crec.target_metadata_value(group.epoch)))
         return records
 
+    def delete_records(self, group_id: str) -> list[Record]:
+        """Tombstones of an empty group (DeleteGroups, offset expiry)."""
+        return [
+            (crec.target_metadata_key(group_id), None),
+            (crec.group_metadata_key(group_id), None),
+        ]
+
     # -- leaving, fencing ----------------------------------------------------------------------
 
     def _remove_records(self, group: ConsumerGroup, member_id: str) -> list[Record]:
         gid = group.group_id
         for key in (_session_key, _revoke_key, join_key, sync_key):
-            self.ctx.cancel(key(gid, member_id))
+            self.timers.cancel(key(gid, member_id))
         group.remove(member_id)
         if not group.members:
-            group.state_timestamp = self.ctx.now_ms()
+            group.state_timestamp = self.timers.now_ms()
         return [
             (crec.current_member_key(gid, member_id), None),
             (crec.target_member_key(gid, member_id), None),
@@ -413,7 +418,7 @@ class ConsumerGroups(ConsumerOffsetChecks):
         and everyone else's go: the classic group keeps its own)."""
         for mid in group.members:
             for key in (_session_key, _revoke_key, join_key, sync_key):
-                self.ctx.cancel(key(group.group_id, mid))
+                self.timers.cancel(key(group.group_id, mid))
         return self.downgrade(group, leaving, rebalance)
 
     def fence_many(self, group: ConsumerGroup, member_ids: list[str]) -> list[Record]:
@@ -441,7 +446,7 @@ class ConsumerGroups(ConsumerOffsetChecks):
             # a static member leaving for a while keeps its partitions until its session ends
             gone = replace(member.current, epoch=STATIC_LEAVE_EPOCH)
             group.set_current(p.member_id, gone)
-            self.ctx.cancel(_revoke_key(group.group_id, p.member_id))
+            self.timers.cancel(_revoke_key(group.group_id, p.member_id))
             return WriteResult(
                 HeartbeatResult(ErrorCode.none, member_id=p.member_id, member_epoch=p.member_epoch),
                 [current_record(group.group_id, p.member_id, gone)],
@@ -456,18 +461,18 @@ class ConsumerGroups(ConsumerOffsetChecks):
         group = self.groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
         classic = member.classic if member is not None else None
-        self.ctx.schedule(
+        self.timers.schedule(
             _session_key(group_id, member_id),
             # a classic member keeps the session timeout of its JoinGroup
             classic.session_timeout_ms if classic else self.config.consumer_session_ms(group_id),
-            lambda s: s.consumer.expire_member(group_id, member_id, None),
+            lambda c: c.expire_member(group_id, member_id, None),
         )
 
     def _schedule_revoke(self, group_id: str, member_id: str, epoch: int, timeout: int) -> None:
-        self.ctx.schedule(
+        self.timers.schedule(
             _revoke_key(group_id, member_id),
             timeout,
-            lambda s: s.consumer.expire_member(group_id, member_id, epoch),
+            lambda c: c.expire_member(group_id, member_id, epoch),
         )
 
     def expire_member(self, group_id: str, member_id: str, epoch: int | None) -> WriteResult[None]:
@@ -487,7 +492,7 @@ class ConsumerGroups(ConsumerOffsetChecks):
     # -- loading ---------------------------------------------------------------------------------
 
     def replay(self, key: crec.GroupKey | crec.MemberRecordKey, value: bytes | None) -> None:
-        replay_record(self.groups, key, value, self.ctx.now_ms())
+        replay_record(self.groups, key, value, self.timers.now_ms())
 
     def on_loaded(self) -> None:
         # Reloaded members must heartbeat within a session; a revocation gets a fresh timeout.

@@ -262,7 +262,7 @@ class GroupCoordinator:
         def op(s: GroupShard) -> tuple[ErrorCode, list[tuple[str, list[FetchedOffset]]]]:
             if group_id in s.share.groups:  # share groups keep no offsets (as Kafka)
                 return ErrorCode.group_id_not_found, []
-            error = s.consumer.validate_fetch(group_id, *member) if member else None
+            error = s.consumer.offset_checks.validate_fetch(group_id, *member) if member else None
             if error is not None:
                 return error, []
             return ErrorCode.none, s.fetch_offsets(group_id, topics, require_stable)

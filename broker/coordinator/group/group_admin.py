@@ -41,7 +41,16 @@ class ListedGroup:
     group_type: str = "classic"
 
 
-class GroupAdmin(ShardState):
+class GroupAdmin:
+    """DeleteGroups, DescribeGroups and ListGroups over the shard's state."""
+
+    def __init__(self, state: ShardState) -> None:
+        self.state = state
+        self.groups = state.groups
+        self.offsets = state.offsets
+        self.consumer = state.consumer
+        self.share = state.share
+
     def delete_groups(self, group_ids: list[str]) -> WriteResult[dict[str, ErrorCode]]:
         results: dict[str, ErrorCode] = {}
         records: list[Record] = []
@@ -67,7 +76,7 @@ class GroupAdmin(ShardState):
             if live:
                 results[gid] = ErrorCode.non_empty_group
                 continue
-            doomed_offsets = set(self.offsets.get(gid, {})) | self.pending_txn.partitions(gid)
+            doomed_offsets = set(self.offsets.get(gid, {})) | self.state.pending_txn.partitions(gid)
             for topic, partition in sorted(doomed_offsets):
                 records.append((rec.offset_key(gid, topic, partition), None))
             records += [(rec.group_key(gid), None)] if consumer is None else []
@@ -77,7 +86,7 @@ class GroupAdmin(ShardState):
 
         def committed() -> None:
             for gid in doomed:
-                self._delete_group(gid)
+                self.state.delete_group(gid)
 
         def failed(exc: BaseException) -> dict[str, ErrorCode]:
             code = append_error_code(exc)

@@ -7,7 +7,8 @@ from kio.schema.errors import ErrorCode
 
 from broker.coordinator.group import records as rec
 from broker.coordinator.group.classic import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState
-from broker.coordinator.group.shard_state import ShardState, TopicPartition
+from broker.coordinator.group.config import GroupConfig
+from broker.coordinator.group.shard_state import ShardState, TopicPartition, validate_member
 from broker.coordinator.runtime import AppendError, Record, WriteResult, append_error_code
 
 
@@ -51,24 +52,33 @@ def commit_error(exc: BaseException) -> ErrorCode:
     return append_error_code(exc)
 
 
-class OffsetCommits(ShardState):
-    @staticmethod
-    def _validate_commit(group: ClassicGroup, p: CommitParams) -> ErrorCode | None:
-        if group.is_in(GroupState.DEAD):
-            return ErrorCode.coordinator_not_available
-        if p.generation_id < 0 and group.is_in(GroupState.EMPTY):
-            return None  # a standalone (simple) commit
-        if p.generation_id >= 0 or p.member_id or p.group_instance_id is not None:
-            error = ShardState._validate_member(group, p.member_id, p.group_instance_id)
-            if error is not None:
-                return error
-            if p.generation_id != group.generation:
-                return ErrorCode.illegal_generation
-        elif not group.is_in(GroupState.EMPTY):
-            return ErrorCode.unknown_member_id
-        if group.is_in(GroupState.COMPLETING_REBALANCE):
-            return ErrorCode.rebalance_in_progress
-        return None
+def _validate_commit(group: ClassicGroup, p: CommitParams) -> ErrorCode | None:
+    if group.is_in(GroupState.DEAD):
+        return ErrorCode.coordinator_not_available
+    if p.generation_id < 0 and group.is_in(GroupState.EMPTY):
+        return None  # a standalone (simple) commit
+    if p.generation_id >= 0 or p.member_id or p.group_instance_id is not None:
+        error = validate_member(group, p.member_id, p.group_instance_id)
+        if error is not None:
+            return error
+        if p.generation_id != group.generation:
+            return ErrorCode.illegal_generation
+    elif not group.is_in(GroupState.EMPTY):
+        return ErrorCode.unknown_member_id
+    if group.is_in(GroupState.COMPLETING_REBALANCE):
+        return ErrorCode.rebalance_in_progress
+    return None
+
+
+class OffsetCommits:
+    """OffsetCommit, OffsetFetch and OffsetDelete over the shard's state."""
+
+    def __init__(self, state: ShardState, config: GroupConfig) -> None:
+        self.state = state
+        self.groups = state.groups
+        self.offsets = state.offsets
+        self.consumer = state.consumer
+        self.config = config
 
     def commit_offsets(self, p: CommitParams) -> WriteResult[list[ErrorCode]]:
         def all_error(code: ErrorCode) -> WriteResult[list[ErrorCode]]:
@@ -76,13 +86,13 @@ class OffsetCommits(ShardState):
 
         if not p.group_id:
             return all_error(ErrorCode.invalid_group_id)
-        if p.group_id in self.share.groups:  # share groups keep no offsets (as Kafka)
+        if p.group_id in self.state.share.groups:  # share groups keep no offsets (as Kafka)
             return all_error(ErrorCode.group_id_not_found)
         consumer = p.group_id in self.consumer.groups
         group = self.groups.get(p.group_id)
         created = False
         if consumer:
-            group = ClassicGroup(p.group_id, self._now())  # offsets only: never registered
+            group = ClassicGroup(p.group_id, self.state.now())  # offsets only: never registered
         elif group is None:
             if p.generation_id >= 0:
                 return all_error(
@@ -90,16 +100,18 @@ class OffsetCommits(ShardState):
                     if p.api_version >= 9
                     else ErrorCode.illegal_generation
                 )
-            group = ClassicGroup(p.group_id, self._now())
+            group = ClassicGroup(p.group_id, self.state.now())
             created = True
         error = (
-            self.consumer.validate_commit(p.group_id, p.member_id, p.generation_id, p.api_version)
+            self.consumer.offset_checks.validate_commit(
+                p.group_id, p.member_id, p.generation_id, p.api_version
+            )
             if consumer
-            else self._validate_commit(group, p)
+            else _validate_commit(group, p)
         )
         if error is not None:
             return all_error(error)
-        now = self._now()
+        now = self.state.now()
         expire = now + p.retention_ms if p.retention_ms >= 0 else None
         errors: list[ErrorCode] = []
         records: list[Record] = []
@@ -123,7 +135,7 @@ class OffsetCommits(ShardState):
             if accepted:
                 self.offsets.setdefault(p.group_id, {}).update(accepted)
                 for tp, _ in accepted:
-                    self.pending_txn.on_plain_commit(p.group_id, tp)
+                    self.state.pending_txn.on_plain_commit(p.group_id, tp)
 
         def failed(exc: BaseException) -> list[ErrorCode]:
             code = commit_error(exc)
@@ -148,7 +160,7 @@ class OffsetCommits(ShardState):
         )
         # KIP-447: a read_committed consumer must not start from an offset a pending
         # transaction may still replace; it retries on UNSTABLE_OFFSET_COMMIT.
-        unstable = self.pending_txn.partitions(group_id) if require_stable else set()
+        unstable = self.state.pending_txn.partitions(group_id) if require_stable else set()
         if topics is None:
             by_topic: dict[str, list[FetchedOffset]] = {}
             for (topic, partition), v in sorted(offsets.items()):
@@ -179,10 +191,12 @@ class OffsetCommits(ShardState):
     def delete_offsets(
         self, group_id: str, partitions: list[TopicPartition]
     ) -> WriteResult[tuple[ErrorCode, list[ErrorCode]]]:
-        if group_id in self.share.groups:
+        if group_id in self.state.share.groups:
             return WriteResult((ErrorCode.group_id_not_found, []))
         if group_id in self.consumer.groups:
-            return self.consumer.delete_offsets(group_id, partitions, self._drop_offsets)
+            return self.consumer.offset_checks.delete_offsets(
+                group_id, partitions, self.state.drop_offsets
+            )
         group = self.groups.get(group_id)
         if group is None or group.is_in(GroupState.DEAD):
             return WriteResult((ErrorCode.group_id_not_found, []))
@@ -201,7 +215,7 @@ class OffsetCommits(ShardState):
         records: list[Record] = [(rec.offset_key(group_id, t, p), None) for t, p in doomed]
 
         def committed() -> None:
-            self._drop_offsets(group_id, doomed)
+            self.state.drop_offsets(group_id, doomed)
 
         def failed(exc: BaseException) -> tuple[ErrorCode, list[ErrorCode]]:
             return (append_error_code(exc), [])

@@ -3,18 +3,32 @@ any (Kafka's cleanup)."""
 
 from broker.coordinator.group import records as rec
 from broker.coordinator.group.classic import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState
+from broker.coordinator.group.config import GroupConfig
 from broker.coordinator.group.shard_state import ShardState, TopicPartition
+from broker.coordinator.group.timers import Timers
 from broker.coordinator.runtime import Record, WriteResult
 
 _EXPIRE_OFFSETS_KEY = "expire-offsets"
 
 
-class OffsetRetention(ShardState):
-    def _schedule_offset_expiry(self) -> None:
-        self.ctx.schedule(
+class OffsetRetention:
+    def __init__(
+        self, state: ShardState, config: GroupConfig, timers: "Timers[OffsetRetention]"
+    ) -> None:
+        self.state = state
+        self.groups = state.groups
+        self.offsets = state.offsets
+        self.consumer = state.consumer
+        self.pending_txn = state.pending_txn
+        self.config = config
+        self.timers = timers
+
+    def schedule_expiry(self) -> None:
+        """The next periodic check (the shard is loaded: the check runs from now on)."""
+        self.timers.schedule(
             _EXPIRE_OFFSETS_KEY,
             self.config.offsets_retention_check_interval_ms,
-            lambda s: s.expire_offsets(),
+            lambda r: r.expire_offsets(),
         )
 
     def _expired(
@@ -36,8 +50,8 @@ class OffsetRetention(ShardState):
 
     def expire_offsets(self) -> WriteResult[None]:
         """Drop expired offsets, then empty groups left without offsets (Kafka's cleanup)."""
-        self._schedule_offset_expiry()
-        now = self._now()
+        self.schedule_expiry()
+        now = self.state.now()
         expired: dict[str, list[TopicPartition]] = {}
         records: list[Record] = []
         for gid, offsets in self.offsets.items():
@@ -73,14 +87,14 @@ class OffsetRetention(ShardState):
 
         def committed() -> None:
             for gid, tps in expired.items():
-                self._drop_offsets(gid, tps)
+                self.state.drop_offsets(gid, tps)
             for gid in dead_groups:
                 group = self.groups.get(gid)
                 if group is not None and group.is_in(GroupState.EMPTY) and gid not in self.offsets:
-                    self._delete_group(gid)
+                    self.state.delete_group(gid)
             for gid in dead_consumer:
                 cg = self.consumer.groups.get(gid)
                 if cg is not None and not cg.members and gid not in self.offsets:
-                    self._delete_group(gid)
+                    self.state.delete_group(gid)
 
         return WriteResult(None, records, on_commit=committed, on_failure=lambda exc: None)

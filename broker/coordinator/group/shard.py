@@ -4,20 +4,32 @@ Every public method is one runtime operation (run under the shard lock). Writes 
 `WriteResult`; JoinGroup and SyncGroup answer with a future that a later operation (another
 member's request or a timer) completes.
 
-`GroupShard` is put together from one mixin per job (see `shard_state`); what stays here is the
-shard's state and moving a group id between the classic and the consumer type (KIP-848's online
-upgrade and downgrade). The request and result types are re-exported from here.
+`GroupShard` is composed of one object per job, each given the shared `ShardState` and the
+collaborators it calls (the classic rebalance and RPCs, offsets, transactional offsets,
+retention, loading, DeleteGroups/describe/list, and the consumer and share groups); a part that
+sets timers gets them through `timers.Timers`, so no part imports the shard. What stays here is
+moving a group id between the classic and the consumer type (KIP-848's online upgrade and
+downgrade), which spans both. The request and result types are re-exported from here.
 """
 
+import asyncio
 from collections.abc import Callable
 
 from kio.schema.errors import ErrorCode
 
 from broker.coordinator.group import migration
 from broker.coordinator.group import records as rec
-from broker.coordinator.group.classic import ClassicGroup, GroupState, JoinResult, SyncResult
+from broker.coordinator.group.classic import (
+    ClassicGroup,
+    GroupState,
+    JoinParams,
+    JoinResult,
+    SyncParams,
+    SyncResult,
+)
 from broker.coordinator.group.classic_members import ClassicMembers
-from broker.coordinator.group.classic_rpcs import ClassicGroupRpcs, JoinParams, SyncParams
+from broker.coordinator.group.classic_rebalance import ClassicRebalance, group_record
+from broker.coordinator.group.classic_rpcs import ClassicGroupRpcs
 from broker.coordinator.group.config import GroupConfig
 from broker.coordinator.group.consumer_group import ConsumerGroup, TopicsView
 from broker.coordinator.group.consumer_shard import ConsumerGroups
@@ -33,16 +45,13 @@ from broker.coordinator.group.offset_commits import (
     FetchedOffset,
     OffsetCommits,
 )
-from broker.coordinator.group.shard_state import (
-    TopicPartition,
-    heartbeat_key,
-    join_key,
-    sync_key,
-)
+from broker.coordinator.group.offset_retention import OffsetRetention
+from broker.coordinator.group.shard_loading import ShardLoading
+from broker.coordinator.group.shard_state import ShardState, TopicPartition
 from broker.coordinator.group.share_groups import ShareGroups
+from broker.coordinator.group.timers import PartTimers
 from broker.coordinator.group.txn_offset_commits import TxnCommitParams, TxnOffsetCommits
-from broker.coordinator.group.txn_offsets import PendingTxnOffsets
-from broker.coordinator.runtime import Record, ShardContext
+from broker.coordinator.runtime import EndMarker, Record, ShardContext, WriteResult
 
 __all__ = [
     "CommitItem",
@@ -60,21 +69,116 @@ __all__ = [
 ]
 
 
-class GroupShard(ClassicGroupRpcs, TxnOffsetCommits, OffsetCommits, GroupAdmin):
+class GroupShard:
     def __init__(
         self,
         ctx: "ShardContext[GroupShard]",
         config: GroupConfig,
         topics: Callable[[], TopicsView] = dict,
     ) -> None:
-        self.ctx = ctx
         self.config = config
-        self.groups: dict[str, ClassicGroup] = {}
-        self.offsets: dict[str, dict[TopicPartition, rec.OffsetValue]] = {}
-        self.pending_txn = PendingTxnOffsets()
-        self.consumer = ConsumerGroups(ctx, config, topics, self._take_classic, self._downgrade)
-        self.classic_members = ClassicMembers(self.consumer)
-        self.share = ShareGroups(ctx, config, topics, self._has_group)
+        # the consumer and share groups reach the classic side only through these callbacks
+        self.consumer = ConsumerGroups(
+            PartTimers(ctx, lambda s: s.consumer),
+            config,
+            topics,
+            self._take_classic,
+            self._downgrade,
+        )
+        self.share = ShareGroups(
+            PartTimers(ctx, lambda s: s.share), config, topics, self._has_group
+        )
+        self.state = ShardState(ctx, self.consumer, self.share)
+        self.groups = self.state.groups  # the classic groups
+        self.rebalance = ClassicRebalance(
+            self.state.groups, config, PartTimers(ctx, lambda s: s.rebalance)
+        )
+        self.classic = ClassicGroupRpcs(
+            self.state, self.rebalance, ClassicMembers(self.consumer), config
+        )
+        self.offset_commits = OffsetCommits(self.state, config)
+        self.txn_offsets = TxnOffsetCommits(self.state, config)
+        self.retention = OffsetRetention(self.state, config, PartTimers(ctx, lambda s: s.retention))
+        self.loading = ShardLoading(self.state, self.rebalance, self.retention)
+        self.admin = GroupAdmin(self.state)
+
+    # -- the runtime's view: loading and replay -------------------------------------------------
+
+    def replay(self, key: bytes, value: bytes | None) -> None:
+        self.loading.replay(key, value)
+
+    def replay_transactional(self, key: bytes, value: bytes | None, producer_id: int) -> None:
+        self.loading.replay_transactional(key, value, producer_id)
+
+    def replay_marker(self, producer_id: int, commit: bool) -> None:
+        self.loading.replay_marker(producer_id, commit)
+
+    def on_loaded(self) -> None:
+        self.loading.on_loaded()
+
+    def on_unloaded(self) -> None:
+        self.loading.on_unloaded()
+
+    # -- classic group RPCs ---------------------------------------------------------------------
+
+    def join(self, p: JoinParams) -> WriteResult["asyncio.Future[JoinResult]"]:
+        return self.classic.join(p)
+
+    def sync(self, p: SyncParams) -> WriteResult["asyncio.Future[SyncResult]"]:
+        return self.classic.sync(p)
+
+    def heartbeat(
+        self, group_id: str, generation_id: int, member_id: str, instance_id: str | None
+    ) -> WriteResult[ErrorCode]:
+        return self.classic.heartbeat(group_id, generation_id, member_id, instance_id)
+
+    def leave(
+        self, group_id: str, members: list[tuple[str, str | None]]
+    ) -> WriteResult[tuple[ErrorCode, list[ErrorCode]]]:
+        return self.classic.leave(group_id, members)
+
+    # -- offsets --------------------------------------------------------------------------------
+
+    def commit_offsets(self, p: CommitParams) -> WriteResult[list[ErrorCode]]:
+        return self.offset_commits.commit_offsets(p)
+
+    def fetch_offsets(
+        self,
+        group_id: str,
+        topics: list[tuple[str, list[int]]] | None,
+        require_stable: bool = False,
+    ) -> list[tuple[str, list[FetchedOffset]]]:
+        return self.offset_commits.fetch_offsets(group_id, topics, require_stable)
+
+    def delete_offsets(
+        self, group_id: str, partitions: list[TopicPartition]
+    ) -> WriteResult[tuple[ErrorCode, list[ErrorCode]]]:
+        return self.offset_commits.delete_offsets(group_id, partitions)
+
+    def txn_commit_offsets(self, p: TxnCommitParams) -> WriteResult[list[ErrorCode]]:
+        return self.txn_offsets.txn_commit_offsets(p)
+
+    def complete_transaction(self, marker: EndMarker) -> WriteResult[ErrorCode]:
+        return self.txn_offsets.complete_transaction(marker)
+
+    def expire_offsets(self) -> WriteResult[None]:
+        return self.retention.expire_offsets()
+
+    # -- DeleteGroups, DescribeGroups, ListGroups -----------------------------------------------
+
+    def delete_groups(self, group_ids: list[str]) -> WriteResult[dict[str, ErrorCode]]:
+        return self.admin.delete_groups(group_ids)
+
+    def describe(self, group_id: str) -> DescribedGroup:
+        return self.admin.describe(group_id)
+
+    def list_groups(self) -> list[ListedGroup]:
+        return self.admin.list_groups()
+
+    # -- one group id, changing type (KIP-848 migration) ----------------------------------------
+
+    def _has_group(self, group_id: str) -> bool:
+        return self.state.has_group(group_id)
 
     def _take_classic(self, group_id: str, may_convert: bool) -> str | list[Record]:
         """Make way for a consumer group: an empty classic group (maybe just offsets) is
@@ -82,14 +186,14 @@ class GroupShard(ClassicGroupRpcs, TxnOffsetCommits, OffsetCommits, GroupAdmin):
         (online upgrade); a share group keeps the id. A string says why not."""
         if group_id in self.share.groups:
             return f"Group {group_id} is a share group."
-        group = self.groups.get(group_id)
+        group = self.state.groups.get(group_id)
         if group is None:
             return [] if may_convert else f"Group {group_id} not found."
         if not may_convert or (group.pending_join and group.is_in(GroupState.EMPTY)):
             return f"Group {group_id} is not a consumer group."
         if not group.is_in(GroupState.EMPTY):
             return self._upgrade(group)
-        del self.groups[group_id]
+        del self.state.groups[group_id]
         return [(rec.group_key(group_id), None)]
 
     def _upgrade(self, group: ClassicGroup) -> str | list[Record]:
@@ -99,7 +203,7 @@ class GroupShard(ClassicGroupRpcs, TxnOffsetCommits, OffsetCommits, GroupAdmin):
         why = migration.upgrade_refusal(group, cfg.upgrade_enabled, cfg.consumer_max_size)
         if why is not None:
             return f"Cannot upgrade classic group {group.group_id} to consumer group: {why}."
-        converted = migration.from_classic(group, self.consumer.topics(), self._now())
+        converted = migration.from_classic(group, self.consumer.topics(), self.state.now())
         if converted is None:
             return (
                 f"Cannot upgrade classic group {group.group_id} to consumer group: a member's "
@@ -112,12 +216,9 @@ class GroupShard(ClassicGroupRpcs, TxnOffsetCommits, OffsetCommits, GroupAdmin):
                 JoinResult(ErrorCode.rebalance_in_progress, member_id=member.member_id)
             )
             member.complete_sync(SyncResult(ErrorCode.rebalance_in_progress))
-        for mid in list(group.members) + list(group.pending_join):
-            self.ctx.cancel(heartbeat_key(gid, mid))
-        self.ctx.cancel(join_key(gid))
-        self.ctx.cancel(sync_key(gid))
-        group.transition(GroupState.DEAD, self._now())
-        del self.groups[gid]
+        self.rebalance.cancel_timers(group)
+        group.transition(GroupState.DEAD, self.state.now())
+        del self.state.groups[gid]
         self.consumer.groups[gid] = converted
         for mid in converted.members:
             self.consumer.schedule_session(gid, mid)
@@ -128,15 +229,15 @@ class GroupShard(ClassicGroupRpcs, TxnOffsetCommits, OffsetCommits, GroupAdmin):
         online downgrade), which rebalances at once when a member left."""
         gid = cg.group_id
         records = migration.consumer_tombstones(cg)
-        group = migration.to_classic(cg, leaving, self.consumer.topics(), self._now())
+        group = migration.to_classic(cg, leaving, self.consumer.topics(), self.state.now())
         del self.consumer.groups[gid]
-        self.groups[gid] = group
+        self.state.groups[gid] = group
         records.append(
-            self._group_record(group, {m.member_id: m.assignment for m in group.members.values()})
+            group_record(group, {m.member_id: m.assignment for m in group.members.values()})
         )
         for member in group.members.values():
-            self._reschedule_heartbeat(group, member)
-        return records + (self._prepare_rebalance(group) if rebalance else [])
+            self.rebalance.reschedule_heartbeat(group, member)
+        return records + (self.rebalance.prepare_rebalance(group) if rebalance else [])
 
 
 ShardFactory = Callable[["ShardContext[GroupShard]"], GroupShard]

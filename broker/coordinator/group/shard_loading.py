@@ -16,10 +16,25 @@ from broker.coordinator.group.classic import (
 )
 from broker.coordinator.group.classic_rebalance import ClassicRebalance
 from broker.coordinator.group.offset_retention import OffsetRetention
+from broker.coordinator.group.shard_state import ShardState
 
 
-# loading restarts the members' heartbeat timers and the offset expiry timer
-class ShardLoading(ClassicRebalance, OffsetRetention):
+class ShardLoading:
+    """Replays the shard's records into its state; loading restarts the members' heartbeat
+    timers (`rebalance`) and the offset expiry timer (`retention`)."""
+
+    def __init__(
+        self, state: ShardState, rebalance: ClassicRebalance, retention: OffsetRetention
+    ) -> None:
+        self.state = state
+        self.groups = state.groups
+        self.offsets = state.offsets
+        self.pending_txn = state.pending_txn
+        self.consumer = state.consumer
+        self.share = state.share
+        self.rebalance = rebalance
+        self.retention = retention
+
     def replay(self, key: bytes, value: bytes | None) -> None:
         k = rec.decode_key(key)
         if k is None:
@@ -46,15 +61,13 @@ class ShardLoading(ClassicRebalance, OffsetRetention):
             else:
                 self.offsets.setdefault(k.group, {})[tp] = rec.decode_offset_value(value)
                 self.pending_txn.on_plain_commit(k.group, tp)
-                # offsets alone make a (simple, empty) group, as in Kafka
-                if not self._has_group(k.group):
-                    self.groups[k.group] = ClassicGroup(k.group, self.ctx.now_ms())
+                self.state.ensure_group(k.group)
         elif isinstance(k, rec.GroupKey):
             if value is None:
                 self.groups.pop(k.group, None)
             else:
-                self.groups[k.group] = self._group_from_record(
-                    k.group, rec.decode_group_value(value)
+                self.groups[k.group] = _group_from_record(
+                    k.group, rec.decode_group_value(value), self.state.now()
                 )
 
     def replay_transactional(self, key: bytes, value: bytes | None, producer_id: int) -> None:
@@ -66,47 +79,19 @@ class ShardLoading(ClassicRebalance, OffsetRetention):
         self.pending_txn.add(
             producer_id, k.group, (k.topic, k.partition), rec.decode_offset_value(value)
         )
-        if not self._has_group(k.group):
-            self.groups[k.group] = ClassicGroup(k.group, self.ctx.now_ms())
+        self.state.ensure_group(k.group)
 
     def replay_marker(self, producer_id: int, commit: bool) -> None:
-        for group_id, tp, value in self.pending_txn.complete(producer_id, commit):
-            self.offsets.setdefault(group_id, {})[tp] = value
-            if not self._has_group(group_id):
-                self.groups[group_id] = ClassicGroup(group_id, self.ctx.now_ms())
-
-    def _group_from_record(self, group_id: str, v: rec.GroupValue) -> ClassicGroup:
-        ts = v.current_state_timestamp if v.current_state_timestamp >= 0 else self.ctx.now_ms()
-        group = ClassicGroup(group_id, ts)
-        group.generation = v.generation
-        group.protocol_type = v.protocol_type or None
-        group.protocol_name = v.protocol
-        for m in v.members:
-            member = Member(
-                member_id=m.member_id,
-                group_instance_id=m.group_instance_id,
-                client_id=m.client_id,
-                client_host=m.client_host,
-                rebalance_timeout_ms=(
-                    m.rebalance_timeout_ms if m.rebalance_timeout_ms >= 0 else m.session_timeout_ms
-                ),
-                session_timeout_ms=m.session_timeout_ms,
-                protocols=[(v.protocol or "", m.subscription)],
-                assignment=m.assignment,
-            )
-            group.add(member, v.protocol_type)
-        group.leader_id = v.leader if v.leader in group.members else group.leader_id
-        group.state = GroupState.STABLE if group.members else GroupState.EMPTY
-        return group
+        self.state.complete_transaction(producer_id, commit)
 
     def on_loaded(self) -> None:
         # Reloaded members keep their generation but must heartbeat within their session.
         for group in self.groups.values():
             for member in group.members.values():
-                self._reschedule_heartbeat(group, member)
+                self.rebalance.reschedule_heartbeat(group, member)
         self.consumer.on_loaded()
         self.share.on_loaded()
-        self._schedule_offset_expiry()
+        self.retention.schedule_expiry()
 
     def on_unloaded(self) -> None:
         for group in self.groups.values():
@@ -120,3 +105,28 @@ class ShardLoading(ClassicRebalance, OffsetRetention):
         self.share.on_unloaded()
         self.offsets.clear()
         self.pending_txn.clear()
+
+
+def _group_from_record(group_id: str, v: rec.GroupValue, now_ms: int) -> ClassicGroup:
+    ts = v.current_state_timestamp if v.current_state_timestamp >= 0 else now_ms
+    group = ClassicGroup(group_id, ts)
+    group.generation = v.generation
+    group.protocol_type = v.protocol_type or None
+    group.protocol_name = v.protocol
+    for m in v.members:
+        member = Member(
+            member_id=m.member_id,
+            group_instance_id=m.group_instance_id,
+            client_id=m.client_id,
+            client_host=m.client_host,
+            rebalance_timeout_ms=(
+                m.rebalance_timeout_ms if m.rebalance_timeout_ms >= 0 else m.session_timeout_ms
+            ),
+            session_timeout_ms=m.session_timeout_ms,
+            protocols=[(v.protocol or "", m.subscription)],
+            assignment=m.assignment,
+        )
+        group.add(member, v.protocol_type)
+    group.leader_id = v.leader if v.leader in group.members else group.leader_id
+    group.state = GroupState.STABLE if group.members else GroupState.EMPTY
+    return group

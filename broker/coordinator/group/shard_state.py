@@ -1,25 +1,20 @@
-"""The state of one `__consumer_offsets` shard, and the few primitives its operations share.
+"""The state of one `__consumer_offsets` shard, and the few primitives its parts share.
 
-`GroupShard` is put together from mixins over `ShardState`, one per job (the classic rebalance,
-the classic group RPCs, offsets, transactional offsets, retention, loading, DeleteGroups and
-describe/list); each reads and changes the state declared here, which `GroupShard` creates.
+`ShardState` holds the classic groups, the committed offsets of every group (and the
+transactional ones still pending), and beside them the shard's consumer and share groups: it is
+the directory of which type holds a group id. `GroupShard` creates it and hands it to each part
+(the classic rebalance and RPCs, offsets, transactional offsets, retention, loading, and
+DeleteGroups/describe/list).
 """
-
-from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
 from broker.coordinator.group import records as rec
 from broker.coordinator.group.classic import ClassicGroup, GroupState
-from broker.coordinator.group.classic_members import ClassicMembers
-from broker.coordinator.group.config import GroupConfig
 from broker.coordinator.group.consumer_shard import ConsumerGroups
 from broker.coordinator.group.share_groups import ShareGroups
+from broker.coordinator.group.timers import Clock
 from broker.coordinator.group.txn_offsets import PendingTxnOffsets
-from broker.coordinator.runtime import ShardContext
-
-if TYPE_CHECKING:
-    from broker.coordinator.group.shard import GroupShard
 
 TopicPartition = tuple[str, int]
 
@@ -37,40 +32,46 @@ def sync_key(group_id: str) -> str:
     return f"sync-{group_id}"
 
 
+def validate_member(
+    group: ClassicGroup, member_id: str, instance_id: str | None
+) -> ErrorCode | None:
+    """Whether a request's member (and static instance) is the group's: None if it is."""
+    if instance_id is not None:
+        existing = group.static_members.get(instance_id)
+        if existing is None:
+            return ErrorCode.unknown_member_id
+        if existing != member_id:
+            return ErrorCode.fenced_instance_id
+    if member_id not in group.members:
+        return ErrorCode.unknown_member_id
+    return None
+
+
 class ShardState:
-    """What a shard holds: its classic groups, the committed offsets of every group (and the
-    transactional ones still pending), and its consumer and share groups beside them."""
+    """What a shard holds. Its collections are created once and only changed in place, so the
+    parts may keep references to them."""
 
-    ctx: "ShardContext[GroupShard]"
-    config: GroupConfig
-    groups: dict[str, ClassicGroup]
-    offsets: dict[str, dict[TopicPartition, rec.OffsetValue]]
-    pending_txn: PendingTxnOffsets
-    consumer: ConsumerGroups
-    classic_members: ClassicMembers
-    share: ShareGroups
+    def __init__(self, clock: Clock, consumer: ConsumerGroups, share: ShareGroups) -> None:
+        self.clock = clock
+        self.groups: dict[str, ClassicGroup] = {}
+        self.offsets: dict[str, dict[TopicPartition, rec.OffsetValue]] = {}
+        self.pending_txn = PendingTxnOffsets()
+        self.consumer = consumer
+        self.share = share
 
-    def _now(self) -> int:
-        return self.ctx.now_ms()
+    def now(self) -> int:
+        return self.clock.now_ms()
 
-    def _has_group(self, group_id: str) -> bool:
+    def has_group(self, group_id: str) -> bool:
+        """Whether a classic or a consumer group holds the id."""
         return group_id in self.groups or group_id in self.consumer.groups
 
-    @staticmethod
-    def _validate_member(
-        group: ClassicGroup, member_id: str, instance_id: str | None
-    ) -> ErrorCode | None:
-        if instance_id is not None:
-            existing = group.static_members.get(instance_id)
-            if existing is None:
-                return ErrorCode.unknown_member_id
-            if existing != member_id:
-                return ErrorCode.fenced_instance_id
-        if member_id not in group.members:
-            return ErrorCode.unknown_member_id
-        return None
+    def ensure_group(self, group_id: str) -> None:
+        """Offsets alone make a (simple, empty) classic group, as in Kafka."""
+        if not self.has_group(group_id):
+            self.groups[group_id] = ClassicGroup(group_id, self.now())
 
-    def _drop_offsets(self, group_id: str, partitions: list[TopicPartition]) -> None:
+    def drop_offsets(self, group_id: str, partitions: list[TopicPartition]) -> None:
         for tp in partitions:
             self.pending_txn.drop_partition(group_id, tp)
         offsets = self.offsets.get(group_id)
@@ -81,13 +82,20 @@ class ShardState:
         if not offsets:
             del self.offsets[group_id]
 
-    def _delete_group(self, group_id: str) -> None:
+    def complete_transaction(self, producer_id: int, commit: bool) -> None:
+        """The producer's COMMIT/ABORT marker is durable: its pending offsets become visible
+        (commit) or are dropped."""
+        for group_id, tp, value in self.pending_txn.complete(producer_id, commit):
+            self.offsets.setdefault(group_id, {})[tp] = value
+            self.ensure_group(group_id)
+
+    def delete_group(self, group_id: str) -> None:
         self.consumer.groups.pop(group_id, None)
         self.share.forget(group_id)
         group = self.groups.pop(group_id, None)
         if group is not None:
-            group.transition(GroupState.DEAD, self._now())
-            self.ctx.cancel(join_key(group_id))
-            self.ctx.cancel(sync_key(group_id))
+            group.transition(GroupState.DEAD, self.now())
+            self.clock.cancel(join_key(group_id))
+            self.clock.cancel(sync_key(group_id))
         self.offsets.pop(group_id, None)
         self.pending_txn.drop_group(group_id)

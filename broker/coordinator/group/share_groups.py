@@ -14,7 +14,6 @@ what an empty group's offsets are described from and what DeleteGroups deletes.
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
@@ -24,10 +23,8 @@ from broker.coordinator.group.config import GroupConfig
 from broker.coordinator.group.consumer_describe import NamedPartitions
 from broker.coordinator.group.consumer_group import TopicsView
 from broker.coordinator.group.share_partition_states import SharePartitionStates
-from broker.coordinator.runtime import Record, ShardContext, WriteResult
-
-if TYPE_CHECKING:
-    from broker.coordinator.group.shard import GroupShard
+from broker.coordinator.group.timers import Timers
+from broker.coordinator.runtime import Record, WriteResult
 
 LEAVE_EPOCH = -1
 ASSIGNOR = "simple"
@@ -146,18 +143,18 @@ def _current_record(group_id: str, m: ShareMember) -> Record:
 class ShareGroups:
     def __init__(
         self,
-        ctx: "ShardContext[GroupShard]",
+        timers: "Timers[ShareGroups]",
         config: GroupConfig,
         topics: Callable[[], TopicsView],
         other_type: Callable[[str], bool],
     ) -> None:
-        self.ctx = ctx
+        self.timers = timers
         self.config = config
         self.topics = topics
         # whether a classic or consumer group holds the id (a share group cannot take it)
         self.other_type = other_type
         self.groups: dict[str, ShareGroup] = {}
-        self.states = SharePartitionStates(ctx, topics)
+        self.states = SharePartitionStates(timers.now_ms, topics)
 
     # -- ShareGroupHeartbeat ---------------------------------------------------------------------
 
@@ -274,7 +271,7 @@ class ShareGroups:
         )
 
     def _remove(self, group: ShareGroup, member_id: str) -> list[Record]:
-        self.ctx.cancel(_session_key(group.group_id, member_id))
+        self.timers.cancel(_session_key(group.group_id, member_id))
         del group.members[member_id]
         gid = group.group_id
         return [
@@ -284,10 +281,10 @@ class ShareGroups:
         ]
 
     def _schedule_session(self, group_id: str, member_id: str) -> None:
-        self.ctx.schedule(
+        self.timers.schedule(
             _session_key(group_id, member_id),
             self.config.share_session_ms(group_id),
-            lambda s: s.share.expire_member(group_id, member_id),
+            lambda sg: sg.expire_member(group_id, member_id),
         )
 
     def expire_member(self, group_id: str, member_id: str) -> WriteResult[None]:

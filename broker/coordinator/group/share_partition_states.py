@@ -8,22 +8,18 @@ if the append fails.
 
 import uuid
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
 
 from broker.coordinator.group import share_state_partitions as ssp
 from broker.coordinator.group.consumer_group import TopicsView
-from broker.coordinator.runtime import Record, ShardContext
-
-if TYPE_CHECKING:
-    from broker.coordinator.group.shard import GroupShard
+from broker.coordinator.runtime import Record
 
 Change = Callable[[ssp.StatePartitions, int], ssp.StatePartitions]
 Topology = tuple[tuple[str, uuid.UUID, int], ...]
 
 
 class SharePartitionStates:
-    def __init__(self, ctx: "ShardContext[GroupShard]", topics: Callable[[], TopicsView]) -> None:
-        self.ctx = ctx
+    def __init__(self, now_ms: Callable[[], int], topics: Callable[[], TopicsView]) -> None:
+        self.now_ms = now_ms  # stamps what a change adds
         self.topics = topics
         self.parts: dict[str, ssp.StatePartitions] = {}
 
@@ -31,7 +27,7 @@ class SharePartitionStates:
         """The group's sets changed by `change` (given the time, to stamp what it adds): its
         record if they differ."""
         old = self.parts.get(group_id, ssp.StatePartitions())
-        new = change(old, self.ctx.now_ms())
+        new = change(old, self.now_ms())
         if new == old:
             return []
         self.parts[group_id] = new

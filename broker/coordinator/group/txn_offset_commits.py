@@ -7,9 +7,9 @@ from kio.schema.errors import ErrorCode
 
 from broker.coordinator.group import records as rec
 from broker.coordinator.group.classic import ClassicGroup, GroupState
+from broker.coordinator.group.config import GroupConfig
 from broker.coordinator.group.offset_commits import CommitItem, commit_error
-from broker.coordinator.group.shard_loading import ShardLoading
-from broker.coordinator.group.shard_state import ShardState, TopicPartition
+from broker.coordinator.group.shard_state import ShardState, TopicPartition, validate_member
 from broker.coordinator.runtime import EndMarker, Record, WriteResult, append_error_code
 
 
@@ -26,23 +26,30 @@ class TxnCommitParams:
     items: list[CommitItem]
 
 
-# a durable marker is applied as its replay is (`ShardLoading.replay_marker`)
-class TxnOffsetCommits(ShardLoading):
-    @staticmethod
-    def _validate_txn_commit(group: ClassicGroup, p: TxnCommitParams) -> ErrorCode | None:
-        # Kafka's checks for a transactional commit: members are validated when identified,
-        # but the group state is not (old clients send no member id or generation).
-        if group.is_in(GroupState.DEAD):
-            return ErrorCode.coordinator_not_available
-        if p.generation_id < 0 and group.is_in(GroupState.EMPTY):
-            return None
-        if p.generation_id >= 0 or p.member_id or p.group_instance_id is not None:
-            error = ShardState._validate_member(group, p.member_id, p.group_instance_id)
-            if error is not None:
-                return error
-            if p.generation_id != group.generation:
-                return ErrorCode.illegal_generation
+def _validate_txn_commit(group: ClassicGroup, p: TxnCommitParams) -> ErrorCode | None:
+    # Kafka's checks for a transactional commit: members are validated when identified,
+    # but the group state is not (old clients send no member id or generation).
+    if group.is_in(GroupState.DEAD):
+        return ErrorCode.coordinator_not_available
+    if p.generation_id < 0 and group.is_in(GroupState.EMPTY):
         return None
+    if p.generation_id >= 0 or p.member_id or p.group_instance_id is not None:
+        error = validate_member(group, p.member_id, p.group_instance_id)
+        if error is not None:
+            return error
+        if p.generation_id != group.generation:
+            return ErrorCode.illegal_generation
+    return None
+
+
+class TxnOffsetCommits:
+    """TxnOffsetCommit and the end of a transaction over the shard's state."""
+
+    def __init__(self, state: ShardState, config: GroupConfig) -> None:
+        self.state = state
+        self.groups = state.groups
+        self.consumer = state.consumer
+        self.config = config
 
     def txn_commit_offsets(self, p: TxnCommitParams) -> WriteResult[list[ErrorCode]]:
         """Append the offsets as a transactional batch of the producer; they stay pending
@@ -53,26 +60,28 @@ class TxnOffsetCommits(ShardLoading):
 
         if not p.group_id:
             return all_error(ErrorCode.invalid_group_id)
-        if p.group_id in self.share.groups:
+        if p.group_id in self.state.share.groups:
             return all_error(ErrorCode.group_id_not_found)
         group = self.groups.get(p.group_id)
         created = False
         consumer = p.group_id in self.consumer.groups
         if consumer:
-            group = ClassicGroup(p.group_id, self._now())  # offsets only: never registered
+            group = ClassicGroup(p.group_id, self.state.now())  # offsets only: never registered
         elif group is None:
             if p.generation_id >= 0:
                 return all_error(ErrorCode.illegal_generation)
-            group = ClassicGroup(p.group_id, self._now())
+            group = ClassicGroup(p.group_id, self.state.now())
             created = True
         error = (
-            self.consumer.validate_txn_commit(p.group_id, p.member_id, p.generation_id)
+            self.consumer.offset_checks.validate_txn_commit(
+                p.group_id, p.member_id, p.generation_id
+            )
             if consumer
-            else self._validate_txn_commit(group, p)
+            else _validate_txn_commit(group, p)
         )
         if error is not None:
             return all_error(error)
-        now = self._now()
+        now = self.state.now()
         errors: list[ErrorCode] = []
         records: list[Record] = []
         accepted: list[tuple[TopicPartition, rec.OffsetValue]] = []
@@ -95,7 +104,7 @@ class TxnOffsetCommits(ShardLoading):
             if created:
                 self.groups.setdefault(p.group_id, new_group)
             for tp, value in accepted:
-                self.pending_txn.add(p.producer_id, p.group_id, tp, value)
+                self.state.pending_txn.add(p.producer_id, p.group_id, tp, value)
 
         def failed(exc: BaseException) -> list[ErrorCode]:
             code = commit_error(exc)
@@ -109,8 +118,8 @@ class TxnOffsetCommits(ShardLoading):
         """Write the producer's COMMIT/ABORT marker here; once durable its offsets become
         visible (COMMIT) or are dropped (ABORT)."""
 
-        def committed() -> None:
-            self.replay_marker(marker.producer_id, marker.commit)
+        def committed() -> None:  # applied as its replay is
+            self.state.complete_transaction(marker.producer_id, marker.commit)
 
         def failed(exc: BaseException) -> ErrorCode:
             return ErrorCode(int(append_error_code(exc)))
