@@ -1,13 +1,16 @@
 """Failover of a mirrored partition (KIP-1279), in two halves. Entering STOPPING: the fetcher
 stops, the log is cut to its last stable offset, and the leader epoch bump above every mirrored
 epoch starts. STOPPING to STOPPED: the bump committed and applied here, then the
-MIRROR_PID_RESET control batch. Once every partition of the topic is STOPPED its
-``mirror.name`` is cleared.
+MIRROR_PID_RESET control batch, committed (the HW past it) before STOPPED is written: STOPPED
+is terminal, so a marker lost with a leader change after it would never be written again.
+Once every partition of the topic is STOPPED its ``mirror.name`` is cleared.
 """
 
 import asyncio
 import logging
 from typing import Any
+
+from kio.schema.errors import ErrorCode
 
 from protocol.records import build_mirror_pid_reset
 
@@ -26,6 +29,10 @@ log = logging.getLogger("broker.mirror.manager")
 # How long STOPPING waits for this node's metadata to show the bumped leader epoch.
 EPOCH_APPLY_WAIT_S = 10.0
 EPOCH_RECHECK_S = 0.25
+# How long one STOPPING -> STOPPED attempt waits for the marker to be committed; the next
+# reconcile waits again (the followers fetch it within replica.fetch.wait.max.ms, or leave the
+# ISR after replica.lag.time.max.ms, either way the HW passes it).
+MARKER_COMMIT_WAIT_S = 5.0
 
 
 class Failover(FetcherControl):
@@ -46,6 +53,7 @@ class Failover(FetcherControl):
         The last mirrored epoch returned is written with STOPPING, so a restart in STOPPING
         never takes the LME from a log that may already hold the local marker."""
         lme: int | None = hosted.log.latest_epoch
+        self._markers.pop(key, None)  # a marker of an earlier failover is no longer awaited
         old = self._bumping.pop(key, None)
         if old is not None:
             old.cancel()
@@ -103,13 +111,47 @@ class Failover(FetcherControl):
             partition_leader_epoch=hosted.leader_epoch,
             timestamp=self._now_ms(),
         )
-        hosted.append_records(marker, origin=AppendOrigin.COORDINATOR)
+        appended = hosted.append_records(marker, origin=AppendOrigin.COORDINATOR)
+        self._markers[key] = (hosted.leader_epoch, appended.last_offset + 1)
         log.debug(
             "mirror %s: %s-%d MIRROR_PID_RESET appended (source id in %.0f ms)",
             info.mirror,
             *key,
             (self._monotonic() - t0) * 1000,
         )
+
+    def _marker_pending(self, key: Key, hosted: Any) -> bool:
+        """This leader appended the marker in its current epoch and it is still in the log (a
+        leader's log changes only by its own hand): the retry waits for it again rather than
+        appending another."""
+        pending = self._markers.get(key)
+        if pending is None:
+            return False
+        epoch, end = pending
+        if epoch != hosted.leader_epoch or hosted.log.log_end_offset < end:
+            del self._markers[key]
+            return False
+        return True
+
+    async def _await_marker(self, key: Key, info: PartitionInfo, hosted: Any) -> bool:
+        """Until the marker is committed (bounded: False leaves the partition STOPPING, to
+        wait again on the next reconcile, or to be done again by a new leader)."""
+        pending = self._markers.get(key)
+        if pending is None or pending[0] != hosted.leader_epoch:
+            return False  # appended under another epoch: the plan appends a new one
+        end = pending[1]
+        error = await hosted.wait_committed(end, MARKER_COMMIT_WAIT_S)
+        # NOT_ENOUGH_REPLICAS_AFTER_APPEND: committed, the ISR shrank under min.insync.replicas
+        if error in (ErrorCode.none, ErrorCode.not_enough_replicas_after_append):
+            del self._markers[key]
+            return True
+        info.note = (
+            f"failover: waiting for the MIRROR_PID_RESET marker at offset {end - 1} to be "
+            f"committed (high watermark {hosted.leader.high_watermark}, ISR "
+            f"{sorted(hosted.leader.isr)}): {error.name}"
+        )
+        log.info("mirror %s: %s-%d %s", info.mirror, *key, info.note)
+        return False
 
     async def _maybe_clear(self, topic: str, mirror: str) -> None:
         img = self._image()

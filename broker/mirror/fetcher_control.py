@@ -43,6 +43,7 @@ class FetcherControl:
     _tasks: set["asyncio.Task[None]"]
     _fetching: set[Key]
     _bumping: dict[Key, "asyncio.Task[None]"]
+    _markers: dict[Key, tuple[int, int]]
     _epoch_waiters: dict[Key, list["asyncio.Future[None]"]]
     _closed: bool
     _last_error: dict[Key, str]

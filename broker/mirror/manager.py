@@ -11,7 +11,7 @@ per partition steps the partition one valid transition at a time, doing each sta
   with the last mirrored epoch in one write, while the leader epoch is bumped above every
   mirrored epoch (the KIP bumps first; nothing is appended locally until STOPPED, so the log's
   latest epoch is still the mirrored one either way); then write the MIRROR_PID_RESET control
-  batch and STOPPED, from which the partition is writable. Once every partition of the topic is
+  batch, wait until it is committed, and write STOPPED, from which the partition is writable. Once every partition of the topic is
   STOPPED its ``mirror.name`` is cleared.
 - FAILED stays FAILED until the operator removes the topic from the mirror. Besides errors
   (a corrupt batch, a refused source), PREPARING fails a partition whose replicas do not complete
@@ -124,6 +124,9 @@ class MirrorManager(ReconcileScheduling, Failover):
         self._fetching: set[Key] = set()
         # epoch bumps started on entering STOPPING, awaited before the marker is written
         self._bumping: dict[Key, asyncio.Task[None]] = {}
+        # MIRROR_PID_RESET markers appended and not yet seen committed: (the leader epoch they
+        # were appended in, one past their offset); STOPPED waits for them
+        self._markers: dict[Key, tuple[int, int]] = {}
         # bumps waiting for this node to apply the new epoch, woken by `on_metadata`
         self._epoch_waiters: dict[Key, list[asyncio.Future[None]]] = {}
         self._closed = False
@@ -214,7 +217,13 @@ class MirrorManager(ReconcileScheduling, Failover):
         hosted = self._replicas.get(*key)
         if hosted is None or not hosted.is_leader:
             return
-        steps = plan(info.state, new, wanted.state, bump_started=key in self._bumping)
+        steps = plan(
+            info.state,
+            new,
+            wanted.state,
+            bump_started=key in self._bumping,
+            marker_pending=self._marker_pending(key, hosted),
+        )
         lme: int | None = None
         for step in steps:
             if step == Step.CHECK_SOURCE:
@@ -242,6 +251,9 @@ class MirrorManager(ReconcileScheduling, Failover):
                 await self._finish_bump(key, info, hosted)
             elif step == Step.APPEND_MARKER:
                 await self._append_marker(key, info, hosted)
+            elif step == Step.AWAIT_MARKER:
+                if not await self._await_marker(key, info, hosted):
+                    return
             elif step == Step.WRITE_STATE:
                 await self._write(key, info, new, lme)
                 info.leader_epoch = hosted.leader_epoch  # ours, bumped or not: still current

@@ -145,6 +145,7 @@ class ReconcileScheduling(FetcherControl):
             bump = self._bumping.pop(key, None)
             if bump is not None:
                 bump.cancel()  # the new leader bumps for itself
+            self._markers.pop(key, None)  # and redoes STOPPING, marker included
             if info is not None:
                 await self._stop_fetcher(key, info.mirror)
                 log.info(
