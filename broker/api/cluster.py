@@ -42,14 +42,20 @@ OFFSETS_TOPIC = "__consumer_offsets"
 
 
 class ClusterApi:
-    def __init__(self, services: Services, offsets_partitions: int, offsets_rf: int) -> None:
+    def __init__(
+        self,
+        services: Services,
+        offsets_partitions: int,
+        offsets_rf: int,
+        share_enabled: Callable[[], bool] | None = None,
+    ) -> None:
         self.s = services
         self._offsets_partitions = offsets_partitions
         self._offsets_rf = offsets_rf
         # KIP-932: share coordinators are found while share groups are on (the node's
         # group.share.enable or share.version 1: api_handlers.share_groups_enabled)
-        self.share_enabled: Callable[[], bool] = lambda: bool(
-            getattr(services.config, "group_share_enable", False)
+        self.share_enabled: Callable[[], bool] = share_enabled or (
+            lambda: bool(getattr(services.config, "group_share_enable", False))
         )
 
     def apis(self) -> list[Api]:

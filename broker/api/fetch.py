@@ -55,18 +55,26 @@ FetchAnswer = tuple[int, int, int, list[dict[str, Any]]]
 
 class FetchApi:
     def __init__(
-        self, services: Services, on_bytes_out: Any = None, quotas: ClientThrottle | None = None
+        self,
+        services: Services,
+        on_bytes_out: Any = None,
+        quotas: ClientThrottle | None = None,
+        *,
+        metadata_fetch: Callable[[RequestContext, Any], Awaitable[Any]] | None = None,
+        controller_listener: Callable[[RequestContext], bool] | None = None,
     ) -> None:
         self.s = services
         self.sessions = FetchSessionCache()
         self._on_bytes_out = on_bytes_out
         self.quotas = quotas  # client quotas (consumer_byte_rate); None: not enforced
         # KRaft's Fetch of __cluster_metadata-0 (QuorumApi.fetch, which checks CLUSTER_ACTION)
-        self.metadata_fetch: Callable[[RequestContext, Any], Awaitable[Any]] | None = None
+        self.metadata_fetch = metadata_fetch
         # A Fetch on a controller listener is the quorum's, as in Kafka's ControllerApis (there
         # it reads the metadata log or is INVALID_REQUEST); on a broker listener the metadata
         # log is no topic of the node's (UNKNOWN_TOPIC_OR_PARTITION).
-        self.controller_listener: Callable[[RequestContext], bool] = lambda ctx: False
+        self.controller_listener: Callable[[RequestContext], bool] = controller_listener or (
+            lambda ctx: False
+        )
 
     def apis(self) -> list[Api]:
         """The API keys and versions this module serves (the node's handler table)."""
