@@ -8,6 +8,7 @@ Once every partition of the topic is STOPPED its ``mirror.name`` is cleared.
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -15,12 +16,11 @@ from kio.schema.errors import ErrorCode
 from protocol.records import build_mirror_pid_reset
 
 from ..log.validation import AppendOrigin
-from ..metadata.image import TOPIC_RESOURCE
+from ..metadata.image import TOPIC_RESOURCE, MetadataImage
 from ..metadata.mirror_states import MIRROR_NAME_CONFIG, REMOVED_SUFFIX, MirrorState
 from .core import truncation
 from .core.states import PartitionInfo
-from .fetcher_control import FetcherControl
-from .manager_interfaces import Key
+from .manager_interfaces import Key, StateStore
 
 # The name the code logged under before manager.py was split: KMIRROR_LOG_LEVELS lines and the
 # (logger) of log lines stay the same.
@@ -35,11 +35,62 @@ EPOCH_RECHECK_S = 0.25
 MARKER_COMMIT_WAIT_S = 5.0
 
 
-class Failover(FetcherControl):
+class Failover:
     """STOPPING's steps (`core.transitions` orders them; `core.truncation` says where to cut and
     which epoch to ask for) and clearing ``mirror.name`` after."""
 
-    def _truncate_to_lso(self, key: Key, info: PartitionInfo, hosted: Any) -> None:
+    def __init__(
+        self,
+        image: Callable[[], MetadataImage],
+        states: StateStore,
+        info: Mapping[Key, PartitionInfo],
+        *,
+        bump_leader_epoch: Callable[[str, int, int], Awaitable[None]],
+        clear_mirror_name: Callable[[str], Awaitable[None]],
+        source_cluster_id: Callable[[str], Awaitable[str | None]],
+        now_ms: Callable[[], int],
+        monotonic: Callable[[], float],
+    ) -> None:
+        self._image = image
+        self._states = states
+        self._info = info  # the manager's partitions (read: is the whole topic STOPPED)
+        self._bump = bump_leader_epoch
+        self._clear = clear_mirror_name
+        self._source_cluster_id = source_cluster_id
+        self._now_ms = now_ms
+        self._monotonic = monotonic
+        # epoch bumps started on entering STOPPING, awaited before the marker is written
+        self._bumping: dict[Key, asyncio.Task[None]] = {}
+        # bumps waiting for this node to apply the new epoch, woken by `epoch_applied`
+        self._epoch_waiters: dict[Key, list[asyncio.Future[None]]] = {}
+        # MIRROR_PID_RESET markers appended and not yet seen committed: (the leader epoch they
+        # were appended in, one past their offset); STOPPED waits for them
+        self._markers: dict[Key, tuple[int, int]] = {}
+
+    def bump_started(self, key: Key) -> bool:
+        """This leader started STOPPING's bump itself (not a restart or a new leader)."""
+        return key in self._bumping
+
+    def cancel_bump(self, key: Key) -> None:
+        """This node no longer leads ``key``: the new leader bumps for itself (and redoes
+        STOPPING, marker included)."""
+        bump = self._bumping.pop(key, None)
+        if bump is not None:
+            bump.cancel()
+        self._markers.pop(key, None)
+
+    def epoch_applied(self, key: Key) -> None:
+        """A metadata change named the partition: a bump waiting for its epoch looks again."""
+        for woken in self._epoch_waiters.get(key, ()):
+            if not woken.done():
+                woken.set_result(None)
+
+    def close(self) -> None:
+        for task in self._bumping.values():
+            task.cancel()
+        self._bumping.clear()
+
+    def truncate_to_lso(self, key: Key, info: PartitionInfo, hosted: Any) -> None:
         topic, partition = key
         plog = hosted.log
         lso = truncation.lso_cut(plog.log_end_offset, int(plog.last_stable_offset))
@@ -48,8 +99,8 @@ class Failover(FetcherControl):
             hosted.truncate_to(lso)  # the partition brings its HW down with the cut
             log.info("mirror %s: %s-%d truncated to LSO %d", info.mirror, topic, partition, lso)
 
-    def _start_bump(self, key: Key, hosted: Any) -> int | None:
-        """Entering STOPPING, after the LSO cut: the bump starts (awaited in `_finish_bump`).
+    def start_bump(self, key: Key, hosted: Any) -> int | None:
+        """Entering STOPPING, after the LSO cut: the bump starts (awaited in `finish_bump`).
         The last mirrored epoch returned is written with STOPPING, so a restart in STOPPING
         never takes the LME from a log that may already hold the local marker."""
         lme: int | None = hosted.log.latest_epoch
@@ -85,7 +136,7 @@ class Failover(FetcherControl):
                 if not waiters:
                     self._epoch_waiters.pop(key, None)
 
-    async def _record_lme(self, key: Key, info: PartitionInfo, hosted: Any) -> None:
+    async def record_lme(self, key: Key, info: PartitionInfo, hosted: Any) -> None:
         """STOPPING found at start-up or on a new leader: STOPPING's write carried the LME (the
         log may hold a local marker by now); written from the log if it did not."""
         if info.last_mirror_epoch is None:
@@ -94,7 +145,7 @@ class Failover(FetcherControl):
                 await self._states.write_last_mirror_epoch(info.mirror, info.topic_id, key[1], lme)
                 info.last_mirror_epoch = lme
 
-    async def _finish_bump(self, key: Key, info: PartitionInfo, hosted: Any) -> None:
+    async def finish_bump(self, key: Key, info: PartitionInfo, hosted: Any) -> None:
         """The bump this leader started, or (after a restart in STOPPING) the one still due."""
         bump = self._bumping.pop(key, None)
         if bump is not None:
@@ -102,7 +153,7 @@ class Failover(FetcherControl):
         elif truncation.needs_bump(info.last_mirror_epoch, hosted.leader_epoch):
             await self._bump_above(key, hosted, info.last_mirror_epoch)
 
-    async def _append_marker(self, key: Key, info: PartitionInfo, hosted: Any) -> None:
+    async def append_marker(self, key: Key, info: PartitionInfo, hosted: Any) -> None:
         """STOPPED's MIRROR_PID_RESET, in the bumped epoch."""
         t0 = self._monotonic()
         source_id = await self._source_cluster_id(info.mirror) or ""
@@ -120,7 +171,7 @@ class Failover(FetcherControl):
             (self._monotonic() - t0) * 1000,
         )
 
-    def _marker_pending(self, key: Key, hosted: Any) -> bool:
+    def marker_pending(self, key: Key, hosted: Any) -> bool:
         """This leader appended the marker in its current epoch and it is still in the log (a
         leader's log changes only by its own hand): the retry waits for it again rather than
         appending another."""
@@ -133,7 +184,7 @@ class Failover(FetcherControl):
             return False
         return True
 
-    async def _await_marker(self, key: Key, info: PartitionInfo, hosted: Any) -> bool:
+    async def await_marker(self, key: Key, info: PartitionInfo, hosted: Any) -> bool:
         """Until the marker is committed (bounded: False leaves the partition STOPPING, to
         wait again on the next reconcile, or to be done again by a new leader)."""
         pending = self._markers.get(key)
@@ -153,7 +204,7 @@ class Failover(FetcherControl):
         log.info("mirror %s: %s-%d %s", info.mirror, *key, info.note)
         return False
 
-    async def _maybe_clear(self, topic: str, mirror: str) -> None:
+    async def maybe_clear(self, topic: str, mirror: str) -> None:
         img = self._image()
         t = img.topics.get(topic)
         if t is None or not img.config(TOPIC_RESOURCE, topic).get(MIRROR_NAME_CONFIG, "").endswith(
