@@ -79,6 +79,9 @@ class ConnectionEnv:
 
 
 class Connection(asyncio.BufferedProtocol):
+    """One accepted connection; ``ip`` is its peer's address as the connection quotas count
+    it (its place there is given back through ``env.owner`` when it closes)."""
+
     def __init__(self, env: ConnectionEnv, listener: Listener, ip: str) -> None:
         self._env = env
         # The parts read on every request, one attribute away.
