@@ -196,6 +196,7 @@ def _apis(node: Node) -> list[Api]:
     s, m = node.services, node.metrics
     quorum = _quorum_api(node)
     fetch = FetchApi(s, m.on_bytes_out, node.client_throttle)
+    fetch.on_follower_read, fetch.on_preferred_replica = m.on_follower_read, m.on_preferred_replica
     fetch.metadata_fetch = quorum.fetch
     fetch.controller_listener = lambda ctx: ctx.listener in node.config.controller_listener_names
     groups = GroupApi(node.groups, lambda t: t in node.image.topics, node.authorizer)

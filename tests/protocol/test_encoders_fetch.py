@@ -84,7 +84,7 @@ _PART_ROWS = st.lists(
                     max_size=2,
                 ),
             ),
-            "preferred_read_replica": st.sampled_from([-1, 3]),
+            "preferred_read_replica": st.sampled_from([-1, 0, 3, 2**31 - 1]),
             "records": st.one_of(
                 st.just(b""), st.binary(min_size=1, max_size=40).map(lambda b: [b, b[:3]])
             ),
