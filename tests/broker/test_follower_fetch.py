@@ -168,13 +168,13 @@ def _records(row: dict[str, Any]) -> int:
     return sum(len(b) for b in records) if isinstance(records, list) else len(records)
 
 
-def _follow(n: Node, replica: int, offset: int) -> None:
+def _follow(n: Node, replica: int, offset: int, epoch: int = EPOCH) -> None:
     """Follower ``replica`` fetched at ``offset`` (the leader records its position)."""
     served = n.hosted.on_follower_fetch(
         replica,
         offset,
         last_fetched_epoch=-1,
-        current_leader_epoch=EPOCH,
+        current_leader_epoch=epoch,
         broker_epoch=10 + replica,
         log_start_offset=0,
     )
@@ -219,7 +219,7 @@ def _leader(
     assert n.hosted.is_leader
     first = build_batch([Record(value=b"x")] * 5, base_timestamp=T0)
     n.hosted.append_records(first)
-    n.hosted.append_records(build_batch([Record(value=b"y")] * 5, base_timestamp=T0))
+    n.hosted.append_records(build_batch([Record(value=b"y")] * 5, base_timestamp=T0 + 1000))
     return n, len(first)  # offsets 0-4, then 5-9
 
 
@@ -271,3 +271,89 @@ def test_without_a_selector_the_leader_serves_every_consumer(tmp_path: Path) -> 
         row = n.fetch(0, rack=rack)
         assert row["preferred_read_replica"] == -1 and _records(row) == 2 * size  # HW 10
     assert n.preferred_answers == 0
+
+
+def _list_offsets(n: Node, version: int, *timestamps: int, committed: bool = False) -> list[Any]:
+    """(error, offset) per timestamp, one consumer ListOffsets of t-0 each."""
+    from broker.api.offsets import OffsetsApi
+
+    api = OffsetsApi(n.api.s)
+    out = []
+    for ts in timestamps:
+        req = build(
+            REGISTRY.spec(2).request_type(version),
+            {
+                "replica_id": -1,
+                "isolation_level": int(committed),
+                "topics": [
+                    {
+                        "name": "t",
+                        "partitions": [
+                            {"partition_index": 0, "current_leader_epoch": -1, "timestamp": ts}
+                        ],
+                    }
+                ],
+            },
+        )
+        resp = asyncio.run(api.list_offsets(Ctx(version), req))  # type: ignore[arg-type]
+        [p] = resp.topics[0].partitions
+        out.append((int(p.error_code), int(p.offset)))
+    return out
+
+
+def test_a_new_leader_whose_hw_lags_its_epoch_start_answers_offset_not_available(
+    tmp_path: Path,
+) -> None:
+    """After a leader move, the new leader's HW may trail the log end it took over (its epoch
+    starts there): latest, and a timestamp found past the HW or nowhere, are
+    OFFSET_NOT_AVAILABLE (LEADER_NOT_AVAILABLE before v5) until the followers catch it up; a
+    timestamp below the HW and earliest are answered."""
+    n = Node(tmp_path, 1, _records_of(leader=2), RACK_AWARE_SELECTOR)
+    n.hosted.log.append_raw(_batch(0, 5), now_ms=T0)
+    late = build_batch(
+        [Record(value=b"late")] * 5,
+        base_offset=5,
+        partition_leader_epoch=EPOCH,
+        base_timestamp=T0 + 60_000,
+    )
+    n.hosted.log.append_raw(late, now_ms=T0)
+    n.hosted.log.high_watermark = 5
+    move = PartitionRecord(
+        partition_id=0,
+        topic_id=TOPIC_ID,
+        replicas=(1, 2, 3),
+        isr=(1, 2, 3),
+        leader=1,
+        leader_epoch=EPOCH + 1,
+        partition_epoch=1,
+    )
+    n.image, delta = apply_records(n.image, [(100, move)])
+    n.rm.apply_delta(n.image, delta)
+    assert n.hosted.is_leader and n.hosted.log.high_watermark == 5
+    assert n.hosted.leader.epoch_start_offset == 10
+
+    na = E.offset_not_available
+    latest, earliest, early, late_ts, future = -1, -2, T0, T0 + 60_000, T0 + 10**9
+    assert _list_offsets(n, 7, latest, earliest, early, late_ts, future) == [
+        (na, -1), (E.none, 0), (E.none, 0), (na, -1), (na, -1),
+    ]  # fmt: skip
+    assert _list_offsets(n, 4, latest) == [(E.leader_not_available, -1)]
+
+    _follow(n, 2, 10, EPOCH + 1)
+    _follow(n, 3, 10, EPOCH + 1)
+    assert n.hosted.log.high_watermark == 10
+    assert _list_offsets(n, 7, latest, late_ts, future) == [
+        (E.none, 10), (E.none, 5), (E.none, -1),
+    ]  # fmt: skip
+
+
+def test_a_timestamp_past_the_high_watermark_is_not_answered(tmp_path: Path) -> None:
+    """Kafka answers a consumer only offsets it may fetch: a record past the HW is -1."""
+    n, _size = _leader(tmp_path)
+    _follow(n, 2, 5)
+    _follow(n, 3, 5)
+    assert n.hosted.log.high_watermark == 5
+    assert _list_offsets(n, 7, T0, T0 + 1000, -3) == [(E.none, 0), (E.none, -1), (E.none, -1)]
+    _follow(n, 2, 10)
+    _follow(n, 3, 10)
+    assert _list_offsets(n, 7, T0 + 1000, -3) == [(E.none, 5), (E.none, 5)]
