@@ -362,7 +362,7 @@ class FetchApi:
                     row["error_code"] = epoch_error
                     rows.append((key, row))
                     continue
-                if selector is not None and client is not None:
+                if selector is not None and client is not None and client[0]:
                     preferred = preferred_replica_for(
                         hosted, selector, client[0], sp.fetch_offset, img, client[1],
                         self.s.now_ms(),

@@ -65,9 +65,11 @@ def preferred_read_replica(
 
     ``rack_of(broker_id)`` gives (reachable, rack): reachable when the broker is registered,
     unfenced and has an endpoint on the consumer's listener."""
-    if selector is None:
-        return -1
+    if selector is None or not client_rack:
+        return -1  # the rack-aware rule for a consumer without a rack: the leader
     leader_ok, leader_rack = rack_of(leader_id)
+    if leader_ok and leader_rack == client_rack:
+        return -1  # the leader is in the consumer's rack (the common case, decided cheaply)
     leader = ReplicaView(leader_id, leader_rack if leader_ok else None, leader_log_end, 0)
     candidates = [leader]
     for f in followers:

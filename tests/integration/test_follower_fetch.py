@@ -138,6 +138,9 @@ def test_each_rack_reads_its_own_replica_before_and_after_a_leader_move(
 ) -> None:
     c = cluster
     a = AdminClient({"bootstrap.servers": c.bootstrap})
+    # broker.rack reaches the registrations, and Metadata / DescribeCluster answer it
+    nodes = a.describe_cluster().result(timeout=30).nodes
+    assert {n.id: n.rack for n in nodes} == {1: "r1", 2: "r2", 3: "r3"}
     a.create_topics([NewTopic(TOPIC, num_partitions=1, replica_assignment=[[1, 2, 3]])])[
         TOPIC
     ].result(30)
