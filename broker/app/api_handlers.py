@@ -338,6 +338,8 @@ def _apis(
         client_throttle,
         metadata_fetch=quorum_api.fetch,
         controller_listener=on_controller_listener,
+        on_follower_read=m.on_follower_read,
+        on_preferred_replica=m.on_preferred_replica,
     )
     groups = GroupApi(co.groups, lambda t: t in parts.image().topics, authorizer)
     features = FeatureControl(ctl.controller, cfg.node_id)

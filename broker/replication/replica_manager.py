@@ -64,14 +64,17 @@ class FollowerFetchers(Protocol):
     def unassign(self, partition: Partition) -> None: ...
 
 
-def leader_epoch_error(hosted: Partition, current_leader_epoch: int) -> ErrorCode | None:
+def leader_epoch_error(
+    hosted: Partition, current_leader_epoch: int, *, require_leader: bool = True
+) -> ErrorCode | None:
     """Kafka's checks for a client request on a partition: the request's current leader epoch
-    against ours (-1: not checked), then leadership (no reads from followers here)."""
+    against ours (-1: not checked), then leadership unless a follower may answer (a v11+
+    consumer Fetch, KIP-392)."""
     if current_leader_epoch >= 0 and current_leader_epoch != hosted.leader_epoch:
         if current_leader_epoch < hosted.leader_epoch:
             return ErrorCode.fenced_leader_epoch
         return ErrorCode.unknown_leader_epoch
-    if not hosted.is_leader:
+    if require_leader and not hosted.is_leader:
         return ErrorCode.not_leader_or_follower
     return None
 
