@@ -191,8 +191,8 @@ class Node:
         return topic_configs.log_config(self.config, self.image.config(TOPIC_RESOURCE, topic))
 
     def _replication_config_for(self, topic: str) -> ReplicationConfig:
-        """replica.lag.time.max.ms (broker), min.insync.replicas (topic, else broker), and
-        whether the topic is mirrored (KIP-1279 mirror.name)."""
+        """replica.lag.time.max.ms and replica.fetch.wait.max.ms (broker), min.insync.replicas
+        (topic, else broker), and whether the topic is mirrored (KIP-1279 mirror.name)."""
         configs = self.image.config(TOPIC_RESOURCE, topic)
         cfg = configs.get("min.insync.replicas")
         min_isr = int(cfg) if cfg is not None else self.config.min_insync_replicas
@@ -200,6 +200,7 @@ class Node:
             self.config.replica_lag_time_max_ms,
             min_isr,
             mirrored=bool(configs.get(MIRROR_NAME_CONFIG)),
+            replica_fetch_wait_max_ms=self.config.replica_fetch_wait_max_ms,
         )
 
     def _txn_coordinator_node(self, transactional_id: str) -> int | None:
