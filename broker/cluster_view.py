@@ -20,6 +20,7 @@ from .config.server_config import ServerConfig
 from .metadata.image import MetadataImage
 from .network.client import ReconnectingClient
 from .network.errors import NetworkError
+from .network.fetch_timeout import fetch_timeout_ms
 from .security.errors import AuthenticationFailed
 from .security.node_links import NodeLink, NodeLinks, build_node_links, inter_broker_listener
 
@@ -104,6 +105,7 @@ class PeerClients:
 
     def __init__(self, config: ServerConfig, links: NodeLinks | None = None) -> None:
         self._node_id = config.node_id
+        self._fetch_wait_ms = config.replica_fetch_wait_max_ms
         self.links = links if links is not None else build_node_links(config)
         self._watch = LinkWatch()
 
@@ -138,6 +140,20 @@ class PeerClients:
             port,
             f"broker-{self._node_id}",
             request_timeout_ms=PEER_REQUEST_TIMEOUT_MS,
+        )
+
+    def replica_fetch(self, host: str, port: int) -> ReconnectingClient:
+        """A replica fetcher's connection: as ``broker``, but a connection attempt gives up
+        within the bound of a Fetch (``fetch_timeout_ms``), so one started during a cut does
+        not sit out its SYN retransmissions for 10 s after the heal."""
+        return self._client(
+            self.links.inter_broker,
+            "broker",
+            host,
+            port,
+            f"broker-{self._node_id}",
+            request_timeout_ms=PEER_REQUEST_TIMEOUT_MS,
+            connect_timeout_ms=fetch_timeout_ms(self._fetch_wait_ms, PEER_REQUEST_TIMEOUT_MS),
         )
 
     def _client(

@@ -75,7 +75,7 @@ def build_coordinators(node: Node) -> None:
     node.share_state_clients = BrokerClients(node.cluster_view.broker_endpoint, node.peers.broker)
     node.replica_fetchers = ReplicaFetchers(
         config.node_id,
-        lambda: BrokerClients(node.cluster_view.broker_endpoint, node.peers.broker),
+        lambda: BrokerClients(node.cluster_view.broker_endpoint, node.peers.replica_fetch),
         FetcherConfig(
             num_fetchers=config.num_replica_fetchers,
             max_bytes=config.replica_fetch_max_bytes,

@@ -66,7 +66,7 @@ def _software_version() -> str:
 
 
 class _Pending:
-    __slots__ = ("api_key", "future", "raw", "timer", "version")
+    __slots__ = ("api_key", "future", "raw", "timeout_ms", "timer", "version")
 
     def __init__(
         self,
@@ -75,8 +75,10 @@ class _Pending:
         raw: bool,
         future: "asyncio.Future[Any]",
         timer: asyncio.TimerHandle,
+        timeout_ms: int,
     ) -> None:
         self.api_key = api_key
+        self.timeout_ms = timeout_ms
         self.version = version
         self.raw = raw
         self.future = future
@@ -298,22 +300,34 @@ class ClientConnection:
 
     # -- requests
 
-    async def send(self, body: Any, version: int | None = None) -> Any:
+    async def send(
+        self, body: Any, version: int | None = None, *, timeout_ms: int | None = None
+    ) -> Any:
         """Send a kio-style request body and return the decoded response body.
 
         The version defaults to the body type's own (kio types are per version).
+        ``timeout_ms`` replaces ``request_timeout_ms`` for this request (see ``send_raw``).
         """
         api_key = int(type(body).__api_key__)
         if version is None:
             version = int(type(body).__version__)
         self._check_version(api_key, version)
-        return await self._request(api_key, version, [body_bytes(body)], raw=False)
+        return await self._request(api_key, version, [body_bytes(body)], False, timeout_ms)
 
     async def send_raw(
-        self, api_key: int, version: int, body: bytes | bytearray | memoryview
+        self,
+        api_key: int,
+        version: int,
+        body: bytes | bytearray | memoryview,
+        *,
+        timeout_ms: int | None = None,
     ) -> memoryview:
-        """Send an encoded request body; return the response body (header stripped), undecoded."""
-        result: memoryview = await self._request(api_key, version, [body], raw=True)
+        """Send an encoded request body; return the response body (header stripped), undecoded.
+        ``timeout_ms`` replaces ``request_timeout_ms`` for this request: a long poll (Fetch)
+        gives up after a bound derived from its own wait (``fetch_timeout_ms``). As any timeout,
+        it closes the connection, so the next request reconnects rather than queue behind an
+        answer stuck in a connection that has not noticed a cut."""
+        result: memoryview = await self._request(api_key, version, [body], True, timeout_ms)
         return result
 
     async def send_no_response(self, body: Any, version: int | None = None) -> None:
@@ -374,14 +388,20 @@ class ClientConnection:
             stats.request_size_max = size + 4
 
     async def _request(
-        self, api_key: int, version: int, body: list[bytes | bytearray | memoryview], raw: bool
+        self,
+        api_key: int,
+        version: int,
+        body: list[bytes | bytearray | memoryview],
+        raw: bool,
+        timeout_ms: int | None = None,
     ) -> Any:
         proto = self._live_protocol()
         loop = asyncio.get_running_loop()
         corr = self._take_corr()
         future: asyncio.Future[Any] = loop.create_future()
-        timer = loop.call_later(self.request_timeout_ms / 1000, self._on_timeout, corr)
-        self._pending[corr] = _Pending(api_key, version, raw, future, timer)
+        wait_ms = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        timer = loop.call_later(wait_ms / 1000, self._on_timeout, corr)
+        self._pending[corr] = _Pending(api_key, version, raw, future, timer, wait_ms)
         self._write(proto, api_key, version, corr, body)
         await proto.drain()
         try:
@@ -434,7 +454,7 @@ class ClientConnection:
             pending.future.set_exception(
                 RequestTimeoutError(
                     f"no response from {self.host}:{self.port} to api key {pending.api_key} "
-                    f"v{pending.version} within {self.request_timeout_ms} ms"
+                    f"v{pending.version} within {pending.timeout_ms} ms"
                 )
             )
         self._fail(
@@ -576,13 +596,21 @@ class ReconnectingClient:
     async def version_for(self, api_key: int) -> int:
         return (await self.connection()).version_for(api_key)
 
-    async def send(self, body: Any, version: int | None = None) -> Any:
-        return await (await self.connection()).send(body, version)
+    async def send(
+        self, body: Any, version: int | None = None, *, timeout_ms: int | None = None
+    ) -> Any:
+        return await (await self.connection()).send(body, version, timeout_ms=timeout_ms)
 
     async def send_raw(
-        self, api_key: int, version: int, body: bytes | bytearray | memoryview
+        self,
+        api_key: int,
+        version: int,
+        body: bytes | bytearray | memoryview,
+        *,
+        timeout_ms: int | None = None,
     ) -> memoryview:
-        return await (await self.connection()).send_raw(api_key, version, body)
+        conn = await self.connection()
+        return await conn.send_raw(api_key, version, body, timeout_ms=timeout_ms)
 
     async def send_no_response(self, body: Any, version: int | None = None) -> None:
         await (await self.connection()).send_no_response(body, version)
