@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 
 QUORUM_REQUEST_TIMEOUT_MS = 2000  # controller.quorum.request.timeout.ms (Kafka's default)
 PEER_REQUEST_TIMEOUT_MS = 30_000
+REPLICA_CONNECT_TIMEOUT_MS = 1000  # a replica fetcher's connection setup (see replica_fetch)
 _TLS_HINTS = ("SSLError", "SSLCertVerificationError", "certificate", "TLS")
 
 
@@ -143,9 +144,11 @@ class PeerClients:
         )
 
     def replica_fetch(self, host: str, port: int) -> ReconnectingClient:
-        """A replica fetcher's connection: as ``broker``, but a connection attempt gives up
-        within the bound of a Fetch (``fetch_timeout_ms``), so one started during a cut does
-        not sit out its SYN retransmissions for 10 s after the heal."""
+        """A replica fetcher's connection: as ``broker``, but a connection attempt (with its
+        ApiVersions exchange) gives up within ``REPLICA_CONNECT_TIMEOUT_MS`` (or the bound of a
+        Fetch, if less): the fetcher tries again at once, so a link that heals is found within
+        about that, where an attempt started during the cut sat out its SYN retransmissions
+        for up to 10 s after the heal."""
         return self._client(
             self.links.inter_broker,
             "broker",
@@ -153,7 +156,10 @@ class PeerClients:
             port,
             f"broker-{self._node_id}",
             request_timeout_ms=PEER_REQUEST_TIMEOUT_MS,
-            connect_timeout_ms=fetch_timeout_ms(self._fetch_wait_ms, PEER_REQUEST_TIMEOUT_MS),
+            connect_timeout_ms=min(
+                REPLICA_CONNECT_TIMEOUT_MS,
+                fetch_timeout_ms(self._fetch_wait_ms, PEER_REQUEST_TIMEOUT_MS),
+            ),
         )
 
     def _client(

@@ -47,6 +47,7 @@ UNSUPPORTED_VERSION: Final = 35
 FIRST_API_VERSIONS_VERSION: Final = 3  # flexible, carries the client software name/version
 SOFTWARE_NAME: Final = "kmirror"
 DEFAULT_MAX_RESPONSE_BYTES: Final = 1 << 30
+MIN_SETUP_MS: Final = 1000  # the least time a connection's ApiVersions exchange is given
 
 _SIZE: Final = struct.Struct(">i")
 _INT16: Final = struct.Struct(">h")
@@ -227,11 +228,21 @@ class ClientConnection:
 
     async def negotiate_versions(self) -> None:
         """ApiVersions v3 first; on UNSUPPORTED_VERSION (answered in v0 format, as Kafka does),
-        retry once with the highest version the server listed for ApiVersions."""
+        retry once with the highest version the server listed for ApiVersions.
+
+        Part of setting the connection up, so bounded like it (librdkafka's
+        socket.connection.setup.timeout.ms covers it too): by the connect timeout, at least
+        ``MIN_SETUP_MS``. A peer whose kernel accepted the connection but that does not answer
+        (a frozen process, a link cut right after the handshake) is given up on and tried again
+        at the connect cadence, not after the request timeout."""
         version = FIRST_API_VERSIONS_VERSION
+        setup_ms = min(self.request_timeout_ms, max(self.connect_timeout_ms, MIN_SETUP_MS))
         for _ in range(2):
             raw = await self.send_raw(
-                API_VERSIONS, version, body_bytes(self._api_versions_request(version))
+                API_VERSIONS,
+                version,
+                body_bytes(self._api_versions_request(version)),
+                timeout_ms=setup_ms,
             )
             spec = self.registry.spec(API_VERSIONS)
             (error,) = _INT16.unpack_from(raw, 0) if len(raw) >= 2 else (-1,)

@@ -226,6 +226,7 @@ class ReplicaFetcher:
     async def _loop(self) -> None:
         backoff_s = self._config.backoff_ms / 1000
         while self.partitions:
+            started = time.monotonic()
             try:
                 if not await self._round():
                     await asyncio.sleep(backoff_s)
@@ -234,7 +235,9 @@ class ReplicaFetcher:
             except Exception as e:
                 log.info("%s: %s", self, e)
                 self.session.on_failure()
-                await asyncio.sleep(backoff_s)
+                # the back-off counts from the attempt: one that already waited out a timeout
+                # (a cut link) tries again at once, so a healed link is found within a bound
+                await asyncio.sleep(max(0.0, backoff_s - (time.monotonic() - started)))
 
     async def _round(self) -> bool:
         """One Fetch (or offset reset); False asks for a back-off of the whole fetcher."""

@@ -9,6 +9,7 @@ open, or after the heal while the answer sits in a TCP retransmit queue.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 import uuid
 from pathlib import Path
@@ -22,8 +23,8 @@ from broker.log.manager import LogManager
 from broker.mirror.fetcher import MirrorFetcherManager
 from broker.mirror.source import SourceClient
 from broker.network.broker_clients import BrokerClients
-from broker.network.client import ReconnectingClient
-from broker.network.errors import RequestTimeoutError
+from broker.network.client import MIN_SETUP_MS, ReconnectingClient
+from broker.network.errors import ConnectError, RequestTimeoutError
 from broker.network.fetch_timeout import fetch_timeout_ms
 from broker.network.server import ConnectionContext
 from broker.quorum.driver import QuorumDriver
@@ -129,7 +130,7 @@ def test_replica_fetcher_reconnects_within_the_bound(tmp_path: Path) -> None:
         fetcher.start()
         try:
             await _until(lambda: len(toy.fetches) >= 3, 3 * (BOUND_S + 1.5))
-            gaps = [b - a for a, b in zip(toy.fetches, toy.fetches[1:], strict=False)]
+            gaps = [b - a for a, b in itertools.pairwise(toy.fetches)]
             # each unanswered Fetch is given up after the bound, then back-off and a reconnect
             assert all(BOUND_S - 0.1 < g < BOUND_S + 1.5 for g in gaps), gaps
             assert len(toy.connections) >= 3  # a new connection for each
@@ -164,7 +165,7 @@ def test_mirror_fetcher_reconnects_within_the_bound(tmp_path: Path) -> None:
         try:
             await mgr.add("mr", config, {("alpha", 0): None})
             await _until(lambda: len(toy.fetches) >= 3, 3 * (BOUND_S + 3.0))
-            gaps = [b - a for a, b in zip(toy.fetches, toy.fetches[1:], strict=False)]
+            gaps = [b - a for a, b in itertools.pairwise(toy.fetches)]
             assert all(BOUND_S - 0.1 < g < BOUND_S + 3.0 for g in gaps), gaps
         finally:
             await mgr.close()
@@ -213,5 +214,28 @@ def test_a_quorum_fetch_is_bounded_by_its_own_wait() -> None:
         finally:
             await driver.close(resign=False)
             await server.close(timeout=0)
+
+    run(main())
+
+
+def test_connection_setup_gives_up_within_the_connect_timeout() -> None:
+    """A peer whose kernel accepts but that never answers ApiVersions (a frozen process, a cut
+    right after the handshake): setting up fails after the connect timeout (at least
+    MIN_SETUP_MS), not the request timeout, so the caller tries again at the connect cadence."""
+
+    async def main() -> None:
+        server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        client = ReconnectingClient(
+            "127.0.0.1", port, "t", request_timeout_ms=30_000, connect_timeout_ms=500
+        )
+        try:
+            t0 = time.monotonic()
+            with pytest.raises(ConnectError, match="version negotiation"):
+                await client.connection()
+            assert MIN_SETUP_MS / 1000 - 0.05 < time.monotonic() - t0 < MIN_SETUP_MS / 1000 + 1.0
+        finally:
+            client.close()
+            server.close()
 
     run(main())
