@@ -19,13 +19,16 @@ and after all faults: no acknowledged record lost or duplicated, every replica b
 
 The goals are printed for every fault and enforced with ``KMIRROR_FAULT_STRICT=1``. Without it
 the run asserts what the broker alone can promise under TCP's retransmission: no stall after the
-heal longer than ``RESUME_BOUND_S`` (a client's own connection that carried a request across an
-8 s cut is silent until 12.6 s after the cut began, 4.6 s after the heal, whatever the broker
-does; a fetcher that waits out its 30 s request timeout, as before issue 31, shows as about 20 s),
-and no outage longer than the cut plus that.
+heal longer than ``RESUME_BOUND_S``, and no outage longer than the cut plus that. A cut of 13 s
+lets the controller fence the node and move its partitions before the heal, so what follows the
+heal is the broker's doing; before issue 31's fixes the quorum leader's 13 s isolation left
+producers stalled about 12 s after the heal (the healed node held the high watermark while its
+fetch waited for TCP's retransmission at 25.4 s). With the node's own connections silent after
+an "in" cut (it is never fenced: its heartbeats still arrive), librdkafka waits on them whatever
+the broker does, so those get ``CLIENT_BOUND_S``.
 
-CI runs the short form: the quorum leader isolated both ways, then another node one way (about a
-minute). The long form: ``KMIRROR_FAULT_ROUNDS=<n>`` rounds of a random node (the quorum leader
+CI runs the short form: the quorum leader isolated both ways for 13 s, then another node one way
+(what it sends is lost) for 10 s (about 80 s with the cluster's start). The long form: ``KMIRROR_FAULT_ROUNDS=<n>`` rounds of a random node (the quorum leader
 half the time), a random direction and a random cut of 3-15 s. ``KMIRROR_FAULT_SEED=<n>`` replays
 a run's choices; every failure names its seed.
 """
@@ -57,13 +60,13 @@ SETTINGS = {
     "offsets__topic__replication__factor": "3",
     "transaction__state__log__replication__factor": "3",
     "min__insync__replicas": "2",
-    # a follower that stops fetching leaves the ISR before its node is fenced: an isolated
-    # quorum leader is fenced only a session timeout after the next leader took over
-    "replica__lag__time__max__ms": "4000",
+    # replica.lag.time.max.ms stays Kafka's 30 s, as in the issue's runs: a healed node is then
+    # still "caught up" by Kafka's rule, which is what let it hold the high watermark
 }
 OUTAGE_GOAL_S = SESSION_MS / 1000 + 2.0
 RESUME_GOAL_S = 1.0
-RESUME_BOUND_S = 6.0
+RESUME_BOUND_S = 3.0
+CLIENT_BOUND_S = 6.0  # after an "in" cut: the clients' own connections to the node are silent
 STRICT = os.environ.get("KMIRROR_FAULT_STRICT") == "1"
 SETTLE_S = 6.0  # watched after each heal
 
@@ -112,8 +115,8 @@ def plan(fc: FaultCluster, r: int, controller: int) -> tuple[int, str, float]:
     others = sorted({1, 2, 3} - {controller})
     if not LONG:
         if r == 0:
-            return controller, "both", SESSION_MS / 1000 + 2.0
-        return fc.rng.choice(others), fc.rng.choice(["out", "in"]), SESSION_MS / 1000 + 2.0
+            return controller, "both", 13.0
+        return fc.rng.choice(others), "out", 10.0
     node = controller if fc.rng.random() < 0.5 else fc.rng.choice(others)
     return node, fc.rng.choice(["both", "out", "in"]), fc.rng.uniform(3.0, 15.0)
 
@@ -168,11 +171,12 @@ def test_no_stall_outlives_a_node_isolation(tmp_path: Path) -> None:
                     flush=True,
                 )
                 cut_s = fault.t_heal - fault.t_cut
+                bound = CLIENT_BOUND_S if direction == "in" else RESUME_BOUND_S
                 checks = [
                     (worst, OUTAGE_GOAL_S, "session timeout + 2 s", STRICT),
                     (after, RESUME_GOAL_S, "resumed within 1 s of the heal", STRICT),
-                    (worst, cut_s + RESUME_BOUND_S, "the cut + the resume bound", True),
-                    (after, RESUME_BOUND_S, "the resume bound", True),
+                    (worst, cut_s + bound, "the cut + the resume bound", True),
+                    (after, bound, "the resume bound", True),
                 ]
                 for value, limit, what, enforced in checks:
                     if value > limit:
