@@ -23,9 +23,12 @@ heal longer than ``RESUME_BOUND_S``, and no outage longer than the cut plus that
 lets the controller fence the node and move its partitions before the heal, so what follows the
 heal is the broker's doing; before issue 31's fixes the quorum leader's 13 s isolation left
 producers stalled about 12 s after the heal (the healed node held the high watermark while its
-fetch waited for TCP's retransmission at 25.4 s). With the node's own connections silent after
-an "in" cut (it is never fenced: its heartbeats still arrive), librdkafka waits on them whatever
-the broker does, so those get ``CLIENT_BOUND_S``.
+fetch waited for TCP's retransmission at 25.4 s). An "in" cut (the node still sends, hears
+nothing) gets ``CLIENT_BOUND_S``: its heartbeats still arrive now and then, so it is fenced and
+unfenced again, and put back in ISRs by its stale Fetches, and after the heal its connections
+(its heartbeats', the clients' to it) stay silent until TCP retransmits; a long run saw it hold
+a partition's high watermark until it was fenced again 7 s after the heal (not fixed yet: the
+broker's heartbeat waits on a silent connection for the request timeout).
 
 CI runs the short form: the quorum leader isolated both ways for 13 s, then another node one way
 (what it sends is lost) for 10 s (about 80 s with the cluster's start). The long form: ``KMIRROR_FAULT_ROUNDS=<n>`` rounds of a random node (the quorum leader
@@ -35,6 +38,7 @@ a run's choices; every failure names its seed.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import time
@@ -101,10 +105,17 @@ def outage(times: list[float], fault: Fault, end: float) -> float:
     return longest_gap(times, start, end)
 
 
-def measure(producer: SeqProducerProcess, fault: Fault) -> tuple[float, float]:
-    """(worst outage, worst stall after the heal) over the partitions."""
+def acked_since(producer: SeqProducerProcess, t: float) -> bool:
+    """Has every partition had an acknowledgement after ``t``?"""
     producer.refresh()
-    end = fault.t_heal + SETTLE_S
+    return all(any(d > t for d in producer.deliveries[p]) for p in range(PARTITIONS))
+
+
+def measure(producer: SeqProducerProcess, fault: Fault) -> tuple[float, float]:
+    """(worst outage, worst stall after the heal) over the partitions, up to now (at least
+    ``SETTLE_S`` after the heal, and after every partition's first ack since the heal)."""
+    producer.refresh()
+    end = time.monotonic()
     outs = [outage(producer.deliveries[p], fault, end) for p in range(PARTITIONS)]
     after = [longest_gap(producer.deliveries[p], fault.t_heal, end) for p in range(PARTITIONS)]
     return max(outs), max(after)
@@ -164,6 +175,8 @@ def test_no_stall_outlives_a_node_isolation(tmp_path: Path) -> None:
                 fault = Fault(node, direction, node == controller, t_cut, time.monotonic())
                 faults.append(fault)
                 time.sleep(SETTLE_S)
+                with contextlib.suppress(AssertionError):  # a longer stall is measured below
+                    wait_for(lambda t=fault.t_heal: acked_since(producer, t), 60, "acks", step=0.2)  # type: ignore[misc]
                 worst, after = measure(producer, fault)
                 print(
                     f"round {r}: {fault}: longest stretch without an ack {worst:.2f}s, "
