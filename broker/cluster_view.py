@@ -20,6 +20,7 @@ from .config.server_config import ServerConfig
 from .metadata.image import MetadataImage
 from .network.client import ReconnectingClient
 from .network.errors import NetworkError
+from .network.fetch_timeout import fetch_timeout_ms
 from .security.errors import AuthenticationFailed
 from .security.node_links import NodeLink, NodeLinks, build_node_links, inter_broker_listener
 
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 
 QUORUM_REQUEST_TIMEOUT_MS = 2000  # controller.quorum.request.timeout.ms (Kafka's default)
 PEER_REQUEST_TIMEOUT_MS = 30_000
+REPLICA_CONNECT_TIMEOUT_MS = 1000  # a replica fetcher's connection setup (see replica_fetch)
 _TLS_HINTS = ("SSLError", "SSLCertVerificationError", "certificate", "TLS")
 
 
@@ -104,6 +106,7 @@ class PeerClients:
 
     def __init__(self, config: ServerConfig, links: NodeLinks | None = None) -> None:
         self._node_id = config.node_id
+        self._fetch_wait_ms = config.replica_fetch_wait_max_ms
         self.links = links if links is not None else build_node_links(config)
         self._watch = LinkWatch()
 
@@ -138,6 +141,25 @@ class PeerClients:
             port,
             f"broker-{self._node_id}",
             request_timeout_ms=PEER_REQUEST_TIMEOUT_MS,
+        )
+
+    def replica_fetch(self, host: str, port: int) -> ReconnectingClient:
+        """A replica fetcher's connection: as ``broker``, but a connection attempt (with its
+        ApiVersions exchange) gives up within ``REPLICA_CONNECT_TIMEOUT_MS`` (or the bound of a
+        Fetch, if less): the fetcher tries again at once, so a link that heals is found within
+        about that, where an attempt started during the cut sat out its SYN retransmissions
+        for up to 10 s after the heal."""
+        return self._client(
+            self.links.inter_broker,
+            "broker",
+            host,
+            port,
+            f"broker-{self._node_id}",
+            request_timeout_ms=PEER_REQUEST_TIMEOUT_MS,
+            connect_timeout_ms=min(
+                REPLICA_CONNECT_TIMEOUT_MS,
+                fetch_timeout_ms(self._fetch_wait_ms, PEER_REQUEST_TIMEOUT_MS),
+            ),
         )
 
     def _client(

@@ -49,13 +49,16 @@ def build_replication(
         return topic_configs.log_config(config, image().config(TOPIC_RESOURCE, topic))
 
     def replication_config_for(topic: str) -> ReplicationConfig:
-        """replica.lag.time.max.ms (broker), min.insync.replicas (topic, else broker), and
-        whether the topic is mirrored (KIP-1279 mirror.name)."""
+        """replica.lag.time.max.ms and replica.fetch.wait.max.ms (broker), min.insync.replicas
+        (topic, else broker), and whether the topic is mirrored (KIP-1279 mirror.name)."""
         configs = image().config(TOPIC_RESOURCE, topic)
         cfg = configs.get("min.insync.replicas")
         min_isr = int(cfg) if cfg is not None else config.min_insync_replicas
         return ReplicationConfig(
-            config.replica_lag_time_max_ms, min_isr, mirrored=bool(configs.get(MIRROR_NAME_CONFIG))
+            config.replica_lag_time_max_ms,
+            min_isr,
+            mirrored=bool(configs.get(MIRROR_NAME_CONFIG)),
+            replica_fetch_wait_max_ms=config.replica_fetch_wait_max_ms,
         )
 
     def broker_epoch() -> int:
@@ -65,7 +68,7 @@ def build_replication(
 
     fetchers = ReplicaFetchers(
         config.node_id,
-        lambda: BrokerClients(cluster_view.broker_endpoint, peers.broker),
+        lambda: BrokerClients(cluster_view.broker_endpoint, peers.replica_fetch),
         FetcherConfig(
             num_fetchers=config.num_replica_fetchers,
             max_bytes=config.replica_fetch_max_bytes,

@@ -75,6 +75,20 @@ def parse_bootstrap(value: str) -> list[tuple[str, int]]:
     return out
 
 
+def _positive_ms(config: Mapping[str, str], key: str, default: int) -> int:
+    """A positive duration from the mirror's config; ``ValueError`` naming a bad one."""
+    raw = config.get(key)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"mirror config {key}={raw!r} is not a whole number of ms") from None
+    if value <= 0:
+        raise ValueError(f"mirror config {key}={raw!r} must be positive")
+    return value
+
+
 def _code(value: Any) -> int:
     return int(getattr(value, "value", value))
 
@@ -85,14 +99,17 @@ class SourceClient:
         config: Mapping[str, str],
         client_id: str,
         *,
-        request_timeout_ms: int = 30_000,
+        request_timeout_ms: int | None = None,
     ) -> None:
+        """``request_timeout_ms``: else the mirror config's ``request.timeout.ms``, else 30 s."""
         if "bootstrap.servers" not in config:
             raise ValueError("mirror config lacks bootstrap.servers")
         # security.protocol, ssl.*, sasl.*: SecurityConfigError (a ValueError) names a bad key
         self.security = client_security(config)
         self.bootstrap = parse_bootstrap(config["bootstrap.servers"])
         self.client_id = client_id
+        if request_timeout_ms is None:
+            request_timeout_ms = _positive_ms(config, "request.timeout.ms", 30_000)
         self.request_timeout_ms = request_timeout_ms
         self._backoff_ms = int(config.get("reconnect.backoff.ms", "50"))
         self._backoff_max_ms = int(config.get("reconnect.backoff.max.ms", "1000"))

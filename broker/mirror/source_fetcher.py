@@ -27,6 +27,7 @@ from protocol.fetch_session import SESSION_ERRORS, FetchSessionBuilder
 
 from ..network.client import ReconnectingClient, backoff_ms
 from ..network.errors import NetworkError
+from ..network.fetch_timeout import fetch_timeout_ms
 from .fetch_interfaces import FetcherServices
 from .fetch_state import (
     NONE,
@@ -167,7 +168,9 @@ class SourceFetcher:
         self.session.enabled = sessions
         body, sent, id_map = self._build(version, by_id, delay)
         try:
-            raw = await conn.send_raw(FETCH, version, body)
+            # no answer well after the wait: a cut link or a stuck connection; reconnect
+            bound = fetch_timeout_ms(m.max_wait_ms, conn.request_timeout_ms)
+            raw = await conn.send_raw(FETCH, version, body, timeout_ms=bound)
             self.counters.requests += 1
             self.counters.response_bytes += len(raw)
             resp = parse_fetch_response(raw, version)

@@ -63,10 +63,22 @@ class BrokerClients:
         return await self._client(broker_id).version_for(api_key)
 
     async def send_raw(
-        self, broker_id: int, api_key: int, version: int, body: bytes | bytearray | memoryview
+        self,
+        broker_id: int,
+        api_key: int,
+        version: int,
+        body: bytes | bytearray | memoryview,
+        *,
+        timeout_ms: int | None = None,
     ) -> memoryview:
-        """Send an encoded request body; the response body, undecoded (hot paths parse it)."""
-        return await self._client(broker_id).send_raw(api_key, version, body)
+        """Send an encoded request body; the response body, undecoded (hot paths parse it).
+        ``timeout_ms``: this request's own bound instead of the client's request timeout."""
+        client = self._client(broker_id)
+        return await client.send_raw(api_key, version, body, timeout_ms=timeout_ms)
+
+    def request_timeout_ms(self, broker_id: int) -> int:
+        """The request timeout of the connection to ``broker_id`` (``UnknownBroker`` if none)."""
+        return self._client(broker_id).request_timeout_ms
 
     def _client(self, broker_id: int) -> ReconnectingClient:
         ep = self._endpoint(broker_id)

@@ -47,6 +47,7 @@ UNSUPPORTED_VERSION: Final = 35
 FIRST_API_VERSIONS_VERSION: Final = 3  # flexible, carries the client software name/version
 SOFTWARE_NAME: Final = "kmirror"
 DEFAULT_MAX_RESPONSE_BYTES: Final = 1 << 30
+MIN_SETUP_MS: Final = 1000  # the least time a connection's ApiVersions exchange is given
 
 _SIZE: Final = struct.Struct(">i")
 _INT16: Final = struct.Struct(">h")
@@ -66,7 +67,7 @@ def _software_version() -> str:
 
 
 class _Pending:
-    __slots__ = ("api_key", "future", "raw", "timer", "version")
+    __slots__ = ("api_key", "future", "raw", "timeout_ms", "timer", "version")
 
     def __init__(
         self,
@@ -75,8 +76,10 @@ class _Pending:
         raw: bool,
         future: "asyncio.Future[Any]",
         timer: asyncio.TimerHandle,
+        timeout_ms: int,
     ) -> None:
         self.api_key = api_key
+        self.timeout_ms = timeout_ms
         self.version = version
         self.raw = raw
         self.future = future
@@ -225,11 +228,21 @@ class ClientConnection:
 
     async def negotiate_versions(self) -> None:
         """ApiVersions v3 first; on UNSUPPORTED_VERSION (answered in v0 format, as Kafka does),
-        retry once with the highest version the server listed for ApiVersions."""
+        retry once with the highest version the server listed for ApiVersions.
+
+        Part of setting the connection up, so bounded like it (librdkafka's
+        socket.connection.setup.timeout.ms covers it too): by the connect timeout, at least
+        ``MIN_SETUP_MS``. A peer whose kernel accepted the connection but that does not answer
+        (a frozen process, a link cut right after the handshake) is given up on and tried again
+        at the connect cadence, not after the request timeout."""
         version = FIRST_API_VERSIONS_VERSION
+        setup_ms = min(self.request_timeout_ms, max(self.connect_timeout_ms, MIN_SETUP_MS))
         for _ in range(2):
             raw = await self.send_raw(
-                API_VERSIONS, version, body_bytes(self._api_versions_request(version))
+                API_VERSIONS,
+                version,
+                body_bytes(self._api_versions_request(version)),
+                timeout_ms=setup_ms,
             )
             spec = self.registry.spec(API_VERSIONS)
             (error,) = _INT16.unpack_from(raw, 0) if len(raw) >= 2 else (-1,)
@@ -298,22 +311,34 @@ class ClientConnection:
 
     # -- requests
 
-    async def send(self, body: Any, version: int | None = None) -> Any:
+    async def send(
+        self, body: Any, version: int | None = None, *, timeout_ms: int | None = None
+    ) -> Any:
         """Send a kio-style request body and return the decoded response body.
 
         The version defaults to the body type's own (kio types are per version).
+        ``timeout_ms`` replaces ``request_timeout_ms`` for this request (see ``send_raw``).
         """
         api_key = int(type(body).__api_key__)
         if version is None:
             version = int(type(body).__version__)
         self._check_version(api_key, version)
-        return await self._request(api_key, version, [body_bytes(body)], raw=False)
+        return await self._request(api_key, version, [body_bytes(body)], False, timeout_ms)
 
     async def send_raw(
-        self, api_key: int, version: int, body: bytes | bytearray | memoryview
+        self,
+        api_key: int,
+        version: int,
+        body: bytes | bytearray | memoryview,
+        *,
+        timeout_ms: int | None = None,
     ) -> memoryview:
-        """Send an encoded request body; return the response body (header stripped), undecoded."""
-        result: memoryview = await self._request(api_key, version, [body], raw=True)
+        """Send an encoded request body; return the response body (header stripped), undecoded.
+        ``timeout_ms`` replaces ``request_timeout_ms`` for this request: a long poll (Fetch)
+        gives up after a bound derived from its own wait (``fetch_timeout_ms``). As any timeout,
+        it closes the connection, so the next request reconnects rather than queue behind an
+        answer stuck in a connection that has not noticed a cut."""
+        result: memoryview = await self._request(api_key, version, [body], True, timeout_ms)
         return result
 
     async def send_no_response(self, body: Any, version: int | None = None) -> None:
@@ -374,14 +399,20 @@ class ClientConnection:
             stats.request_size_max = size + 4
 
     async def _request(
-        self, api_key: int, version: int, body: list[bytes | bytearray | memoryview], raw: bool
+        self,
+        api_key: int,
+        version: int,
+        body: list[bytes | bytearray | memoryview],
+        raw: bool,
+        timeout_ms: int | None = None,
     ) -> Any:
         proto = self._live_protocol()
         loop = asyncio.get_running_loop()
         corr = self._take_corr()
         future: asyncio.Future[Any] = loop.create_future()
-        timer = loop.call_later(self.request_timeout_ms / 1000, self._on_timeout, corr)
-        self._pending[corr] = _Pending(api_key, version, raw, future, timer)
+        wait_ms = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        timer = loop.call_later(wait_ms / 1000, self._on_timeout, corr)
+        self._pending[corr] = _Pending(api_key, version, raw, future, timer, wait_ms)
         self._write(proto, api_key, version, corr, body)
         await proto.drain()
         try:
@@ -434,7 +465,7 @@ class ClientConnection:
             pending.future.set_exception(
                 RequestTimeoutError(
                     f"no response from {self.host}:{self.port} to api key {pending.api_key} "
-                    f"v{pending.version} within {self.request_timeout_ms} ms"
+                    f"v{pending.version} within {pending.timeout_ms} ms"
                 )
             )
         self._fail(
@@ -576,13 +607,21 @@ class ReconnectingClient:
     async def version_for(self, api_key: int) -> int:
         return (await self.connection()).version_for(api_key)
 
-    async def send(self, body: Any, version: int | None = None) -> Any:
-        return await (await self.connection()).send(body, version)
+    async def send(
+        self, body: Any, version: int | None = None, *, timeout_ms: int | None = None
+    ) -> Any:
+        return await (await self.connection()).send(body, version, timeout_ms=timeout_ms)
 
     async def send_raw(
-        self, api_key: int, version: int, body: bytes | bytearray | memoryview
+        self,
+        api_key: int,
+        version: int,
+        body: bytes | bytearray | memoryview,
+        *,
+        timeout_ms: int | None = None,
     ) -> memoryview:
-        return await (await self.connection()).send_raw(api_key, version, body)
+        conn = await self.connection()
+        return await conn.send_raw(api_key, version, body, timeout_ms=timeout_ms)
 
     async def send_no_response(self, body: Any, version: int | None = None) -> None:
         await (await self.connection()).send_no_response(body, version)

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 from protocol.build import build
 
 from ..network.client import ReconnectingClient
+from ..network.fetch_timeout import fetch_timeout_ms
 from ..network.peer_refusals import PeerRefusals
 from ..raft import messages as m
 from ..raft.core import (
@@ -319,7 +320,10 @@ class QuorumDriver:
             client = self._client(out.dest)
             version = await client.version_for(key)
             cls = client_request_type(key, version)
-            body = await client.send(build(cls, encode(out.message)), version)
+            timeout = None
+            if isinstance(out.message, m.FetchRequest):  # a long poll: bounded by its own wait
+                timeout = fetch_timeout_ms(out.message.max_wait_ms, client.request_timeout_ms)
+            body = await client.send(build(cls, encode(out.message)), version, timeout_ms=timeout)
             response = _DECODE[key](body)
             for node_id, host, port in wire.node_endpoints(body, self._listener_name):
                 self.learn_endpoint(node_id, host, port)

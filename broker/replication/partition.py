@@ -272,6 +272,15 @@ class Partition:
             if done or error != ErrorCode.none:
                 return error
             remaining = deadline - time.monotonic()
+            # a follower outside the ISR may hold the HW only a while (``hold_lapses_at``), and
+            # the end of that hold is no event: wake then and look again
+            now = self._now_ms()
+            lapse = self.leader.hold_lapses_at(now)
+            if lapse is not None and remaining > 0:
+                await self._woken_or_after(min(remaining, (lapse - now) / 1000))
+                if self.leader.recheck_hw(self._now_ms()):
+                    self.wake()
+                continue
             if remaining <= 0:
                 state = self.leader
                 log.info(

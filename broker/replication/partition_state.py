@@ -21,7 +21,13 @@ Rules, as in Kafka:
 - ISR shrink (``maybeShrinkIsr``): members not caught up for ``replica.lag.time.max.ms``.
 - High watermark (``maybeIncrementLeaderHW``): frozen while the committed ISR is smaller than
   min(min.insync.replicas, replication factor); otherwise the minimum end offset over the
-  maximal ISR and every caught-up ISR-eligible follower, and only ever raised.
+  maximal ISR and every caught-up ISR-eligible follower, and only ever raised. One deviation:
+  a follower outside the ISR holds it only while it is fetching (its last Fetch arrived within
+  ``joining_hold_ms``). Kafka waits for any caught-up one, which after a healed network cut
+  is a node unfenced again whose last catch-up predates the cut by less than the lag time and
+  whose fetch connection is still stuck: every acks=all producer stalled until the lag time
+  passed or the node was fenced (issue 31). When such a hold lapses, nothing else happens to
+  the partition, so ``recheck_hw`` (called by waiting producers) lets the HW move.
 - acks=all (``appendRecordsToLeader``, ``checkEnoughReplicasReachOffset``): NOT_ENOUGH_REPLICAS
   before the append when the committed ISR is under the effective minimum; done once the HW
   reaches the required offset, with NOT_ENOUGH_REPLICAS_AFTER_APPEND if the maximal ISR has
@@ -44,6 +50,8 @@ from broker.replication.isr import (
 from broker.replication.leader_epochs import EpochEndOffset, EpochLookup, diverging_epoch
 from broker.replication.replica_progress import ReplicaProgress
 
+_JOINING_SLACK_MS = 250
+
 
 @dataclass(frozen=True, slots=True)
 class ReplicationConfig:
@@ -57,6 +65,16 @@ class ReplicationConfig:
     replica_lag_time_max_ms: int = 30_000
     min_insync_replicas: int = 1
     mirrored: bool = False
+    replica_fetch_wait_max_ms: int = 500
+
+    @property
+    def joining_hold_ms(self) -> int:
+        """How long after its last Fetch arrived a caught-up follower outside the ISR still
+        holds the high watermark: a fetching follower comes back within its long-poll
+        (``replica.fetch.wait.max.ms``) plus a round trip and an append; one that does not (its
+        link cut, its answer stuck in a connection that has not noticed) must not stall acks=all
+        producers for the whole ``replica.lag.time.max.ms``."""
+        return self.replica_fetch_wait_max_ms + _JOINING_SLACK_MS
 
 
 class PartitionRegistration(Protocol):
@@ -310,7 +328,11 @@ class LeaderPartitionState:
         previous_end = progress.log_end_offset
         progress.on_fetch(fetch_offset, log_start_offset, now_ms, end, broker_epoch)
         alter = self._maybe_expand_isr(replica_id, progress)
-        moved = previous_end != progress.log_end_offset and self._maybe_increment_hw(now_ms)
+        # Recomputed also when this follower did not move while the HW trails the log end: the
+        # lapse of another follower's hold has no event of its own.
+        moved = (
+            previous_end != progress.log_end_offset or self._hw < log.written_end_offset
+        ) and self._maybe_increment_hw(now_ms)
         return FetchResult(
             ErrorCode.none,
             read_offset=fetch_offset,
@@ -436,9 +458,15 @@ class LeaderPartitionState:
         new_hw = end
         maximal = self.isr_state.maximal
         lag = self.config.replica_lag_time_max_ms
+        hold_ms = self.config.joining_hold_ms
         for r, p in self.followers.items():
             if p.log_end_offset < new_hw and (
-                r in maximal or (p.is_caught_up(end, now_ms, lag) and self._isr_eligible(r, p))
+                r in maximal
+                or (
+                    now_ms - p.last_fetch_ms <= hold_ms
+                    and p.is_caught_up(end, now_ms, lag)
+                    and self._isr_eligible(r, p)
+                )
             ):
                 new_hw = p.log_end_offset
         if new_hw <= self._hw:
@@ -446,6 +474,33 @@ class LeaderPartitionState:
         self._hw = new_hw
         self.log.high_watermark = new_hw
         return True
+
+    def hold_lapses_at(self, now_ms: int) -> int | None:
+        """When the earliest hold of a follower outside the ISR on the HW lapses (leader clock),
+        or None when no such follower holds it now."""
+        if not self.is_leader or self._hw >= self.log.written_end_offset:
+            return None
+        end = self.log.written_end_offset
+        maximal = self.isr_state.maximal
+        lag = self.config.replica_lag_time_max_ms
+        hold_ms = self.config.joining_hold_ms
+        lapses = [
+            p.last_fetch_ms + hold_ms
+            for r, p in self.followers.items()
+            if r not in maximal
+            and p.log_end_offset < end
+            and now_ms - p.last_fetch_ms <= hold_ms
+            and p.is_caught_up(end, now_ms, lag)
+            and self._isr_eligible(r, p)
+        ]
+        return min(lapses) + 1 if lapses else None
+
+    def recheck_hw(self, now_ms: int) -> bool:
+        """The HW again, with no other event: a follower outside the ISR that stopped fetching
+        no longer holds it once ``joining_hold_ms`` has passed. True if it moved."""
+        if not self.is_leader or self._hw >= self.log.written_end_offset:
+            return False
+        return self._maybe_increment_hw(now_ms)
 
     # --- produce ------------------------------------------------------------------------------
 

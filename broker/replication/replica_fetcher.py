@@ -11,7 +11,8 @@ truncates on a diverging epoch, and takes the leader's high watermark and log st
 OFFSET_OUT_OF_RANGE is resolved with ListOffsets (the leader's earliest and latest offsets).
 A partition whose answer is an error sits out ``replica.fetch.backoff.ms`` while the others go
 on; a failed request backs off the whole fetcher as long, so a dead leader costs one failed
-connection attempt per back-off.
+connection attempt per back-off. A Fetch not answered within ``fetch_timeout_ms`` of its wait
+(2.5 s by default, not the 30 s request timeout) closes its connection: the next one reconnects.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from protocol.fetch_codec import (
 from protocol.fetch_session import SESSION_ERRORS, FetchSessionBuilder
 
 from ..log.file_cache import is_fd_exhaustion, note_fd_exhaustion
+from ..network.fetch_timeout import fetch_timeout_ms
 from ..network.peer_refusals import REFUSALS, PeerRefusals
 from .follower_state import (
     FetchPartition,
@@ -65,8 +67,16 @@ class LeaderClients(Protocol):
     async def version_for(self, broker_id: int, api_key: int) -> int: ...
 
     async def send_raw(
-        self, broker_id: int, api_key: int, version: int, body: bytes | bytearray | memoryview
+        self,
+        broker_id: int,
+        api_key: int,
+        version: int,
+        body: bytes | bytearray | memoryview,
+        *,
+        timeout_ms: int | None = None,
     ) -> memoryview: ...
+
+    def request_timeout_ms(self, broker_id: int) -> int: ...
 
     async def request(
         self, broker_id: int, api_key: int, body: Any, version: int | None = None
@@ -216,6 +226,7 @@ class ReplicaFetcher:
     async def _loop(self) -> None:
         backoff_s = self._config.backoff_ms / 1000
         while self.partitions:
+            started = time.monotonic()
             try:
                 if not await self._round():
                     await asyncio.sleep(backoff_s)
@@ -224,7 +235,9 @@ class ReplicaFetcher:
             except Exception as e:
                 log.info("%s: %s", self, e)
                 self.session.on_failure()
-                await asyncio.sleep(backoff_s)
+                # the back-off counts from the attempt: one that already waited out a timeout
+                # (a cut link) tries again at once, so a healed link is found within a bound
+                await asyncio.sleep(max(0.0, backoff_s - (time.monotonic() - started)))
 
     async def _round(self) -> bool:
         """One Fetch (or offset reset); False asks for a back-off of the whole fetcher."""
@@ -277,7 +290,10 @@ class ReplicaFetcher:
             replica_id=self._local_id,
             replica_epoch=self._broker_epoch(),
         )
-        raw = await self._clients.send_raw(self.leader_id, FETCH, version, body)
+        # no answer well after the wait: the link was cut or the answer is stuck; give up and
+        # reconnect rather than wait out the request timeout (30 s) after the link heals
+        bound = fetch_timeout_ms(cfg.wait_max_ms, self._clients.request_timeout_ms(self.leader_id))
+        raw = await self._clients.send_raw(self.leader_id, FETCH, version, body, timeout_ms=bound)
         resp = parse_fetch_response(raw, version)
         self.session.on_response(resp.error_code, resp.session_id)
         if resp.error_code in SESSION_ERRORS:

@@ -28,7 +28,7 @@ from types import TracebackType
 from tests.integration.cluster import Cluster
 from tests.integration.node import ROOT, Node, free_port
 
-from .linkproxy import LinkProxy, available
+from .linkproxy import CLIENTS, LinkProxy, available
 
 ROUNDS_ENV = "KMIRROR_FAULT_ROUNDS"
 SEED_ENV = "KMIRROR_FAULT_SEED"
@@ -69,8 +69,10 @@ class FaultCluster:
         size: int = 3,
         links: bool = False,
         start_timeout: float = 90.0,
+        retransmit: bool = False,
         **overrides: str,
     ) -> None:
+        """``retransmit``: heals are as late as TCP retransmission makes them (`LinkProxy`)."""
         self.seed = seed
         self.rng = random.Random(seed)
         self.cluster = Cluster(workdir, size, **overrides)
@@ -82,7 +84,7 @@ class FaultCluster:
         if links:
             if not available():
                 raise RuntimeError("link cuts need Linux /proc (the link proxy finds peers there)")
-            self._route_through_proxy()
+            self._route_through_proxy(retransmit)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -189,13 +191,40 @@ class FaultCluster:
         self.proxy.heal(a, b)
         self._note(f"healed link {a}<->{b}")
 
+    def isolate(self, node_id: int, direction: str = "both") -> None:
+        """Cut every link of ``node_id``, to the other nodes and to the clients that came in
+        through the proxy (`front_bootstrap`), as a node in its own network namespace:
+        ``direction`` "both", "out" (what it sends is lost) or "in" (what it is sent is lost)."""
+        assert self.proxy is not None, "FaultCluster(links=True) routes links through the proxy"
+        if direction not in ("both", "out", "in"):
+            raise ValueError(f"direction {direction!r}: one of both, out, in")
+        for other in [n.node_id for n in self.nodes if n.node_id != node_id] + [CLIENTS]:
+            if direction == "in":
+                self.proxy.cut(other, node_id, one_way=True)
+            else:
+                self.proxy.cut(node_id, other, one_way=direction == "out")
+        self._note(f"isolated node {node_id} ({direction})")
+
+    def rejoin(self, node_id: int) -> None:
+        """Heal every link of ``node_id`` (after `isolate`)."""
+        assert self.proxy is not None, "FaultCluster(links=True) routes links through the proxy"
+        for other in [n.node_id for n in self.nodes if n.node_id != node_id] + [CLIENTS]:
+            self.proxy.heal(node_id, other)
+        self._note(f"healed every link of node {node_id}")
+
+    @property
+    def front_bootstrap(self) -> str:
+        """The nodes' addresses through the proxy (what they advertise): clients that use it
+        are cut off from a node by `isolate`, where ``bootstrap`` reaches the real ports."""
+        return ",".join(n.settings["advertised.listeners"].split("://", 1)[1] for n in self.nodes)
+
     def _pids(self) -> dict[int, int]:
         return {n.node_id: n.proc.pid for n in self.nodes if n.proc is not None and alive(n)}
 
-    def _route_through_proxy(self) -> None:
+    def _route_through_proxy(self, retransmit: bool) -> None:
         """Each node keeps its real listeners but is advertised, and named among the voters,
         by a front port of the proxy: every connection between nodes then passes the proxy."""
-        proxy = self.proxy = LinkProxy(self._pids)
+        proxy = self.proxy = LinkProxy(self._pids, retransmit)
         voters: list[str] = []
         for n in self.nodes:
             front, cfront = free_port(), free_port()

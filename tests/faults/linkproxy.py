@@ -14,6 +14,18 @@ are held (the pumps stop reading, so the kernel buffers fill and the sender bloc
 new connections are accepted but not forwarded, and a heal lets everything through again, as
 TCP retransmission would. ``cut(..., reset=True)`` closes the link's connections instead.
 
+Links are directional underneath: ``cut(a, b, one_way=True)`` holds only what ``a`` sends to
+``b`` (on connections either side opened), as a one-way packet loss does. The test's own
+clients count as node ``CLIENTS``, so `isolate` can cut a node off from them too (a node in its
+own network namespace); clients that must be cut that way bootstrap from the front ports.
+
+With ``retransmit=True`` a heal is as late as TCP's: a direction that held bytes during the
+cut delivers them only at its next retransmission (the first at 200 ms after the bytes were held,
+doubling, at most 120 s apart, as Linux's RTO), and a connection opened during the cut is
+forwarded only at its next SYN retransmission (1 s, doubling). So a connection that carried a
+request across the cut stays silent for up to the cut's length after the heal, which is what a
+fetcher that waits out its request timeout meets (issue 31).
+
 Linux only (/proc); `available()` says whether it can work here.
 """
 
@@ -29,6 +41,8 @@ from pathlib import Path
 from typing import Any
 
 CHUNK = 64 << 10
+CLIENTS = 0  # the node id standing for every connection that no node opened (the test's clients)
+RTO_S, SYN_RTO_S, RTO_MAX_S = 0.2, 1.0, 120.0
 _PROC_TCP = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
 
 
@@ -99,8 +113,14 @@ class _Conn:
     writers: list[asyncio.StreamWriter] = field(default_factory=list)
 
 
-def _key(a: int, b: int) -> frozenset[int]:
-    return frozenset((a, b))
+def next_retransmit(held_since: float, now: float, first: float) -> float:
+    """When TCP sends its next retransmission at or after ``now``, for bytes first held at
+    ``held_since``: at ``first``, then doubling intervals (capped at ``RTO_MAX_S``)."""
+    t, rto = held_since + first, first
+    while t < now:
+        rto = min(rto * 2, RTO_MAX_S)
+        t += rto
+    return t
 
 
 class LinkProxy:
@@ -109,12 +129,13 @@ class LinkProxy:
     ``pids()`` returns the current process id of each running node (it changes on restart).
     """
 
-    def __init__(self, pids: Callable[[], dict[int, int]]) -> None:
+    def __init__(self, pids: Callable[[], dict[int, int]], retransmit: bool = False) -> None:
         self._pids = pids
+        self.retransmit = retransmit
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._servers: list[asyncio.base_events.Server] = []
-        self._open: dict[frozenset[int], asyncio.Event] = {}
+        self._open: dict[tuple[int, int], asyncio.Event] = {}  # (from, to): bytes may pass
         self._conns: set[_Conn] = set()
         self.stats: dict[tuple[int | None, int], LinkStats] = {}
         self._thread.start()
@@ -151,11 +172,14 @@ class LinkProxy:
 
     # -- faults ----------------------------------------------------------------------------
 
-    def cut(self, a: int, b: int, reset: bool = False) -> None:
-        """Partition ``a`` from ``b`` (both directions); ``reset`` also closes their connections."""
+    def cut(self, a: int, b: int, reset: bool = False, one_way: bool = False) -> None:
+        """Partition ``a`` from ``b`` (both directions, or with ``one_way`` only what ``a`` sends
+        to ``b``); ``reset`` also closes their connections."""
 
         async def do() -> None:
             self._gate(a, b).clear()
+            if not one_way:
+                self._gate(b, a).clear()
             if reset:
                 for c in [c for c in self._conns if c.src is not None and {c.src, c.dst} == {a, b}]:
                     for w in c.writers:
@@ -164,8 +188,11 @@ class LinkProxy:
         self._call(do())
 
     def heal(self, a: int, b: int) -> None:
+        """Both directions between ``a`` and ``b`` pass again."""
+
         async def do() -> None:
             self._gate(a, b).set()
+            self._gate(b, a).set()
 
         self._call(do())
 
@@ -177,8 +204,9 @@ class LinkProxy:
         self._call(do())
 
     def is_cut(self, a: int, b: int) -> bool:
-        g = self._open.get(_key(a, b))
-        return g is not None and not g.is_set()
+        """Is either direction between ``a`` and ``b`` cut?"""
+        gates = (self._open.get((a, b)), self._open.get((b, a)))
+        return any(g is not None and not g.is_set() for g in gates)
 
     def forwarded(self, src: int, dst: int) -> int:
         s = self.stats.get((src, dst))
@@ -190,11 +218,22 @@ class LinkProxy:
         asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
     def _gate(self, a: int, b: int) -> asyncio.Event:
-        g = self._open.get(_key(a, b))
+        """Open while bytes from ``a`` to ``b`` pass."""
+        g = self._open.get((a, b))
         if g is None:
-            g = self._open[_key(a, b)] = asyncio.Event()
+            g = self._open[(a, b)] = asyncio.Event()
             g.set()
         return g
+
+    async def _wait_open(self, gate: asyncio.Event, first_rto: float) -> None:
+        """Until ``gate`` opens; with ``retransmit``, then until TCP's next retransmission."""
+        if gate.is_set():
+            return
+        held_since = self._loop.time()
+        await gate.wait()
+        if self.retransmit:
+            now = self._loop.time()
+            await asyncio.sleep(next_retransmit(held_since, now, first_rto) - now)
 
     async def _accept(
         self,
@@ -211,9 +250,12 @@ class LinkProxy:
         st = self.stats.setdefault((conn.src, dst), LinkStats())
         st.connections += 1
         try:
-            gate = self._gate(conn.src, dst) if conn.src is not None else None
-            if gate is not None:
-                await gate.wait()  # a connection opened during a cut waits, as a lost SYN would
+            # a connection no node opened is a client's: cut only by `isolate`-style cuts
+            origin = conn.src if conn.src is not None else CLIENTS
+            gate, back_gate = self._gate(origin, dst), self._gate(dst, origin)
+            # a connection opened during a cut waits, as a lost SYN (or SYN-ACK) would
+            while not (gate.is_set() and back_gate.is_set()):
+                await self._wait_open(gate if not gate.is_set() else back_gate, SYN_RTO_S)
             try:
                 up_r, up_w = await asyncio.open_connection("127.0.0.1", upstream_port)
             except OSError:
@@ -226,7 +268,7 @@ class LinkProxy:
             )
             await asyncio.gather(
                 self._pump(reader, up_w, gate, st),
-                self._pump(up_r, writer, gate, back),
+                self._pump(up_r, writer, back_gate, back),
                 return_exceptions=True,
             )
         finally:
@@ -238,14 +280,14 @@ class LinkProxy:
         self,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
-        gate: asyncio.Event | None,
+        gate: asyncio.Event,
         stats: LinkStats | None,
     ) -> None:
         try:
             while True:
                 data = await reader.read(CHUNK)
-                if gate is not None and not gate.is_set():
-                    await gate.wait()  # held, not dropped: delivered after the heal
+                if not gate.is_set():
+                    await self._wait_open(gate, RTO_S)  # held, not dropped: after the heal
                 if not data:
                     break
                 writer.write(data)

@@ -132,9 +132,9 @@ class _Lines:
 
 class SeqProducerProcess(Child):
     def __init__(self, bootstrap: str, topic: str, partitions: int, workdir: Path,
-                 rate: float = 300.0) -> None:  # fmt: skip
+                 rate: float = 300.0, request_timeout_ms: int = 10_000) -> None:  # fmt: skip
         args = ["--bootstrap", bootstrap, "--topic", topic, "--partitions", str(partitions),
-                "--rate", str(rate)]  # fmt: skip
+                "--rate", str(rate), "--request-timeout-ms", str(request_timeout_ms)]  # fmt: skip
         super().__init__("producer", "producer", args, workdir, stop_timeout=150.0)
         self.partitions = partitions
         self.acked: dict[int, tuple[int, int]] = {}  # number -> (partition, offset)
@@ -343,7 +343,7 @@ def _producer_main(a: argparse.Namespace) -> None:
         "acks": "all",
         "linger.ms": 5,
         "message.timeout.ms": 120_000,  # ride out a failover, do not give up on it
-        "request.timeout.ms": 10_000,
+        "request.timeout.ms": a.request_timeout_ms,
         "log.connection.close": False,
         "topic.metadata.refresh.interval.ms": 1000,
     }
@@ -680,6 +680,7 @@ def main(argv: list[str]) -> None:
     p = role("producer", "--topic", "--out")
     p.add_argument("--partitions", type=int, required=True)
     p.add_argument("--rate", type=float, default=300.0)
+    p.add_argument("--request-timeout-ms", type=int, default=10_000)
     p = role("eos-app", "--src", "--dst", "--group", "--out")
     p.add_argument("--seed", type=int, required=True)
     p = role("offsets", "--group", "--topic")
