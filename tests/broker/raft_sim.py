@@ -26,6 +26,12 @@ and the run settles. Checked after every event:
 - the newest committed entry, and one committed entry sampled at random, are durable (flushed
   in the log, or inside a snapshot) on a majority of voters;
 - no payload is committed twice; observers never leave Unattached / Follower;
+- Log Matching, over every replica's whole log (uncommitted entries too): two entries with the
+  same (offset, epoch) anywhere, ever, have the same content and follow an entry of the same
+  epoch. By induction on the offset, two logs holding an entry with the same offset and epoch
+  are then identical up to it (below a log's start, its snapshot, checked against the committed
+  prefix). Only the entries written since the last step are looked at (``TrackedLog``);
+- Leader Completeness, at each election: the new leader's log holds every committed entry;
 - a leader resigns within 1.5 x fetch timeout once no majority can have fetched from it
   (check-quorum), and no node busy-loops.
 
@@ -56,6 +62,7 @@ import random
 import struct
 import sys
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -149,11 +156,42 @@ def decode_state(data: bytes) -> list[m.LogEntry]:
     return out
 
 
+CLEAN = 1 << 62
+
+
+class TrackedLog(MemoryLog):
+    """A ``MemoryLog`` that tells the Log Matching check where it may hold entries the check has
+    not seen: every write that adds entries puts the log on ``changed`` (once) and lowers
+    ``unchecked`` to the first offset written. Removals (truncation, a crash, a snapshot) add
+    no entry, so need no look."""
+
+    def __init__(self, node_id: int, changed: list["TrackedLog"]) -> None:
+        super().__init__()
+        self.node_id = node_id
+        self.changed = changed
+        self.unchecked = CLEAN
+
+    def _mark(self) -> None:
+        end = self.end_offset  # a truncation below an earlier mark may come before this write
+        if end < self.unchecked:
+            if self.unchecked == CLEAN:
+                self.changed.append(self)
+            self.unchecked = end
+
+    def append_as_leader(self, *args: Any, **kwargs: Any) -> int:
+        self._mark()
+        return super().append_as_leader(*args, **kwargs)
+
+    def append_as_follower(self, entries: Sequence[m.LogEntry]) -> None:
+        self._mark()
+        super().append_as_follower(entries)
+
+
 @dataclass
 class Node:
     node_id: int
     voter: bool
-    log: MemoryLog
+    log: TrackedLog
     store: MemoryQuorumStateStore
     core: RaftCore
     up: bool = True
@@ -193,8 +231,12 @@ class Simulation(SeededSimulation):
         }
         initial = VoterSet(tuple(VoterEntry(v, self.dirs[v]) for v in sorted(self.voter_ids)))
         self.nodes: dict[int, Node] = {}
+        self.changed_logs: list[TrackedLog] = []
+        # Log Matching: (offset, epoch) -> (payload, control, control type, the epoch of the
+        # entry before it or None if unknown, the node that first held it)
+        self.entry_ids: dict[tuple[int, int], tuple[bytes, bool, int, int | None, int]] = {}
         for nid in ids:
-            log, store = MemoryLog(), MemoryQuorumStateStore()
+            log, store = TrackedLog(nid, self.changed_logs), MemoryQuorumStateStore()
             if self.p.dynamic:
                 # kafka-storage.sh format: --initial-controllers on the voters, --no-initial-
                 # controllers on the spares (kraft.version 1, no voters)
@@ -226,7 +268,7 @@ class Simulation(SeededSimulation):
 
     # --- plumbing ---------------------------------------------------------------------------
 
-    def _new_core(self, nid: int, log: MemoryLog, store: MemoryQuorumStateStore) -> RaftCore:
+    def _new_core(self, nid: int, log: TrackedLog, store: MemoryQuorumStateStore) -> RaftCore:
         rng = random.Random(self.rng.getrandbits(64))
         if self.p.dynamic:
             return RaftCore(
@@ -345,6 +387,8 @@ class Simulation(SeededSimulation):
                 )
                 if out.leader_id == node.node_id:
                     self.note_leader(node, out.epoch)
+                    if node.core.is_leader and node.core.epoch == out.epoch:  # not Resigned
+                        self.check_leader_completeness(node, out.epoch)
                 # just elected, or just a candidate (its own vote is in flight)
                 delicate = out.leader_id == node.node_id or node.core.state_name == "Candidate"
             elif isinstance(out, SnapshotWanted):
@@ -521,6 +565,8 @@ class Simulation(SeededSimulation):
             self.push(self.now + 1 + self.rng.randrange(2 * self.p.client_every), self.CLIENT, None)
 
     def on_committed(self, node: Node, hw: int) -> None:
+        if self.changed_logs:  # what is about to be applied first meets Log Matching
+            self.check_log_matching()
         if hw < node.last_hw:
             self.fail(f"n{node.node_id} high watermark went down {node.last_hw} -> {hw}")
         node.last_hw = hw
@@ -581,6 +627,8 @@ class Simulation(SeededSimulation):
     # --- checks -----------------------------------------------------------------------------
 
     def check_step(self) -> None:
+        if self.changed_logs:
+            self.check_log_matching()
         for node in self.nodes.values():
             core = node.core
             if not node.up:
@@ -616,6 +664,64 @@ class Simulation(SeededSimulation):
         if n:
             self.check_durable(n - 1)
             self.check_durable(self.rng.randrange(n))
+
+    def check_log_matching(self) -> None:
+        """Every entry written since the last step against every entry ever held anywhere: the
+        same (offset, epoch) must mean the same content after an entry of the same epoch."""
+        ids = self.entry_ids
+        for log in self.changed_logs:
+            start, end = log.start_offset, log.end_offset
+            lo = max(log.unchecked, start)
+            log.unchecked = CLEAN
+            if lo >= end:
+                continue
+            prev: int | None
+            if lo > start:
+                prev = log.read(lo - 1, 1)[0].epoch
+            elif lo == 0:
+                prev = 0
+            else:  # the first entry after a snapshot follows the snapshot's last entry
+                snap = log.latest_snapshot_id
+                prev = snap.epoch if snap is not None and snap.end_offset == lo else None
+            for e in log.read(lo, end - lo):
+                key = (e.offset, e.epoch)
+                seen = ids.get(key)
+                if seen is None:
+                    ids[key] = (e.payload, e.control, e.control_type, prev, log.node_id)
+                elif seen[:3] != (e.payload, e.control, e.control_type) or (
+                    prev is not None and seen[3] is not None and prev != seen[3]
+                ):
+                    self.fail(
+                        f"Log Matching: n{log.node_id} holds {e} after an entry of epoch {prev}, "
+                        f"but n{seen[4]} held {seen[:3]} at offset {e.offset} in epoch {e.epoch} "
+                        f"after an entry of epoch {seen[3]}"
+                    )
+                elif seen[3] is None and prev is not None:
+                    ids[key] = (*seen[:3], prev, seen[4])
+                prev = e.epoch
+        self.changed_logs.clear()
+
+    def check_leader_completeness(self, node: Node, epoch: int) -> None:
+        """A newly elected leader's log holds every entry committed so far (in earlier epochs):
+        below its log start in its snapshot (checked when made or loaded), the rest as entries."""
+        committed = self.committed
+        n = len(committed)
+        log = node.log
+        if log.end_offset < n:
+            self.fail(
+                f"Leader Completeness: n{node.node_id} elected in epoch {epoch} with its log "
+                f"ending at {log.end_offset}, but {n} entries are committed"
+            )
+        lo = log.start_offset
+        if lo >= n:
+            return
+        for e in log.read(lo, n - lo):
+            c = committed[e.offset]
+            if (e.epoch, e.payload, e.control) != (c.epoch, c.payload, c.control):
+                self.fail(
+                    f"Leader Completeness: n{node.node_id} elected in epoch {epoch} holds {e} "
+                    f"where {c} is committed"
+                )
 
     def note_leader(self, node: Node, epoch: int) -> None:
         prev = self.leaders.setdefault(epoch, node.node_id)

@@ -8,7 +8,8 @@
   unset, so the path stays tested; RAFT_DYNAMIC=1 for a KIP-853 seed).
 - ``test_planted_*``: the checker must catch known bugs planted in the core, within a bounded
   number of seeds, so a weakened checker fails here instead of passing everything. The bounds
-  are several times the seed that catches each bug today (they stop at the first catch).
+  are several times the seed that catches each bug today (they stop at the first catch, or
+  the first one by the check the bug is planted for).
 
 Long runs: ``python -m tests.broker.raft_sim --seeds 100000 --max-seconds 3600``.
 """
@@ -20,7 +21,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from broker.raft import base, core, leader_state, reconfig, replication, states
+from broker.raft import base, core, election, leader_state, reconfig, replication, states
 from broker.raft import messages as m
 from broker.raft.core import RaftConfig
 from broker.raft.replicated_log import MemoryLog
@@ -51,6 +52,17 @@ def first_failing_seed(
     if profile is None:
         return first_failure(run_seed, max_seeds)
     return first_failure(lambda seed: profile(seed).run(), max_seeds)
+
+
+def first_seed_caught_by(check: str, max_seeds: int) -> SimulationFailure | None:
+    """The first seed whose failure names ``check`` (a bug may trip others first on some)."""
+    for seed in range(max_seeds):
+        try:
+            run_seed(seed)
+        except SimulationFailure as e:
+            if check in e.message:
+                return e
+    return None
 
 
 def figure8_profile(seed: int) -> Simulation:
@@ -185,6 +197,64 @@ def test_planted_no_check_quorum() -> None:
         caught = first_failing_seed(1000)
     assert caught is not None
     assert "after losing its majority" in str(caught)
+
+
+def test_planted_vote_comparing_last_epochs_only() -> None:
+    """A voter that finds a candidate up to date when their last epochs match, whatever the end
+    offsets: a candidate missing the tail of that epoch, committed, is elected. Leader
+    Completeness sees it at the election."""
+    orig = election.ElectionHandlers._on_vote_request
+
+    def on_vote_request(self: core.RaftCore, now: int, req: m.VoteRequest) -> m.VoteResponse:
+        log = self.log
+        if req.last_offset_epoch == log.last_fetched_epoch:
+            req = dataclasses.replace(req, last_offset=max(req.last_offset, log.end_offset))
+        return orig(self, now, req)
+
+    with planted(
+        lambda mp: mp.setattr(election.ElectionHandlers, "_on_vote_request", on_vote_request)
+    ):
+        caught = first_failing_seed(30)  # seed 3 today
+    assert caught is not None
+    assert "Leader Completeness" in caught.message
+
+
+def test_planted_fetch_validation_off_by_one() -> None:
+    """A leader validating a fetch against the end of the follower's last epoch one entry too
+    far: a follower keeps the last entry of an epoch the leader's log ended one entry earlier,
+    and appends the leader's next entries after it, so two logs hold the same (offset, epoch)
+    after different entries. Log Matching sees it when it happens, uncommitted (on some seeds
+    the miscounted follower moves the high watermark first, and durability fails instead)."""
+
+    def leader_side(fn: Callable[..., m.FetchResponse]) -> Callable[..., m.FetchResponse]:
+        def wrapper(self: core.RaftCore, *args: object, **kwargs: object) -> m.FetchResponse:
+            self.log.leader_side = True  # type: ignore[attr-defined]
+            try:
+                return fn(self, *args, **kwargs)
+            finally:
+                self.log.leader_side = False  # type: ignore[attr-defined]
+
+        return wrapper
+
+    def patch(mp: pytest.MonkeyPatch) -> None:
+        end_for_epoch = MemoryLog.end_offset_for_epoch
+
+        def off_by_one(log: MemoryLog, epoch: int) -> m.OffsetAndEpoch:
+            found = end_for_epoch(log, epoch)
+            if getattr(log, "leader_side", False) and found.offset < log.end_offset:
+                return m.OffsetAndEpoch(found.offset + 1, found.epoch)
+            return found
+
+        mp.setattr(MemoryLog, "end_offset_for_epoch", off_by_one)
+        mp.setattr(
+            replication.ReplicationHandlers,
+            "_try_complete_fetch",
+            leader_side(replication.ReplicationHandlers._try_complete_fetch),
+        )
+
+    with planted(patch):
+        caught = first_seed_caught_by("Log Matching", 100)  # seed 12 today
+    assert caught is not None
 
 
 def test_planted_vote_not_persisted() -> None:
