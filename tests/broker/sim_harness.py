@@ -10,8 +10,9 @@ holds what does not depend on the core under test:
 - ``Router``: the network's fault model. A message arrives 1..``max_latency`` ms later (so
   messages reorder), and while faults are on it may be dropped or duplicated, and the nodes may
   be split into groups that cannot talk. After the heal messages are only delayed;
-- ``SeededSimulation``: the base of a simulation (clock, trace, failure with its seed and a
-  replay command, and the event loop: dispatch, then check the invariants after every event);
+- ``SeededSimulation``: the base of a simulation (a ``FakeClock`` itself, the trace, failures
+  with their seed and replay command, and the event loop: dispatch, then check the invariants
+  after every event);
 - the seed loop: ``seeds_from_env`` (how many seeds, from which, out of environment variables,
   2,000 by default), ``run_seeds`` (every seed, each failure kept with its seed and replay
   command), ``first_failure`` (for the planted-bug tests) and ``cli`` (long runs).
@@ -148,8 +149,9 @@ class Router:
         self.heal()
 
 
-class SeededSimulation(ABC):
-    """A simulation's plumbing: the seed's ``rng``, the clock, the trace, failures, the loop.
+class SeededSimulation(FakeClock, ABC):
+    """A simulation's plumbing: the seed's ``rng``, the clock (it is one: ``now`` is read on
+    every step, so a plain attribute), the trace, failures, the loop.
 
     A subclass says what it is (``what``), how to replay a seed (``replay_command``), and
     implements ``dispatch`` (one event), ``check_step`` (the invariants after every event) and
@@ -159,22 +161,15 @@ class SeededSimulation(ABC):
     what = "simulation"
 
     def __init__(self, seed: int, trace: bool = False, trace_width: int = 7) -> None:
+        super().__init__()
         self.seed = seed
         self.rng = random.Random(seed)
-        self.clock = FakeClock()
-        self.tracer = Tracer(self.clock, trace, trace_width)
+        self.tracer = Tracer(self, trace, trace_width)
         self.stats: dict[str, int] = {"events": 0}
-
-    @property
-    def now(self) -> int:
-        return self.clock.now
 
     @property
     def trace(self) -> deque[str]:
         return self.tracer.lines
-
-    def push(self, at: int, kind: int, payload: Any = None) -> None:
-        self.clock.push(at, kind, payload)
 
     def log(self, line: str) -> None:
         self.tracer.log(line)
@@ -190,7 +185,7 @@ class SeededSimulation(ABC):
     def run_events(self, end: int) -> None:
         """Run events until none is due by ``end`` or the run ``settled``; any exception from a
         core (an invariant it asserts, a refusal) fails the run with its seed."""
-        while (event := self.clock.next_event(end)) is not None:
+        while (event := self.next_event(end)) is not None:
             kind, payload = event
             self.stats["events"] += 1
             try:
