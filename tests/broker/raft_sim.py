@@ -26,6 +26,12 @@ and the run settles. Checked after every event:
 - the newest committed entry, and one committed entry sampled at random, are durable (flushed
   in the log, or inside a snapshot) on a majority of voters;
 - no payload is committed twice; observers never leave Unattached / Follower;
+- Log Matching, over every replica's whole log (uncommitted entries too): two entries with the
+  same (offset, epoch) anywhere, ever, have the same content and follow an entry of the same
+  epoch. By induction on the offset, two logs holding an entry with the same offset and epoch
+  are then identical up to it (below a log's start, its snapshot, checked against the committed
+  prefix). Only the entries written since the last step are looked at (``TrackedLog``);
+- Leader Completeness, at each election: the new leader's log holds every committed entry;
 - a leader resigns within 1.5 x fetch timeout once no majority can have fetched from it
   (check-quorum), and no node busy-loops.
 
@@ -41,21 +47,24 @@ At the end: a leader is elected (and commits in its epoch) within ``ELECTION_BOU
 heal, every node catches up to the leader's high watermark, and every log and state machine
 equals the committed prefix. Any exception from the core fails the run with its seed.
 
+The clock, the router's fault model, the trace, the seed loop and failure reports come from
+``tests/broker/sim_harness.py``.
+
 Entry points:
-    RAFT_SEED=1234 python -m pytest tests/broker/test_raft_sim.py -k replay    (one seed, traced)
+    RAFT_SEED=1234 python -m pytest tests/broker/test_raft_sim.py -k replay -s (one seed, traced;
+                                                           RAFT_DYNAMIC=1 for a KIP-853 seed)
     python -m tests.broker.raft_sim --seeds 100000 --max-seconds 3600           (long run)
-    python -m tests.broker.raft_sim --seed 1234 --trace                         (one seed, traced)
+    python -m tests.broker.raft_sim --seed 1234 --trace [--dynamic]             (one seed, traced)
 """
 
 import argparse
-import heapq
 import random
 import struct
 import sys
-import time
 import uuid
-from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from broker.raft import messages as m
 from broker.raft.core import (
@@ -74,6 +83,9 @@ from broker.raft.quorum_state import MemoryQuorumStateStore
 from broker.raft.replicated_log import MemoryLog
 from broker.raft.voter_set import VoterEntry, VoterSet
 from protocol.records.kraft_control import encode_kraft_version
+from tests.broker.sim_harness import Router, SeededSimulation, SimulationFailure, cli
+
+__all__ = ["Params", "Simulation", "SimulationFailure", "run_seed"]
 
 # After the heal (connected network, no crash, no loss), a leader must be elected and commit in
 # its epoch within this much simulated time: a fetch timeout (2 s) to notice, then rounds of
@@ -83,17 +95,6 @@ ELECTION_BOUND_MS = 20_000
 SETTLE_MS = 30_000
 
 _ENTRY = struct.Struct(">i?BH")
-
-
-class SimulationFailure(AssertionError):
-    def __init__(self, seed: int, message: str, trace: list[str]) -> None:
-        self.seed = seed
-        self.trace = trace
-        super().__init__(
-            f"raft simulation seed {seed}: {message}\n"
-            f"replay: RAFT_SEED={seed} python -m pytest tests/broker/test_raft_sim.py -k replay\n"
-            + "\n".join(trace[-60:])
-        )
 
 
 @dataclass
@@ -155,11 +156,42 @@ def decode_state(data: bytes) -> list[m.LogEntry]:
     return out
 
 
+CLEAN = 1 << 62
+
+
+class TrackedLog(MemoryLog):
+    """A ``MemoryLog`` that tells the Log Matching check where it may hold entries the check has
+    not seen: every write that adds entries puts the log on ``changed`` (once) and lowers
+    ``unchecked`` to the first offset written. Removals (truncation, a crash, a snapshot) add
+    no entry, so need no look."""
+
+    def __init__(self, node_id: int, changed: list["TrackedLog"]) -> None:
+        super().__init__()
+        self.node_id = node_id
+        self.changed = changed
+        self.unchecked = CLEAN
+
+    def _mark(self) -> None:
+        end = self.end_offset  # a truncation below an earlier mark may come before this write
+        if end < self.unchecked:
+            if self.unchecked == CLEAN:
+                self.changed.append(self)
+            self.unchecked = end
+
+    def append_as_leader(self, *args: Any, **kwargs: Any) -> int:
+        self._mark()
+        return super().append_as_leader(*args, **kwargs)
+
+    def append_as_follower(self, entries: Sequence[m.LogEntry]) -> None:
+        self._mark()
+        super().append_as_follower(entries)
+
+
 @dataclass
 class Node:
     node_id: int
     voter: bool
-    log: MemoryLog
+    log: TrackedLog
     store: MemoryQuorumStateStore
     core: RaftCore
     up: bool = True
@@ -172,7 +204,9 @@ class Node:
     reach: dict[int, int] = field(default_factory=dict)  # voter -> last time it was reachable
 
 
-class Simulation:
+class Simulation(SeededSimulation):
+    what = "raft simulation"
+
     def __init__(
         self,
         seed: int,
@@ -181,29 +215,28 @@ class Simulation:
         config: RaftConfig | None = None,
         trace: bool = False,
     ) -> None:
-        self.seed = seed
+        super().__init__(seed, trace)
         self.p = params or Params.from_seed(seed, fault_ms)
-        self.rng = random.Random(seed)
         self.config = config or RaftConfig(
             # one entry per fetch only where round trips are short, or catching up takes minutes
             fetch_max_entries=self.rng.choice([1, 4, 64] if self.p.max_latency <= 50 else [4, 64]),
             snapshot_chunk_bytes=self.rng.choice([100, 4096]),
             max_bytes_between_snapshots=self.p.snapshot_bytes,
         )
-        self.print_trace = trace
-        self.now = 0
-        self.events: list[tuple[int, int, int, object]] = []
-        self.seq = 0
-        self.trace: deque[str] = deque(maxlen=400)
         self.voter_ids = frozenset(range(1, self.p.voters + 1))
         ids = sorted(self.voter_ids) + [100 + i for i in range(1, self.p.observers + 1)]
+        self.router = Router(self.rng, ids, self.p.max_latency, self.p.drop, self.p.dup)
         self.dirs = {
             nid: uuid.UUID(int=self.rng.getrandbits(128) if self.p.dynamic else 0) for nid in ids
         }
         initial = VoterSet(tuple(VoterEntry(v, self.dirs[v]) for v in sorted(self.voter_ids)))
         self.nodes: dict[int, Node] = {}
+        self.changed_logs: list[TrackedLog] = []
+        # Log Matching: (offset, epoch) -> (payload, control, control type, the epoch of the
+        # entry before it or None if unknown, the node that first held it)
+        self.entry_ids: dict[tuple[int, int], tuple[bytes, bool, int, int | None, int]] = {}
         for nid in ids:
-            log, store = MemoryLog(), MemoryQuorumStateStore()
+            log, store = TrackedLog(nid, self.changed_logs), MemoryQuorumStateStore()
             if self.p.dynamic:
                 # kafka-storage.sh format: --initial-controllers on the voters, --no-initial-
                 # controllers on the spares (kraft.version 1, no voters)
@@ -216,12 +249,10 @@ class Simulation:
             )
         self.committed_voters: VoterSet | None = initial if self.p.dynamic else None
         self.pending_ops: dict[int, tuple[int, str]] = {}  # node -> (op id, description)
-        self.group: dict[int, int] = dict.fromkeys(ids, 0)
         self.committed: list[m.LogEntry] = []
         self.committed_payloads: set[bytes] = set()
         self.leaders: dict[int, int] = {}
         self.payload_counter = 0
-        self.faults = True
         self.heal_at = -1
         self.elected_after_heal = -1
         self.stats = {
@@ -237,7 +268,7 @@ class Simulation:
 
     # --- plumbing ---------------------------------------------------------------------------
 
-    def _new_core(self, nid: int, log: MemoryLog, store: MemoryQuorumStateStore) -> RaftCore:
+    def _new_core(self, nid: int, log: TrackedLog, store: MemoryQuorumStateStore) -> RaftCore:
         rng = random.Random(self.rng.getrandbits(64))
         if self.p.dynamic:
             return RaftCore(
@@ -261,18 +292,16 @@ class Simulation:
             return self.committed_voters.ids
         return self.voter_ids
 
-    def fail(self, message: str) -> None:
-        raise SimulationFailure(self.seed, f"t={self.now} {message}", list(self.trace))
+    @property
+    def faults(self) -> bool:
+        return self.router.faults
 
-    def log(self, line: str) -> None:
-        text = f"{self.now:>7} {line}"
-        self.trace.append(text)
-        if self.print_trace:
-            print(text)
-
-    def push(self, at: int, kind: int, payload: object) -> None:
-        self.seq += 1
-        heapq.heappush(self.events, (at, self.seq, kind, payload))
+    def replay_command(self) -> str:
+        dynamic = " RAFT_DYNAMIC=1" if self.p.dynamic else ""
+        return (
+            f"RAFT_SEED={self.seed}{dynamic} python -m pytest tests/broker/test_raft_sim.py "
+            "-k replay -s"
+        )
 
     # event kinds
     DELIVER, TICK, CRASH, RESTART, PARTITION, HEAL, CLIENT, END_FAULTS, FAILED, RECONFIG = range(10)
@@ -291,31 +320,16 @@ class Simulation:
         if p.dynamic and p.reconfig_every:
             self.push(self.rng.randrange(2 * p.reconfig_every), self.RECONFIG, None)
         self.push(p.fault_ms, self.END_FAULTS, None)
-        end = p.fault_ms + SETTLE_MS
-        while self.events:
-            at, _, kind, payload = heapq.heappop(self.events)
-            if at > end:
-                break
-            self.now = at
-            self.stats["events"] += 1
-            self.note_reach()
-            try:
-                self.dispatch(kind, payload)
-            except SimulationFailure:
-                raise
-            except Exception as e:  # a core invariant or a log refusal: report it with the seed
-                self.fail(f"{type(e).__name__}: {e}")
-            self.check_step()
-            if self.settled():
-                break
+        self.run_events(p.fault_ms + SETTLE_MS)
         self.final_check()
         return self.stats
 
-    def dispatch(self, kind: int, payload: object) -> None:
+    def dispatch(self, kind: int, payload: Any) -> None:
+        self.note_reach()
         if kind == self.DELIVER:
-            self.deliver(payload)  # type: ignore[arg-type]
+            self.deliver(payload)
         elif kind == self.TICK:
-            nid, inc, at = payload  # type: ignore[misc]
+            nid, inc, at = payload
             node = self.nodes[nid]
             if node.up and node.incarnation == inc and node.next_tick == at:
                 node.next_tick = -1
@@ -325,19 +339,19 @@ class Simulation:
         elif kind == self.CRASH:
             self.crash()
         elif kind == self.RESTART:
-            self.restart(payload)  # type: ignore[arg-type]
+            self.restart(payload)
         elif kind == self.PARTITION:
             self.partition()
         elif kind == self.HEAL:
             if self.faults:
-                self.group = dict.fromkeys(self.nodes, 0)
+                self.router.heal()
                 self.log("heal")
         elif kind == self.END_FAULTS:
             self.end_faults()
         elif kind == self.RECONFIG:
             self.reconfig()
         elif kind == self.FAILED:
-            nid, inc, dest, cid = payload  # type: ignore[misc]
+            nid, inc, dest, cid = payload
             node = self.nodes[nid]
             if node.up and node.incarnation == inc:
                 self.apply_outputs(node, node.core.request_failed(self.now, dest, cid))
@@ -373,6 +387,8 @@ class Simulation:
                 )
                 if out.leader_id == node.node_id:
                     self.note_leader(node, out.epoch)
+                    if node.core.is_leader and node.core.epoch == out.epoch:  # not Resigned
+                        self.check_leader_completeness(node, out.epoch)
                 # just elected, or just a candidate (its own vote is in flight)
                 delicate = out.leader_id == node.node_id or node.core.state_name == "Candidate"
             elif isinstance(out, SnapshotWanted):
@@ -395,16 +411,11 @@ class Simulation:
     # --- network ----------------------------------------------------------------------------
 
     def route(self, src: Node, send: Send) -> None:
-        p, r = self.p, self.rng
         dst = self.nodes.get(send.dest)
         if dst is None:
             self.fail(f"n{src.node_id} sent to unknown node {send.dest}")
             return
-        copies = 1 + (r.random() < p.dup if self.faults else 0)
-        for _ in range(copies):
-            if self.faults and r.random() < p.drop:
-                continue
-            at = self.now + 1 + r.randrange(p.max_latency)
+        for at in self.router.arrivals(self.now):
             self.push(
                 at, self.DELIVER, (src.node_id, src.incarnation, dst.node_id, dst.incarnation, send)
             )
@@ -417,10 +428,10 @@ class Simulation:
         # crashed is on the wire and still arrives
         if not dst.up or dst.incarnation != dst_inc:
             if isinstance(send.message, m.REQUEST_TYPES):
-                at = self.now + 1 + self.rng.randrange(self.p.max_latency)
+                at = self.now + self.router.latency()
                 self.push(at, self.FAILED, (src_id, src_inc, dst_id, send.correlation_id))
             return
-        if self.group[src_id] != self.group[dst_id]:
+        if not self.router.connected(src_id, dst_id):
             return
         self.apply_outputs(
             dst, dst.core.handle(self.now, src_id, send.correlation_id, send.message)
@@ -472,12 +483,13 @@ class Simulation:
         leader = self.current_leader()
         if leader is not None and self.rng.random() < 0.5:
             # cut the leader off, alone or with a few others
-            self.group = {nid: int(nid == leader.node_id or self.rng.random() < 0.2) for nid in ids}
+            group = {nid: int(nid == leader.node_id or self.rng.random() < 0.2) for nid in ids}
         else:
-            self.group = {nid: self.rng.randrange(2) for nid in ids}
+            group = {nid: self.rng.randrange(2) for nid in ids}
+        self.router.split(group)
         self.stats["partitions"] += 1
         self.log(
-            f"partition {sorted(n for n in ids if self.group[n])} | {sorted(n for n in ids if not self.group[n])}"
+            f"partition {sorted(n for n in ids if group[n])} | {sorted(n for n in ids if not group[n])}"
         )
         self.push(self.now + 300 + self.rng.randrange(4000), self.HEAL, None)
         self.push(
@@ -485,8 +497,7 @@ class Simulation:
         )
 
     def end_faults(self) -> None:
-        self.faults = False
-        self.group = dict.fromkeys(self.nodes, 0)
+        self.router.heal_for_good()
         self.heal_at = self.now
         self.log("end of faults: healed, restarting everyone")
         for node in self.nodes.values():
@@ -554,6 +565,8 @@ class Simulation:
             self.push(self.now + 1 + self.rng.randrange(2 * self.p.client_every), self.CLIENT, None)
 
     def on_committed(self, node: Node, hw: int) -> None:
+        if self.changed_logs:  # what is about to be applied first meets Log Matching
+            self.check_log_matching()
         if hw < node.last_hw:
             self.fail(f"n{node.node_id} high watermark went down {node.last_hw} -> {hw}")
         node.last_hw = hw
@@ -614,6 +627,8 @@ class Simulation:
     # --- checks -----------------------------------------------------------------------------
 
     def check_step(self) -> None:
+        if self.changed_logs:
+            self.check_log_matching()
         for node in self.nodes.values():
             core = node.core
             if not node.up:
@@ -650,6 +665,64 @@ class Simulation:
             self.check_durable(n - 1)
             self.check_durable(self.rng.randrange(n))
 
+    def check_log_matching(self) -> None:
+        """Every entry written since the last step against every entry ever held anywhere: the
+        same (offset, epoch) must mean the same content after an entry of the same epoch."""
+        ids = self.entry_ids
+        for log in self.changed_logs:
+            start, end = log.start_offset, log.end_offset
+            lo = max(log.unchecked, start)
+            log.unchecked = CLEAN
+            if lo >= end:
+                continue
+            prev: int | None
+            if lo > start:
+                prev = log.read(lo - 1, 1)[0].epoch
+            elif lo == 0:
+                prev = 0
+            else:  # the first entry after a snapshot follows the snapshot's last entry
+                snap = log.latest_snapshot_id
+                prev = snap.epoch if snap is not None and snap.end_offset == lo else None
+            for e in log.read(lo, end - lo):
+                key = (e.offset, e.epoch)
+                seen = ids.get(key)
+                if seen is None:
+                    ids[key] = (e.payload, e.control, e.control_type, prev, log.node_id)
+                elif seen[:3] != (e.payload, e.control, e.control_type) or (
+                    prev is not None and seen[3] is not None and prev != seen[3]
+                ):
+                    self.fail(
+                        f"Log Matching: n{log.node_id} holds {e} after an entry of epoch {prev}, "
+                        f"but n{seen[4]} held {seen[:3]} at offset {e.offset} in epoch {e.epoch} "
+                        f"after an entry of epoch {seen[3]}"
+                    )
+                elif seen[3] is None and prev is not None:
+                    ids[key] = (*seen[:3], prev, seen[4])
+                prev = e.epoch
+        self.changed_logs.clear()
+
+    def check_leader_completeness(self, node: Node, epoch: int) -> None:
+        """A newly elected leader's log holds every entry committed so far (in earlier epochs):
+        below its log start in its snapshot (checked when made or loaded), the rest as entries."""
+        committed = self.committed
+        n = len(committed)
+        log = node.log
+        if log.end_offset < n:
+            self.fail(
+                f"Leader Completeness: n{node.node_id} elected in epoch {epoch} with its log "
+                f"ending at {log.end_offset}, but {n} entries are committed"
+            )
+        lo = log.start_offset
+        if lo >= n:
+            return
+        for e in log.read(lo, n - lo):
+            c = committed[e.offset]
+            if (e.epoch, e.payload, e.control) != (c.epoch, c.payload, c.control):
+                self.fail(
+                    f"Leader Completeness: n{node.node_id} elected in epoch {epoch} holds {e} "
+                    f"where {c} is committed"
+                )
+
     def note_leader(self, node: Node, epoch: int) -> None:
         prev = self.leaders.setdefault(epoch, node.node_id)
         if prev != node.node_id:
@@ -659,9 +732,10 @@ class Simulation:
         """Links only change at events: before one, whatever was connected still is."""
         for node in self.nodes.values():
             if node.up and node.leader_since >= 0:
-                g = self.group[node.node_id]
+                group = self.router.group
+                g = group[node.node_id]
                 for v in self.nodes:
-                    if self.nodes[v].up and self.group[v] == g:
+                    if self.nodes[v].up and group[v] == g:
                         node.reach[v] = self.now
 
     def check_quorum(self, node: Node) -> None:
@@ -776,40 +850,17 @@ def run_seed(
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    def add_args(ap: argparse.ArgumentParser) -> None:
+        ap.add_argument("--dynamic", action="store_true", help="KIP-853: voters change at random")
+
+    return cli(
+        __doc__ or "",
+        lambda seed, args: run_seed(seed, args.fault_ms, args.trace, args.dynamic),
+        argv,
+        default_fault_ms=8000,
+        add_args=add_args,
+        worst=("election_ms",),
     )
-    ap.add_argument("--seeds", type=int, default=1000, help="how many seeds to run")
-    ap.add_argument("--start", type=int, default=0, help="first seed")
-    ap.add_argument("--seed", type=int, help="run only this seed")
-    ap.add_argument(
-        "--fault-ms", type=int, default=8000, help="simulated time with faults, per seed"
-    )
-    ap.add_argument("--max-seconds", type=float, default=600.0, help="stop after this wall time")
-    ap.add_argument("--trace", action="store_true", help="print every state change and fault")
-    ap.add_argument("--dynamic", action="store_true", help="KIP-853: voters change at random")
-    args = ap.parse_args(argv)
-    seeds = [args.seed] if args.seed is not None else range(args.start, args.start + args.seeds)
-    t0 = time.monotonic()
-    done = failed = 0
-    worst_election = 0
-    for seed in seeds:
-        if time.monotonic() - t0 > args.max_seconds:
-            print(f"stopping: --max-seconds {args.max_seconds} reached")
-            break
-        try:
-            stats = run_seed(seed, args.fault_ms, args.trace, args.dynamic)
-            worst_election = max(worst_election, stats["election_ms"])
-        except SimulationFailure as e:
-            failed += 1
-            print(e, file=sys.stderr)
-            print(f"FAILED seed {seed}", file=sys.stderr)
-        done += 1
-    elapsed = time.monotonic() - t0
-    print(
-        f"{done} seeds, {failed} failed, {elapsed:.1f}s, worst election after heal {worst_election} ms"
-    )
-    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -44,18 +44,17 @@ settle within ``SETTLE_MS``: one leader, the ISR is all replicas, every log ends
 high watermark. Then every replica holds the same (offset, epoch, record) sequence, and every
 acknowledged record is in it. Any exception from a core fails the run with its seed.
 
+The clock, the router's fault model, the trace, the seed loop and failure reports come from
+``tests/broker/sim_harness.py``.
+
 Entry points:
-    REPL_SEED=1234 python -m pytest tests/broker/test_replication_sim.py -k replay   (one seed, traced)
-    python -m tests.broker.replication_sim --seeds 100000 --max-seconds 3600         (long run)
-    python -m tests.broker.replication_sim --seed 1234 --trace                       (one seed, traced)
+    REPL_SEED=1234 python -m pytest tests/broker/test_replication_sim.py -k replay -s (one seed, traced)
+    python -m tests.broker.replication_sim --seeds 100000 --max-seconds 3600            (long run)
+    python -m tests.broker.replication_sim --seed 1234 --trace                          (one seed, traced)
 """
 
-import argparse
-import heapq
 import random
 import sys
-import time
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -71,6 +70,9 @@ from broker.replication.follower_state import (
 )
 from broker.replication.isr import AlterPartitionRequest
 from broker.replication.partition_state import LeaderPartitionState, ReplicationConfig
+from tests.broker.sim_harness import Router, SeededSimulation, SimulationFailure, cli
+
+__all__ = ["Params", "Simulation", "SimulationFailure", "run_seed"]
 
 REPLICAS = (1, 2, 3)
 CONTROLLER = 0
@@ -80,17 +82,6 @@ NO_DIR = Path("/nonexistent-replication-sim")
 
 Record = tuple[int, int]  # (leader epoch, record id)
 Batch = tuple[int, list[Record]]  # (base offset, records)
-
-
-class SimulationFailure(AssertionError):
-    def __init__(self, seed: int, message: str, trace: list[str]) -> None:
-        self.seed = seed
-        self.trace = trace
-        super().__init__(
-            f"replication simulation seed {seed}: {message}\n"
-            f"replay: REPL_SEED={seed} python -m pytest tests/broker/test_replication_sim.py -k replay -s\n"
-            + "\n".join(trace[-60:])
-        )
 
 
 @dataclass
@@ -423,7 +414,9 @@ class Controller:
 FETCH, FETCH_RESP, OFFSETS, OFFSETS_RESP, ALTER, ALTER_RESP = range(6)
 
 
-class Simulation:
+class Simulation(SeededSimulation):
+    what = "replication simulation"
+
     def __init__(
         self,
         seed: int,
@@ -431,18 +424,13 @@ class Simulation:
         params: Params | None = None,
         trace: bool = False,
     ) -> None:
-        self.seed = seed
+        super().__init__(seed, trace, trace_width=6)
         self.p = params or Params.from_seed(seed, fault_ms)
-        self.rng = random.Random(seed)
+        self.router = Router(self.rng, REPLICAS, self.p.max_latency, self.p.drop)
         self.config = ReplicationConfig(
             replica_lag_time_max_ms=self.p.lag_ms, min_insync_replicas=self.p.min_isr
         )
         self.min_isr = min(self.p.min_isr, len(REPLICAS))  # the effective minimum
-        self.print_trace = trace
-        self.now = 0
-        self.events: list[tuple[int, int, int, Any]] = []
-        self.seq = 0
-        self.trace: deque[str] = deque(maxlen=400)
         self.controller = Controller()
         self.nodes = {b: Node(b) for b in REPLICAS}
         self.corr = 0
@@ -452,7 +440,6 @@ class Simulation:
         # brokers that lost records in a crash and may still be (or become) ISR members: in the
         # ISR, or down (an AlterPartition in flight can add a crashed broker until it registers)
         self.tainted: set[int] = set()
-        self.faults = True
         self.heal_at = -1
         self.settled_at = -1
         self.stats = {
@@ -473,30 +460,28 @@ class Simulation:
 
     # --- plumbing -----------------------------------------------------------------------------
 
-    def fail(self, message: str) -> None:
-        raise SimulationFailure(self.seed, f"t={self.now} {message}", list(self.trace))
+    @property
+    def faults(self) -> bool:
+        return self.router.faults
 
-    def log(self, line: str) -> None:
-        text = f"{self.now:>6} {line}"
-        self.trace.append(text)
-        if self.print_trace:
-            print(text)
-
-    def push(self, at: int, kind: int, payload: Any = None) -> None:
-        self.seq += 1
-        heapq.heappush(self.events, (at, self.seq, kind, payload))
+    def replay_command(self) -> str:
+        return (
+            f"REPL_SEED={self.seed} python -m pytest tests/broker/test_replication_sim.py "
+            "-k replay -s"
+        )
 
     def later(self, mean: int) -> int:
         return self.now + 1 + self.rng.randrange(2 * mean)
 
     def send(self, src: int, dst: int, kind: int, payload: Any) -> None:
         """Delay (and maybe drop) a message. A restart of either end loses it."""
-        if self.faults and self.rng.random() < self.p.drop:
+        arrivals = self.router.arrivals(self.now)
+        if not arrivals:
             return
         src_inc = self.nodes[src].incarnation if src else 0
         dst_inc = self.nodes[dst].incarnation if dst else 0
-        at = self.now + 1 + self.rng.randrange(self.p.max_latency)
-        self.push(at, DELIVER, (src, src_inc, dst, dst_inc, kind, payload))
+        for at in arrivals:
+            self.push(at, DELIVER, (src, src_inc, dst, dst_inc, kind, payload))
 
     def alive(self, b: int, incarnation: int) -> bool:
         if b == CONTROLLER:
@@ -523,26 +508,19 @@ class Simulation:
         if p.delete_every:
             self.push(self.later(p.delete_every), DELETE_RECORDS)
         self.push(p.fault_ms, END_FAULTS)
-        end = p.fault_ms + SETTLE_MS
-        handlers = self.handlers()
-        while self.events:
-            at, _, kind, payload = heapq.heappop(self.events)
-            if at > end:
-                break
-            self.now = at
-            self.stats["events"] += 1
-            try:
-                handlers[kind](payload)
-            except SimulationFailure:
-                raise
-            except Exception as e:  # a core's refusal or a bug: report it with the seed
-                self.fail(f"{type(e).__name__}: {e}")
-            self.check_step()
-            if not self.faults and self.settled():
-                self.settled_at = self.now
-                break
+        self._handlers = self.handlers()
+        self.run_events(p.fault_ms + SETTLE_MS)
         self.final_check()
         return self.stats
+
+    def dispatch(self, kind: int, payload: Any) -> None:
+        self._handlers[kind](payload)
+
+    def settled(self) -> bool:
+        if self.faults or not self.at_rest():
+            return False
+        self.settled_at = self.now
+        return True
 
     def handlers(self) -> dict[int, Any]:
         return {
@@ -1018,7 +996,7 @@ class Simulation:
             log.increment_log_start_offset(offset)
 
     def on_end_faults(self, _: Any) -> None:
-        self.faults = False
+        self.router.heal_for_good()
         self.heal_at = self.now
         self.log("end of faults: the network heals, every broker restarts and is unfenced")
         for node in self.nodes.values():
@@ -1101,7 +1079,8 @@ class Simulation:
                         f"n{node.node_id} HW {leader.high_watermark} above an ISR member's log end {floor}"
                     )
 
-    def settled(self) -> bool:
+    def at_rest(self) -> bool:
+        """One leader, the ISR is every replica, and every log ends at the leader's HW."""
         c = self.controller
         reg = c.reg
         leader = self.nodes.get(reg.leader)
@@ -1178,36 +1157,13 @@ def run_seed(seed: int, fault_ms: int = 3000, trace: bool = False) -> dict[str, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    return cli(
+        __doc__ or "",
+        lambda seed, args: run_seed(seed, args.fault_ms, args.trace),
+        argv,
+        default_fault_ms=3000,
+        worst=("settle_ms",),
     )
-    ap.add_argument("--seeds", type=int, default=1000, help="how many seeds to run")
-    ap.add_argument("--start", type=int, default=0, help="first seed")
-    ap.add_argument("--seed", type=int, help="run only this seed")
-    ap.add_argument("--fault-ms", type=int, default=3000, help="simulated time with faults")
-    ap.add_argument("--max-seconds", type=float, default=600.0, help="stop after this wall time")
-    ap.add_argument("--trace", action="store_true", help="print every notable event")
-    args = ap.parse_args(argv)
-    seeds = [args.seed] if args.seed is not None else range(args.start, args.start + args.seeds)
-    t0 = time.monotonic()
-    done = failed = 0
-    totals: dict[str, int] = {}
-    for seed in seeds:
-        if time.monotonic() - t0 > args.max_seconds:
-            print(f"stopping: --max-seconds {args.max_seconds} reached")
-            break
-        try:
-            stats = run_seed(seed, args.fault_ms, args.trace)
-            for k, v in stats.items():
-                totals[k] = totals.get(k, 0) + v
-        except SimulationFailure as e:
-            failed += 1
-            print(e, file=sys.stderr)
-            print(f"FAILED seed {seed}", file=sys.stderr)
-        done += 1
-    elapsed = time.monotonic() - t0
-    print(f"{done} seeds, {failed} failed, {elapsed:.1f}s; totals {totals}")
-    return 1 if failed else 0
 
 
 if __name__ == "__main__":

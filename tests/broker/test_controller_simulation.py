@@ -16,16 +16,21 @@ flight (a client's connection closing). After every step the checker asserts:
   the committed log gave the partition;
 - replaying the committed log gives each node's live image.
 
-Each failure names its seed (``SimulationFailure``). Planted bugs (validating against the
-committed image, dropping the rollback) are caught: the checker is not one that cannot fail.
+Each failure names its seed and how to replay it (``SimulationFailure``); the seed loop is the
+one in ``tests/broker/sim_harness.py``: CONTROLLER_SIM_SEEDS seeds (default 2000) from
+CONTROLLER_SIM_START (default 0); ``CONTROLLER_SEED=N ... -k replay`` runs one. Planted bugs
+(validating against the committed image, dropping the rollback) are caught: the checker is not
+one that cannot fail.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -41,6 +46,7 @@ from broker.controller.written_state import WrittenState
 from broker.metadata.image import MetadataImage, apply_records
 from broker.quorum.driver import NotLeaderError
 from protocol.metadata_records import latest_type
+from tests.broker.sim_harness import SimulationFailure, first_failure, run_seeds, seeds_from_env
 
 TopicRecord = latest_type("TopicRecord")
 RemoveTopicRecord = latest_type("RemoveTopicRecord")
@@ -53,10 +59,11 @@ BROKERS = (1, 2, 3)
 NODES = (0, 1)
 NAMES = ("a", "b", "c", "d")
 STEPS = 60
+WHAT = "controller simulation"
 
 
-class SimulationFailure(AssertionError):
-    pass
+def replay_command(seed: int) -> str:
+    return f"CONTROLLER_SEED={seed} python -m pytest tests/broker/test_controller_simulation.py -k replay"
 
 
 @dataclass(slots=True)
@@ -183,7 +190,7 @@ class Checker:
         self._history: dict[tuple[uuid.UUID, int], list[tuple[int, int, tuple[int, ...]]]] = {}
 
     def fail(self, what: str) -> None:
-        raise SimulationFailure(f"seed {self.seed}: {what}")
+        raise SimulationFailure(WHAT, self.seed, what, (), replay_command(self.seed))
 
     def _follow_commits(self) -> None:
         """Replay what was committed since: names map to one id, epochs only increase."""
@@ -411,45 +418,59 @@ def _seeded_uuid4(ids: random.Random) -> Callable[[], uuid.UUID]:
     return lambda: uuid.UUID(int=ids.getrandbits(128))
 
 
-def run_seeds(seeds: range) -> list[str]:
-    """Every seed's failure, as text naming the seed."""
+@contextmanager
+def seeded_runs() -> Iterator[Callable[[int], dict[str, int]]]:
+    """A runner of one seed (placement and topic ids drawn from it too) on one event loop,
+    restoring the global random state and uuid4 afterwards."""
     loop = asyncio.new_event_loop()
-    failures: list[str] = []
     state = random.getstate()
     real_uuid4 = topic_requests.uuid.uuid4
+
+    def run(seed: int) -> dict[str, int]:
+        random.seed(seed)  # placement; topic ids below
+        topic_requests.uuid.uuid4 = _seeded_uuid4(random.Random(~seed))  # type: ignore[assignment]
+        try:
+            loop.run_until_complete(simulate(seed))
+        except SimulationFailure:
+            raise
+        except Exception as e:
+            message = f"{type(e).__name__}: {e}"
+            raise SimulationFailure(WHAT, seed, message, (), replay_command(seed)) from e
+        return {}
+
     try:
-        for seed in seeds:
-            random.seed(seed)  # placement; topic ids below
-            topic_requests.uuid.uuid4 = _seeded_uuid4(random.Random(~seed))  # type: ignore[assignment]
-            try:
-                loop.run_until_complete(simulate(seed))
-            except SimulationFailure as e:
-                failures.append(str(e))
-            except Exception as e:
-                failures.append(f"seed {seed}: {type(e).__name__}: {e}")
+        yield run
     finally:
         topic_requests.uuid.uuid4 = real_uuid4  # type: ignore[assignment]
         random.setstate(state)
         loop.close()
-    return failures
 
 
 def test_controller_simulation_holds_its_invariants() -> None:
-    failures = run_seeds(range(2000))
-    assert not failures, "\n".join(failures[:5])
+    with seeded_runs() as run:
+        report = run_seeds(run, seeds_from_env("CONTROLLER_SIM_SEEDS", "CONTROLLER_SIM_START"))
+    assert not report.failures, report.summary(WHAT)
+
+
+def test_replay() -> None:
+    """CONTROLLER_SEED=N runs seed N alone (seed 0 when unset, so the path stays tested)."""
+    with seeded_runs() as run:
+        run(int(os.environ.get("CONTROLLER_SEED", "0")))
 
 
 def test_planted_bug_validate_against_the_committed_image_is_caught(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(WrittenState, "image", lambda self: self._committed())
-    failures = run_seeds(range(300))
-    assert failures, "the checker missed validation against the committed image"
-    assert failures[0].startswith("seed ")
+    with seeded_runs() as run:
+        caught = first_failure(run, 300)
+    assert caught is not None, "the checker missed validation against the committed image"
+    assert str(caught).startswith(f"{WHAT} seed {caught.seed}: ")
 
 
 def test_planted_bug_no_rollback_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(WrittenState, "rollback", lambda self: None)
-    failures = run_seeds(range(300))
-    assert failures, "the checker missed a written state kept past the end of its epoch"
-    assert failures[0].startswith("seed ")
+    with seeded_runs() as run:
+        caught = first_failure(run, 300)
+    assert caught is not None, "the checker missed a written state kept past the end of its epoch"
+    assert str(caught).startswith(f"{WHAT} seed {caught.seed}: ")

@@ -1,54 +1,46 @@
 """The seeded KRaft simulation (``tests/broker/raft_sim.py``) run as tests.
 
-- ``test_seeds``: RAFT_SIM_SEEDS seeds (default 2000, about 15 s on one core) from
-  RAFT_SIM_START (default 0). A failure names each failing seed and how to replay it.
-- ``test_replay``: one seed, traced: ``RAFT_SEED=1234 python -m pytest tests/broker/test_raft_sim.py -k replay``
-  (skipped without RAFT_SEED).
+- ``test_seeds``: RAFT_SIM_SEEDS seeds (default 2000) from RAFT_SIM_START (default 0);
+  ``test_dynamic_seeds``: RAFT_SIM_DYNAMIC_SEEDS KIP-853 seeds (default 600). A failure names
+  each failing seed and how to replay it (the seed loop is ``tests/broker/sim_harness.py``).
+- ``test_replay``: one seed, traced:
+  ``RAFT_SEED=1234 python -m pytest tests/broker/test_raft_sim.py -k replay -s`` (seed 0 when
+  unset, so the path stays tested; RAFT_DYNAMIC=1 for a KIP-853 seed).
 - ``test_planted_*``: the checker must catch known bugs planted in the core, within a bounded
   number of seeds, so a weakened checker fails here instead of passing everything. The bounds
-  are several times the seed that catches each bug today (they stop at the first catch).
+  are several times the seed that catches each bug today (they stop at the first catch, or
+  the first one by the check the bug is planted for).
 
 Long runs: ``python -m tests.broker.raft_sim --seeds 100000 --max-seconds 3600``.
 """
 
 import dataclasses
 import os
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import pytest
 
-from broker.raft import base, core, leader_state, reconfig, replication, states
+from broker.raft import base, core, election, leader_state, reconfig, replication, states
 from broker.raft import messages as m
 from broker.raft.core import RaftConfig
 from broker.raft.replicated_log import MemoryLog
 from tests.broker.raft_sim import Params, Simulation, SimulationFailure, run_seed
+from tests.broker.sim_harness import first_failure, run_seeds, seeds_from_env
 
 
 def test_seeds() -> None:
-    start = int(os.environ.get("RAFT_SIM_START", "0"))
-    count = int(os.environ.get("RAFT_SIM_SEEDS", "2000"))
-    failures: list[str] = []
-    t0 = time.monotonic()
-    for seed in range(start, start + count):
-        try:
-            run_seed(seed)
-        except SimulationFailure as e:
-            failures.append(str(e))
-    elapsed = time.monotonic() - t0
-    if failures:
-        seeds = [f.split(":")[0].removeprefix("raft simulation seed ") for f in failures]
-        pytest.fail(
-            f"{len(failures)} of {count} seeds failed ({elapsed:.0f}s): {', '.join(seeds)}\n\n"
-            + failures[0]
-        )
+    report = run_seeds(run_seed, seeds_from_env("RAFT_SIM_SEEDS", "RAFT_SIM_START"))
+    if report.failures:
+        pytest.fail(report.summary("raft simulation"))
 
 
 def test_replay() -> None:
-    """RAFT_SEED=N replays seed N with a trace (seed 0 when unset, so the path stays tested)."""
-    stats = Simulation(int(os.environ.get("RAFT_SEED", "0")), trace=True).run()
-    print(stats)
+    """RAFT_SEED=N replays seed N with a trace (seed 0 when unset, so the path stays tested);
+    RAFT_DYNAMIC=1 replays a KIP-853 seed."""
+    seed = int(os.environ.get("RAFT_SEED", "0"))
+    dynamic = os.environ.get("RAFT_DYNAMIC", "") not in ("", "0")
+    print(run_seed(seed, trace=True, dynamic=dynamic))
 
 
 # --- the checker catches planted bugs ---------------------------------------------------------
@@ -57,14 +49,19 @@ def test_replay() -> None:
 def first_failing_seed(
     max_seeds: int, profile: Callable[[int], Simulation] | None = None
 ) -> SimulationFailure | None:
+    if profile is None:
+        return first_failure(run_seed, max_seeds)
+    return first_failure(lambda seed: profile(seed).run(), max_seeds)
+
+
+def first_seed_caught_by(check: str, max_seeds: int) -> SimulationFailure | None:
+    """The first seed whose failure names ``check`` (a bug may trip others first on some)."""
     for seed in range(max_seeds):
         try:
-            if profile is None:
-                run_seed(seed)
-            else:
-                profile(seed).run()
+            run_seed(seed)
         except SimulationFailure as e:
-            return e
+            if check in e.message:
+                return e
     return None
 
 
@@ -202,6 +199,64 @@ def test_planted_no_check_quorum() -> None:
     assert "after losing its majority" in str(caught)
 
 
+def test_planted_vote_comparing_last_epochs_only() -> None:
+    """A voter that finds a candidate up to date when their last epochs match, whatever the end
+    offsets: a candidate missing the tail of that epoch, committed, is elected. Leader
+    Completeness sees it at the election."""
+    orig = election.ElectionHandlers._on_vote_request
+
+    def on_vote_request(self: core.RaftCore, now: int, req: m.VoteRequest) -> m.VoteResponse:
+        log = self.log
+        if req.last_offset_epoch == log.last_fetched_epoch:
+            req = dataclasses.replace(req, last_offset=max(req.last_offset, log.end_offset))
+        return orig(self, now, req)
+
+    with planted(
+        lambda mp: mp.setattr(election.ElectionHandlers, "_on_vote_request", on_vote_request)
+    ):
+        caught = first_failing_seed(30)  # seed 3 today
+    assert caught is not None
+    assert "Leader Completeness" in caught.message
+
+
+def test_planted_fetch_validation_off_by_one() -> None:
+    """A leader validating a fetch against the end of the follower's last epoch one entry too
+    far: a follower keeps the last entry of an epoch the leader's log ended one entry earlier,
+    and appends the leader's next entries after it, so two logs hold the same (offset, epoch)
+    after different entries. Log Matching sees it when it happens, uncommitted (on some seeds
+    the miscounted follower moves the high watermark first, and durability fails instead)."""
+
+    def leader_side(fn: Callable[..., m.FetchResponse]) -> Callable[..., m.FetchResponse]:
+        def wrapper(self: core.RaftCore, *args: object, **kwargs: object) -> m.FetchResponse:
+            self.log.leader_side = True  # type: ignore[attr-defined]
+            try:
+                return fn(self, *args, **kwargs)
+            finally:
+                self.log.leader_side = False  # type: ignore[attr-defined]
+
+        return wrapper
+
+    def patch(mp: pytest.MonkeyPatch) -> None:
+        end_for_epoch = MemoryLog.end_offset_for_epoch
+
+        def off_by_one(log: MemoryLog, epoch: int) -> m.OffsetAndEpoch:
+            found = end_for_epoch(log, epoch)
+            if getattr(log, "leader_side", False) and found.offset < log.end_offset:
+                return m.OffsetAndEpoch(found.offset + 1, found.epoch)
+            return found
+
+        mp.setattr(MemoryLog, "end_offset_for_epoch", off_by_one)
+        mp.setattr(
+            replication.ReplicationHandlers,
+            "_try_complete_fetch",
+            leader_side(replication.ReplicationHandlers._try_complete_fetch),
+        )
+
+    with planted(patch):
+        caught = first_seed_caught_by("Log Matching", 100)  # seed 12 today
+    assert caught is not None
+
+
 def test_planted_vote_not_persisted() -> None:
     """A vote kept only in memory: after a crash the voter votes again in the same epoch."""
     orig = base.CoreBase._switch
@@ -242,27 +297,15 @@ def test_planted_high_watermark_without_the_epoch_start_rule() -> None:
 
 def test_dynamic_seeds() -> None:
     """Voters in the log, added and removed at random moments among partitions and crashes."""
-    start = int(os.environ.get("RAFT_SIM_START", "0"))
-    count = int(os.environ.get("RAFT_SIM_DYNAMIC_SEEDS", "600"))
-    failures: list[str] = []
-    changes = 0
-    for seed in range(start, start + count):
-        try:
-            changes += run_seed(seed, dynamic=True)["voter_changes"]
-        except SimulationFailure as e:
-            failures.append(str(e))
-    if failures:
-        pytest.fail(f"{len(failures)} of {count} dynamic seeds failed\n\n" + failures[0])
-    assert changes > count  # the runs did change the voters
+    seeds = seeds_from_env("RAFT_SIM_DYNAMIC_SEEDS", "RAFT_SIM_START", default=600)
+    report = run_seeds(lambda seed: run_seed(seed, dynamic=True), seeds)
+    if report.failures:
+        pytest.fail(report.summary("raft simulation, dynamic quorum"))
+    assert report.totals["voter_changes"] > len(seeds)  # the runs did change the voters
 
 
 def first_failing_dynamic_seed(max_seeds: int) -> SimulationFailure | None:
-    for seed in range(max_seeds):
-        try:
-            run_seed(seed, dynamic=True)
-        except SimulationFailure as e:
-            return e
-    return None
+    return first_failure(lambda seed: run_seed(seed, dynamic=True), max_seeds)
 
 
 def test_planted_two_voter_changes_at_once() -> None:

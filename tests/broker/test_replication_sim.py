@@ -1,7 +1,8 @@
 """The seeded replication simulation (``tests/broker/replication_sim.py``) run as tests.
 
-- ``test_seeds``: REPL_SIM_SEEDS seeds (default 2000, about 10 s on one core) from
-  REPL_SIM_START (default 0). A failure names each failing seed and how to replay it.
+- ``test_seeds``: REPL_SIM_SEEDS seeds (default 2000) from REPL_SIM_START (default 0). A
+  failure names each failing seed and how to replay it (the seed loop is
+  ``tests/broker/sim_harness.py``).
 - ``test_replay``: one seed, traced:
   ``REPL_SEED=1234 python -m pytest tests/broker/test_replication_sim.py -k replay -s``
   (seed 0 without REPL_SEED, so the path stays tested).
@@ -13,7 +14,6 @@ Long runs: ``python -m tests.broker.replication_sim --seeds 100000 --max-seconds
 """
 
 import os
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -25,24 +25,13 @@ from broker.replication.isr import CommittedIsr
 from broker.replication.partition_state import LeaderPartitionState
 from broker.replication.truncation import Truncation
 from tests.broker.replication_sim import Simulation, SimulationFailure, run_seed
+from tests.broker.sim_harness import first_failure, run_seeds, seeds_from_env
 
 
 def test_seeds() -> None:
-    start = int(os.environ.get("REPL_SIM_START", "0"))
-    count = int(os.environ.get("REPL_SIM_SEEDS", "2000"))
-    failures: list[SimulationFailure] = []
-    t0 = time.monotonic()
-    for seed in range(start, start + count):
-        try:
-            run_seed(seed)
-        except SimulationFailure as e:
-            failures.append(e)
-    elapsed = time.monotonic() - t0
-    if failures:
-        seeds = ", ".join(str(f.seed) for f in failures[:50])
-        pytest.fail(
-            f"{len(failures)} of {count} seeds failed ({elapsed:.0f}s): {seeds}\n\n{failures[0]}"
-        )
+    report = run_seeds(run_seed, seeds_from_env("REPL_SIM_SEEDS", "REPL_SIM_START"))
+    if report.failures:
+        pytest.fail(report.summary("replication simulation"))
 
 
 def test_replay() -> None:
@@ -53,10 +42,9 @@ def test_replay() -> None:
 
 def test_the_faults_happen() -> None:
     """The seeds exercise what the checker is there for (so a quiet simulation cannot pass)."""
-    totals: dict[str, int] = {}
-    for seed in range(200):
-        for k, v in run_seed(seed).items():
-            totals[k] = totals.get(k, 0) + v
+    report = run_seeds(run_seed, range(200))
+    assert not report.failures, report.summary("replication simulation")
+    totals = report.totals
     for key in ("lossy", "truncations", "refused", "elections", "alters"):
         assert totals[key] > 50, (key, totals)
     for key in ("resets", "deletes"):  # DeleteRecords runs in a quarter of the seeds
@@ -69,12 +57,7 @@ def test_the_faults_happen() -> None:
 
 
 def first_failing_seed(max_seeds: int) -> SimulationFailure | None:
-    for seed in range(max_seeds):
-        try:
-            run_seed(seed)
-        except SimulationFailure as e:
-            return e
-    return None
+    return first_failure(run_seed, max_seeds)
 
 
 @contextmanager
