@@ -241,6 +241,9 @@ class MirrorManager(ReconcileScheduling, Failover):
                     return
             elif step == Step.STOP_FETCHER:
                 await self._stop_fetcher(key, info.mirror)
+            elif step == Step.AWAIT_LEADER_HW:
+                if not await self._await_leader_hw(key, info, hosted):
+                    return
             elif step == Step.LSO_TRUNCATE:
                 self._truncate_to_lso(key, info, hosted)
             elif step == Step.START_BUMP:
