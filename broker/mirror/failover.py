@@ -126,8 +126,10 @@ class Failover(FetcherControl):
         bump = self._bumping.pop(key, None)
         if bump is not None:
             await bump
-        elif truncation.needs_bump(info.last_mirror_epoch, hosted.leader_epoch):
-            await self._bump_above(key, hosted, info.last_mirror_epoch)
+            return
+        floor = truncation.redo_bump_floor(info.last_mirror_epoch, hosted.log.latest_epoch)
+        if truncation.needs_bump(floor, hosted.leader_epoch):
+            await self._bump_above(key, hosted, floor)
 
     async def _append_marker(self, key: Key, info: PartitionInfo, hosted: Any) -> None:
         """STOPPED's MIRROR_PID_RESET, in the bumped epoch."""

@@ -668,10 +668,11 @@ class Simulation:
                 if self.persisted_lme is None and lead.latest_epoch >= 0:
                     self.persisted_lme = lead.latest_epoch
             elif step == Step.FINISH_BUMP:
-                if not info.bump_started and truncation.needs_bump(
-                    self.persisted_lme, self.dest_epoch
-                ):
-                    self.bump(self.persisted_lme)
+                if not info.bump_started:
+                    latest = lead.latest_epoch if lead.batches else None
+                    floor = truncation.redo_bump_floor(self.persisted_lme, latest)
+                    if truncation.needs_bump(floor, self.dest_epoch):
+                        self.bump(floor)
                 info.bump_started = False
             elif step == Step.APPEND_MARKER:
                 mirrored = max((b.epoch for b in lead.batches if b.kind != "local"), default=-1)

@@ -138,6 +138,17 @@ def test_leader_hw_ready() -> None:
     assert truncation.leader_hw_ready(15, 20, 15)
 
 
+def test_redo_bump_floor() -> None:
+    # STOPPING's LME, unless the (new leader's) log kept a later mirrored epoch
+    assert truncation.redo_bump_floor(12, 14) == 14
+    assert truncation.redo_bump_floor(12, 9) == 12
+    assert truncation.redo_bump_floor(None, 9) == 9
+    assert truncation.redo_bump_floor(None, None) is None
+    # a new leader in epoch 14 holding source epoch 14: the marker needs a bump to 15
+    assert truncation.needs_bump(truncation.redo_bump_floor(12, 14), 14)
+    assert truncation.bump_target(truncation.redo_bump_floor(12, 14), 14) == 15
+
+
 def test_truncation_wait_clock() -> None:
     o, since, _ = attempt(None, 10.0, [2], under_min_isr=False, timeout_s=5)
     assert (o, since) == (Outcome.WAITING, 10.0)

@@ -83,6 +83,16 @@ def needs_bump(last_mirror_epoch: int | None, leader_epoch: int) -> bool:
     return last_mirror_epoch is None or leader_epoch <= last_mirror_epoch
 
 
+def redo_bump_floor(last_mirror_epoch: int | None, log_latest_epoch: int | None) -> int | None:
+    """STOPPING done again (a restart, a new leader), after its LSO cut: the epoch the bump must
+    exceed. STOPPING's recorded LME, or the log's latest epoch when higher: a new leader may
+    hold mirrored records of a later source epoch that the old leader cut as uncommitted, now
+    committed under it (kept by its cut). A local marker's epoch there costs no bump: it is
+    below the leader epoch of any later leader."""
+    known = [e for e in (last_mirror_epoch, log_latest_epoch) if e is not None]
+    return max(known) if known else None
+
+
 def restart(offset: int, log_start: int) -> bool:
     """A cut below the log start restarts the log empty there."""
     return offset < log_start
