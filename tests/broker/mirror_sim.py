@@ -492,7 +492,9 @@ class Simulation:
             )
         k = bisect.bisect_left(lead.batches, offset, key=lambda b: b.last)  # those below stay
         self.committed_last = lead.batches[k - 1] if k else None
-        self.committed_end = self.committed_last.last + 1 if self.committed_last else offset
+        # (a batch the cut falls inside goes whole: nothing kept, the log ends at its start)
+        last = self.committed_last
+        self.committed_end = last.last + 1 if last else min(offset, lead.start)
 
     def unack(self, offset: int) -> None:
         """The leader's log is cut at ``offset``: what followers hold past it no longer counts."""
