@@ -1,5 +1,7 @@
 """Failover of a mirrored partition (KIP-1279), in two halves. Entering STOPPING: the fetcher
-stops, the log is cut to its last stable offset, and the leader epoch bump above every mirrored
+stops, the leader's HW is trusted (`core.truncation.leader_hw_ready`: on a new leader, not before
+it reaches the start of its epoch), the log is cut to its last stable offset, and the leader
+epoch bump above every mirrored
 epoch starts. STOPPING to STOPPED: the bump committed and applied here, then the
 MIRROR_PID_RESET control batch, committed (the HW past it) before STOPPED is written: STOPPED
 is terminal, so a marker lost with a leader change after it would never be written again.
@@ -33,6 +35,10 @@ EPOCH_RECHECK_S = 0.25
 # reconcile waits again (the followers fetch it within replica.fetch.wait.max.ms, or leave the
 # ISR after replica.lag.time.max.ms, either way the HW passes it).
 MARKER_COMMIT_WAIT_S = 5.0
+# How long one attempt waits for a new leader's HW to reach its epoch's start offset before a
+# cut; the next reconcile waits again (as for the marker: the followers fetch in the new epoch,
+# or leave the ISR).
+LEADER_HW_WAIT_S = 5.0
 
 
 class Failover:
@@ -89,6 +95,28 @@ class Failover:
         for task in self._bumping.values():
             task.cancel()
         self._bumping.clear()
+
+    async def await_leader_hw(self, key: Key, info: PartitionInfo, hosted: Any) -> bool:
+        """Before a cut decided from the HW: until the leader's HW is trusted (bounded: False
+        leaves the partition where it was, to wait again on the next reconcile). A new leader
+        starts with the HW it had as a follower, which can lag the old leader's: an LSO taken
+        from it would cut committed records, a committed MIRROR_PID_RESET marker too."""
+        state = hosted.leader
+        start, end = state.epoch_start_offset, hosted.log.log_end_offset
+        if truncation.leader_hw_ready(state.high_watermark, start, end):
+            return True
+        target = min(start, end)
+        error = await hosted.wait_committed(target, LEADER_HW_WAIT_S)
+        # NOT_ENOUGH_REPLICAS_AFTER_APPEND: the HW got there, the ISR shrank under the minimum
+        if error in (ErrorCode.none, ErrorCode.not_enough_replicas_after_append):
+            return True
+        info.note = (
+            f"waiting for the high watermark ({state.high_watermark}) to reach {target}, where "
+            f"leader epoch {hosted.leader_epoch} started, before truncating (ISR "
+            f"{sorted(state.isr)}): {error.name}"
+        )
+        log.info("mirror %s: %s-%d %s", info.mirror, *key, info.note)
+        return False
 
     def truncate_to_lso(self, key: Key, info: PartitionInfo, hosted: Any) -> None:
         topic, partition = key
@@ -150,8 +178,10 @@ class Failover:
         bump = self._bumping.pop(key, None)
         if bump is not None:
             await bump
-        elif truncation.needs_bump(info.last_mirror_epoch, hosted.leader_epoch):
-            await self._bump_above(key, hosted, info.last_mirror_epoch)
+            return
+        floor = truncation.redo_bump_floor(info.last_mirror_epoch, hosted.log.latest_epoch)
+        if truncation.needs_bump(floor, hosted.leader_epoch):
+            await self._bump_above(key, hosted, floor)
 
     async def append_marker(self, key: Key, info: PartitionInfo, hosted: Any) -> None:
         """STOPPED's MIRROR_PID_RESET, in the bumped epoch."""

@@ -140,6 +140,9 @@ class PartitionStepper:
                     return
             elif step == Step.STOP_FETCHER:
                 await self._fetcher.stop(key, info.mirror)
+            elif step == Step.AWAIT_LEADER_HW:
+                if not await failover.await_leader_hw(key, info, hosted):
+                    return
             elif step == Step.LSO_TRUNCATE:
                 failover.truncate_to_lso(key, info, hosted)
             elif step == Step.START_BUMP:

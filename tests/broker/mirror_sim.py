@@ -7,6 +7,11 @@ and re-created, outages) and a three-replica destination partition (leader chang
 loses the unflushed tail, ISR changes, followers copying their leader), with the operator's
 add, pause/resume, failover and failback at random moments.
 
+The destination's HW follows Kafka: a follower's Fetch tells the leader its end (the leader's HW
+may move), and the answer carries the leader's HW then, so followers' HWs trail the leader's. A
+new leader keeps the HW it had as a follower (``makeLeader``), behind the old leader's at times,
+and moves it only once every ISR follower has fetched in its epoch.
+
 The destination leader runs the same decisions production runs: `core.states.next_state`, the
 steps of `core.transitions.plan`, `core.truncation` for every cut and bump, `core.truncation_wait`
 for PREPARING's wait and `core.fetch_position` for every Fetch answer; the shell here carries
@@ -20,6 +25,9 @@ Invariants, after every step (`check`):
   failover marker and writes after it) that no source batch follows;
 - the HW never exceeds a replica's log end, and nothing below the leader's HW changes unless
   the step recorded why (an LME, LSO or divergence cut, the source's log start, a restart);
+- nothing below the committed offset (the highest HW any leader reached) is cut or lost, unless
+  the source decided it (it truncated, or never mirrored it: an LME cut) or an LSO cut takes
+  an open transaction from its first offset; so a new leader's LSO cut at its lagging HW fails;
 - a STOPPING write carries the latest epoch left in the log; the epoch bump happens on a log
   cut to its last stable offset; the failover marker's epoch is above every mirrored epoch;
 - STOPPED is written only once the marker this leader appended is committed (below the HW):
@@ -52,6 +60,12 @@ S = MirrorState
 
 # planted-bug switch for the one rule that lives in the model of Partition, not in the core
 FIX_HW_ON_CUT = True
+# the cuts that may take committed records: the source decided them (it truncated, or never
+# had them: a failback's LME cut), or they re-copy the same batch from the source
+SOURCE_CUTS = frozenset(
+    {"LME truncation", "diverged from the source", "below the source start",
+     "batch straddles the end"}
+)  # fmt: skip
 # the check made when STOPPED is written (off: the planted marker bug must then be caught by
 # the end state alone, proving that check too)
 CHECK_MARKER_AT_STOPPED = True
@@ -314,6 +328,7 @@ class DestPartition:
 
     def truncate_to(self, offset: int, why: str) -> None:
         r = self.leader
+        self.sim.check_cut(offset, why)
         r.batches = [b for b in r.batches if b.last < offset]
         self.sim.unack(_end(r.batches, r.start))
         if not r.batches:
@@ -325,6 +340,7 @@ class DestPartition:
 
     def truncate_fully_and_start_at(self, offset: int, why: str) -> None:
         r = self.leader
+        self.sim.check_cut(offset, why)
         self.sim.unack(offset)
         r.batches, r.start, r.flushed = [], offset, 0
         if FIX_HW_ON_CUT:
@@ -395,10 +411,15 @@ class Simulation:
         self.committed_marker: Batch | None = None  # seen committed by AWAIT_MARKER
         self.checked: dict[int, tuple[int, int, int, int]] = {}  # replica -> log checked
         self.lso_cut_end = -1  # where STOPPING's LSO cut left the log end
+        self.epoch_start = 0  # where the leader's current epoch started (its log end then)
+        # Kafka's committed offset: the highest HW any leader reached (a follower's is never
+        # above its leader's), and the leader's batch ending there (None: nothing below it)
+        self.committed_end = 0
+        self.committed_last: Batch | None = None
         self.stats = {
             "appended": 0, "cuts": 0, "failovers": 0, "failbacks": 0, "failed": 0,
             "lme_cuts": 0, "lso_cuts": 0, "source_truncations": 0, "marker_waits": 0,
-            "stopping_redone": 0,
+            "stopping_redone": 0, "hw_waits": 0,
         }  # fmt: skip
         for _ in range(self.rng.randint(0, 8)):
             self.source.append()
@@ -434,17 +455,46 @@ class Simulation:
         if f.start != lead.start or (
             common < len(f.batches) and f.batches[common].base < lead.start
         ):
-            f.batches, f.start = [b for b in lead.batches], lead.start
+            f.batches, f.start = [], lead.start  # out of range: start again at the leader's
             f.flushed = 0
         else:
-            f.batches = f.batches[:common] + lead.batches[common:]
+            f.batches = f.batches[:common]  # the diverging-epoch truncation
             f.flushed = min(f.flushed, common)
+        # the Fetch at the follower's end: the leader learns that offset (its HW may move),
+        # then answers with what follows and its HW; what this answer carries counts for the
+        # HW only at the next Fetch, so a follower's HW trails the leader's
         f.fetched_at = self.step_no
         f.acked = f.end
+        self.advance_hw()
+        f.batches = f.batches + lead.batches[len(f.batches) :]
         if rid not in self.isr and f.end == lead.end:
             self.isr.add(rid)
-        self.advance_hw()
         f.hw = min(lead.hw, f.end)
+
+    def committed_floor(self) -> int:
+        """What a new leader must hold: everything committed (in Kafka, every ISR member)."""
+        return max(self.replicas[self.leader].hw, self.committed_end)
+
+    def check_cut(self, offset: int, why: str) -> None:
+        """Before the leader's log is cut at ``offset``: nothing committed goes unless the
+        source decided it, or an LSO cut takes an open transaction (from its first offset,
+        committed or not, as the KIP asks); then the committed offset comes down with it."""
+        lead = self.replicas[self.leader]
+        if offset >= self.committed_end:
+            return
+        if why not in SOURCE_CUTS and not (
+            why == "LSO truncation" and offset >= _lso(lead.batches, lead.start)
+        ):
+            self.fail(
+                f"{why} at {offset} cuts committed records (committed offset "
+                f"{self.committed_end}; leader {lead.id}'s HW {lead.hw}, its epoch started at "
+                f"{self.epoch_start})"
+            )
+        k = bisect.bisect_left(lead.batches, offset, key=lambda b: b.last)  # those below stay
+        self.committed_last = lead.batches[k - 1] if k else None
+        # (a batch the cut falls inside goes whole: nothing kept, the log ends at its start)
+        last = self.committed_last
+        self.committed_end = last.last + 1 if last else min(offset, lead.start)
 
     def unack(self, offset: int) -> None:
         """The leader's log is cut at ``offset``: what followers hold past it no longer counts."""
@@ -458,8 +508,8 @@ class Simulation:
     def kill(self, rid: int) -> None:
         """Crash: the unflushed tail is lost; it leaves the ISR; a leader is replaced."""
         others = [r for r in self.isr if r != rid and self.replicas[r].alive]
-        lead = self.replicas[self.leader]
-        if rid == self.leader and not any(self.replicas[r].acked >= lead.hw for r in others):
+        floor = self.committed_floor()
+        if rid == self.leader and not any(self.replicas[r].acked >= floor for r in others):
             return  # would lose committed data: not a clean failure
         r = self.replicas[rid]
         r.alive = False
@@ -469,21 +519,26 @@ class Simulation:
         self.isr.discard(rid)
         self.log(f"dest kill {rid}: log now ends {r.end}")
         if rid == self.leader:
-            self.elect([o for o in others if self.replicas[o].acked >= lead.hw])
+            self.elect([o for o in others if self.replicas[o].acked >= floor])
 
     def elect(self, candidates: list[int]) -> None:
         if not candidates:
             return
-        old_hw = self.replicas[self.leader].hw
         self.leader = self.rng.choice(sorted(candidates))
         self.dest_epoch += 1
         new = self.replicas[self.leader]
-        new.hw = max(new.hw, min(old_hw, new.end))
+        # Kafka's makeLeader: the new leader keeps the HW it had as a follower (learnt from its
+        # last fetch response, so possibly behind the old leader's), and its epoch starts at
+        # its log end; the HW moves only as the followers fetch in the new epoch
+        self.epoch_start = new.end
         for r in self.replicas.values():
             r.acked = 0 if r is not new else r.end  # followers prove their logs again
         self.info = None  # the new leader reads the state from the coordinator
         self.fetching = False
-        self.log(f"dest leader -> {self.leader} (epoch {self.dest_epoch}, end {new.end})")
+        self.log(
+            f"dest leader -> {self.leader} (epoch {self.dest_epoch}, end {new.end}, HW {new.hw}, "
+            f"committed {self.committed_end})"
+        )
 
     def restart(self, rid: int) -> None:
         r = self.replicas[rid]
@@ -584,6 +639,18 @@ class Simulation:
                     return
             elif step == Step.STOP_FETCHER:
                 self.fetching = False
+            elif step == Step.AWAIT_LEADER_HW:
+                if not self.leader_hw_ready():
+                    # one attempt waits a while (production: up to 5 s): the followers fetch
+                    # in the new epoch meanwhile, or some do not
+                    self.step_no += 1
+                    for rid in (1, 2, 3):
+                        if self.rng.random() < 0.7:
+                            self.follower_fetch(rid)
+                    if not self.leader_hw_ready():
+                        self.log(f"HW {lead.hw} short of the epoch start {self.epoch_start}")
+                        self.stats["hw_waits"] += 1
+                        return
             elif step == Step.LSO_TRUNCATE:
                 # the log's LSO: min(HW, the first unstable offset), as production reads it
                 lso = min(lead.hw, _lso(lead.batches, lead.start))
@@ -603,10 +670,11 @@ class Simulation:
                 if self.persisted_lme is None and lead.latest_epoch >= 0:
                     self.persisted_lme = lead.latest_epoch
             elif step == Step.FINISH_BUMP:
-                if not info.bump_started and truncation.needs_bump(
-                    self.persisted_lme, self.dest_epoch
-                ):
-                    self.bump(self.persisted_lme)
+                if not info.bump_started:
+                    latest = lead.latest_epoch if lead.batches else None
+                    floor = truncation.redo_bump_floor(self.persisted_lme, latest)
+                    if truncation.needs_bump(floor, self.dest_epoch):
+                        self.bump(floor)
                 info.bump_started = False
             elif step == Step.APPEND_MARKER:
                 mirrored = max((b.epoch for b in lead.batches if b.kind != "local"), default=-1)
@@ -638,6 +706,10 @@ class Simulation:
                 self.stats["failovers"] += 1
                 self.log("failover done: mirror.name cleared")
 
+    def leader_hw_ready(self) -> bool:
+        lead = self.replicas[self.leader]
+        return truncation.leader_hw_ready(lead.hw, self.epoch_start, lead.end)
+
     def local_uid(self) -> int:
         self.source.uids[0] += 1
         return -self.source.uids[0]  # negative: never a source batch
@@ -649,6 +721,8 @@ class Simulation:
             if lead.end > lso:
                 self.fail(f"epoch bump with records past the LSO ({lso} < end {lead.end})")
         target = truncation.bump_target(lme, self.dest_epoch)
+        if target > self.dest_epoch:
+            self.epoch_start = lead.end  # the same leader in a new epoch: it starts at its end
         self.dest_epoch = max(self.dest_epoch, target)
         self.log(f"epoch bump -> {self.dest_epoch}")
 
@@ -820,8 +894,8 @@ class Simulation:
                 self.restart(rid)
         elif (r < 0.41 or (self.in_a_window() and r < 0.6)) and faults:
             live = [x for x in self.isr if self.replicas[x].alive and x != self.leader]
-            lead = self.replicas[self.leader]
-            self.elect([x for x in live if self.replicas[x].acked >= lead.hw])
+            floor = self.committed_floor()
+            self.elect([x for x in live if self.replicas[x].acked >= floor])
         elif r < 0.43 and faults:
             out = [x for x in self.isr if x != self.leader]
             if out:
@@ -844,7 +918,11 @@ class Simulation:
         for rid in (1, 2, 3):
             if rng.random() < 0.4:
                 self.follower_fetch(rid)
-        self.reconcile()
+        # the manager reconciles on a change it is told of or on its per-second retry, not
+        # after every fetch: the HW may pass the failover marker (or mirrored records) while
+        # the leader has not looked yet, and the next step may move the leadership
+        if rng.random() < 0.75:
+            self.reconcile()
         self.check(before)
 
     def in_a_window(self) -> bool:
@@ -868,6 +946,7 @@ class Simulation:
                 self.checked[r.id] = key
         leader, old, old_hw = before
         lead = self.replicas[self.leader]
+        self.check_committed(lead)
         if self.failed_over:  # the failover's markers (a failback may cut them again)
             self.committed_markers.update(
                 b.uid for b in lead.batches if b.kind == "marker" and b.last < lead.hw
@@ -880,6 +959,23 @@ class Simulation:
             now = lead.batches
             if k and (k > len(now) or now[k - 1] is not old[k - 1]):
                 self.fail(f"records below the HW {old_hw} changed without a cut")
+
+    def check_committed(self, lead: Replica) -> None:
+        """Nothing committed is gone from the leader's log (but for a cut `check_cut`
+        allowed, or the log start moving past it); then its HW may raise the committed offset."""
+        c = self.committed_last
+        if c is not None and c.last >= lead.start:
+            k = bisect.bisect_left(lead.batches, c.last, key=lambda b: b.last)
+            if k >= len(lead.batches) or lead.batches[k] is not c:
+                self.fail(
+                    f"committed records below {self.committed_end} are gone from leader "
+                    f"{lead.id}'s log (ending at {lead.end}, HW {lead.hw})"
+                )
+        if lead.hw > self.committed_end:
+            k = bisect.bisect_left(lead.batches, lead.hw - 1, key=lambda b: b.last)
+            found = k < len(lead.batches) and lead.batches[k].last == lead.hw - 1
+            self.committed_last = lead.batches[k] if found else None
+            self.committed_end = lead.hw
 
     def check_log(self, r: Replica) -> None:
         src = self.source

@@ -98,6 +98,7 @@ def test_plans_keep_the_kips_order() -> None:
     p = plan(S.PREPARING, S.MIRRORING, S.MIRRORING)
     assert p == (
         Step.CHECK_SOURCE,
+        Step.AWAIT_LEADER_HW,
         Step.LME_TRUNCATE,
         Step.AWAIT_REPLICAS,
         Step.WRITE_STATE,
@@ -105,7 +106,15 @@ def test_plans_keep_the_kips_order() -> None:
     )
     assert Step.START_FETCHER not in plan(S.PREPARING, S.MIRRORING, S.PAUSED)
     restarted = plan(S.STOPPING, S.STOPPED, S.STOPPED)
-    assert restarted[:3] == (Step.STOP_FETCHER, Step.LSO_TRUNCATE, Step.RECORD_LME)
+    assert restarted[:4] == (
+        Step.STOP_FETCHER,
+        Step.AWAIT_LEADER_HW,
+        Step.LSO_TRUNCATE,
+        Step.RECORD_LME,
+    )
+    # every cut waits until the leader's HW is trusted (a new leader's lags the old one's)
+    for p in (plan(S.MIRRORING, S.STOPPING, S.STOPPED), plan(S.PAUSED, S.STOPPING, S.STOPPED)):
+        assert p.index(Step.AWAIT_LEADER_HW) == p.index(Step.LSO_TRUNCATE) - 1
     assert plan(S.STOPPING, S.STOPPED, S.STOPPED, bump_started=True)[0] == Step.FINISH_BUMP
     # STOPPED is written only once the marker is committed, whoever does STOPPING
     for bump_started in (False, True):
@@ -117,6 +126,27 @@ def test_plans_keep_the_kips_order() -> None:
         Step.WRITE_STATE,
         Step.CLEAR_NAME,
     )
+
+
+def test_leader_hw_ready() -> None:
+    # a new leader elected with its log ending at 20: its HW (a follower's) is trusted from 20
+    assert not truncation.leader_hw_ready(18, 20, 25)
+    assert truncation.leader_hw_ready(20, 20, 25)
+    assert truncation.leader_hw_ready(22, 20, 25)
+    # its log since cut below the epoch start: everything it holds must be committed
+    assert not truncation.leader_hw_ready(10, 20, 15)
+    assert truncation.leader_hw_ready(15, 20, 15)
+
+
+def test_redo_bump_floor() -> None:
+    # STOPPING's LME, unless the (new leader's) log kept a later mirrored epoch
+    assert truncation.redo_bump_floor(12, 14) == 14
+    assert truncation.redo_bump_floor(12, 9) == 12
+    assert truncation.redo_bump_floor(None, 9) == 9
+    assert truncation.redo_bump_floor(None, None) is None
+    # a new leader in epoch 14 holding source epoch 14: the marker needs a bump to 15
+    assert truncation.needs_bump(truncation.redo_bump_floor(12, 14), 14)
+    assert truncation.bump_target(truncation.redo_bump_floor(12, 14), 14) == 15
 
 
 def test_truncation_wait_clock() -> None:

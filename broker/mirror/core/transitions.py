@@ -3,6 +3,10 @@ steps a transition takes; the manager carries each out and stops where a step ca
 yet (the source unreachable, replicas still truncating), leaving the partition where it was to
 be tried again.
 
+- Every cut of the log (PREPARING's and STOPPING's) waits first until the leader's HW has
+  reached the start offset of its epoch (``AWAIT_LEADER_HW``): a new leader's HW, the one it had
+  as a follower, can lag the old leader's, and an LSO cut at it would drop committed records,
+  a committed MIRROR_PID_RESET marker too (Kafka trusts a new leader's HW only from there).
 - PREPARING -> MIRRORING: the cluster-id guard, the LME truncation (failback: local epochs the
   source never mirrored from us go), the wait for the other replicas to truncate too, then the
   write, then the fetcher.
@@ -16,7 +20,8 @@ be tried again.
   written before the marker is committed: a leader change in between would lose an
   uncommitted marker, and STOPPED (terminal) would leave the partition writable without it.
   Leadership moving before the commit leaves STOPPING, so the new leader does it all again
-  (its LSO cut, bounded by its HW, drops any uncommitted marker it holds). The same leader
+  (its LSO cut, bounded by its HW once that HW is trusted, drops a marker that was not
+  committed and keeps one that was). The same leader
   retrying after a wait ran out (``marker_pending``) only waits again.
 - PAUSING/-> PAUSED: the write, then the fetcher stops; PAUSED -> MIRRORING: the write, then the
   fetcher starts.
@@ -34,6 +39,7 @@ class Step(enum.Enum):
     LME_TRUNCATE = "truncate to the last mirrored epoch"
     AWAIT_REPLICAS = "wait for the replicas to truncate"
     STOP_FETCHER = "stop the fetcher"
+    AWAIT_LEADER_HW = "wait until the leader's HW reaches its epoch's start offset"
     LSO_TRUNCATE = "truncate to the last stable offset"
     START_BUMP = "start the leader epoch bump"
     RECORD_LME = "record the last mirrored epoch"  # a restart in STOPPING
@@ -66,12 +72,22 @@ def plan(
             steps += [Step.AWAIT_MARKER]
         else:
             if not bump_started:
-                steps += [Step.STOP_FETCHER, Step.LSO_TRUNCATE, Step.RECORD_LME]
+                steps += [
+                    Step.STOP_FETCHER,
+                    Step.AWAIT_LEADER_HW,
+                    Step.LSO_TRUNCATE,
+                    Step.RECORD_LME,
+                ]
             steps += [Step.FINISH_BUMP, Step.APPEND_MARKER, Step.AWAIT_MARKER]
     if current == S.PREPARING and new == S.MIRRORING:
-        steps += [Step.CHECK_SOURCE, Step.LME_TRUNCATE, Step.AWAIT_REPLICAS]
+        steps += [
+            Step.CHECK_SOURCE,
+            Step.AWAIT_LEADER_HW,
+            Step.LME_TRUNCATE,
+            Step.AWAIT_REPLICAS,
+        ]
     if new == S.STOPPING:
-        steps += [Step.STOP_FETCHER, Step.LSO_TRUNCATE, Step.START_BUMP]
+        steps += [Step.STOP_FETCHER, Step.AWAIT_LEADER_HW, Step.LSO_TRUNCATE, Step.START_BUMP]
     steps.append(Step.WRITE_STATE)
     if new == S.MIRRORING and wanted == S.MIRRORING:
         steps.append(Step.START_FETCHER)

@@ -6,6 +6,8 @@ from numbers the shell reads off the log and the source:
 - STOPPING (failover): `lso_cut`, the last stable offset (what an open transaction left past
   it goes), then `bump_target`, an epoch above every mirrored one, so local writes never carry
   a source's epoch.
+- Before either cut: `leader_hw_ready`, whether the leader's HW can be trusted yet (a new
+  leader's lags the old leader's, and an LSO taken from it would cut committed records).
 - Realigning with the source after a diverging epoch (`divergence_target`) or an
   OFFSET_OUT_OF_RANGE (`out_of_range`).
 
@@ -56,6 +58,16 @@ def lme_truncation(
     return cut, lme_note(cut, log_end, confirmed)
 
 
+def leader_hw_ready(high_watermark: int, epoch_start: int, log_end: int) -> bool:
+    """May the leader decide a cut from its HW yet? Kafka's rule for a new leader: the HW it
+    brings from its time as a follower (learnt from its last fetch answer) can be behind the
+    old leader's, so it is not trusted until it reaches the start offset of the leader's epoch
+    (everything the leader held when elected is then committed). Once this leader cut its own
+    log below that start (a cut it decided after this wait, or one its source dictated), all
+    it holds must be committed: the log end stands in for the start."""
+    return high_watermark >= min(epoch_start, log_end)
+
+
 def lso_cut(log_end: int, last_stable_offset: int) -> int | None:
     """STOPPING: the offset to truncate to (the LSO), or None when nothing is past it."""
     return last_stable_offset if last_stable_offset < log_end else None
@@ -69,6 +81,16 @@ def bump_target(last_mirror_epoch: int | None, leader_epoch: int) -> int:
 def needs_bump(last_mirror_epoch: int | None, leader_epoch: int) -> bool:
     """After a restart in STOPPING: is the bump still to do?"""
     return last_mirror_epoch is None or leader_epoch <= last_mirror_epoch
+
+
+def redo_bump_floor(last_mirror_epoch: int | None, log_latest_epoch: int | None) -> int | None:
+    """STOPPING done again (a restart, a new leader), after its LSO cut: the epoch the bump must
+    exceed. STOPPING's recorded LME, or the log's latest epoch when higher: a new leader may
+    hold mirrored records of a later source epoch that the old leader cut as uncommitted, now
+    committed under it (kept by its cut). A local marker's epoch there costs no bump: it is
+    below the leader epoch of any later leader."""
+    known = [e for e in (last_mirror_epoch, log_latest_epoch) if e is not None]
+    return max(known) if known else None
 
 
 def restart(offset: int, log_start: int) -> bool:
