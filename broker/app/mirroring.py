@@ -73,6 +73,7 @@ def build_mirroring(node: Node) -> None:
         acls=node.acl_controller,
         now_ms=node.clock.now_ms,
         share_offsets=node.share_offsets if config.group_share_enable else None,
+        own_cluster_id=node.cluster_id,
     )
     node.mirror_throttle = MirrorThrottle(
         lambda: node.image,

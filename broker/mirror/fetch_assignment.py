@@ -103,7 +103,7 @@ class FetchAssignment:
                     await asyncio.wait_for(m.refresh.wait(), max(timeout, 0.001))
                 continue
             try:
-                topics = await m.source.topics(sorted({p.topic for p in due}))
+                topics = await m.source.topics(sorted({p.source_topic for p in due}))
             except (SourceError, NetworkError) as e:
                 for p in due:
                     self._park(p, f"metadata: {e}")
@@ -116,7 +116,7 @@ class FetchAssignment:
             for p in due:
                 if p.removed or p.fetcher is not None:
                     continue
-                t = topics.get(p.topic)
+                t = topics.get(p.source_topic)
                 if t is None:
                     self._park(p, "topic not found at the source")
                     continue

@@ -31,6 +31,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 
 from ..log.clock import Clock
+from ..metadata import mirror_names
 from ..replication.partition import Partition
 from .fetch_append import BatchAppender
 from .fetch_reconcile import OffsetReconciler
@@ -117,7 +118,8 @@ class MirrorFetcherManager(BatchAppender, OffsetReconciler):
                 continue
             if old is not None:
                 await self._detach(old)
-            p = m.partitions[key] = _Partition(mirror, key[0], key[1], topic_id)
+            source_topic = mirror_names.naming(m.config).source_topic(key[0])
+            p = m.partitions[key] = _Partition(mirror, key[0], key[1], topic_id, source_topic)
             p.throttled = self._throttled(*key)
         m.refresh.set()
 

@@ -125,8 +125,10 @@ class MirrorMetadataSync(TopicSync, TopicConfigSync, GroupOffsetSync, AclSync):
         now_ms: Callable[[], int] | None = None,
         acls: AclStore | None = None,
         share_offsets: ShareOffsets | None = None,
+        own_cluster_id: str = "",
     ) -> None:
         self._image = image
+        self._own_cluster_id = own_cluster_id  # loop prevention (`mirror_names.loops_back`)
         self._acls = acls
         self._share = share_offsets
         self._controller = controller

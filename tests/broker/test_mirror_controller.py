@@ -393,7 +393,12 @@ def test_add_topics_handler_creates_from_source() -> None:
     assert src.closed
     foo = q.image.topics["foo"]
     assert foo.topic_id == ids["foo"] and len(foo.partitions) == 3
-    assert dict(q.image.config(TOPIC_RESOURCE, "foo")) == {"retention.ms": "77", "mirror.name": "m"}
+    # the origin chain (loop prevention) names the source cluster
+    assert dict(q.image.config(TOPIC_RESOURCE, "foo")) == {
+        "retention.ms": "77",
+        "mirror.name": "m",
+        "mirror.source.cluster.ids": "src-cluster",
+    }
     resp = _add(api, "m", "clash", "local", "nowhere")
     assert [(t.name, int(t.error_code)) for t in resp.topics] == [
         ("clash", ErrorCode.inconsistent_topic_id.value),
