@@ -442,6 +442,15 @@ class MirrorApi:
         img = self.s.image()
         # --add names and patterns are the SOURCE's; from here on a topic is named as it is
         # stored here (mirror.topic.prefix + source name), and the answer names it so
+        # a pattern passes over source topics that mirror this cluster (named: refused below)
+        literal = {sel for sel in selectors if not is_topic_pattern(sel)}
+        names = [
+            n
+            for n in names
+            if n in literal
+            or naming.local_topic(n) in img.topics
+            or not names_map.loops_back(source_configs.get(n, {}), self.s.cluster_id)
+        ]
         local_of = {n: naming.local_topic(n) for n in names}
         clashes = names_map.collisions(mirror, local_of) if naming.prefix else {}
         names, source_of = [local_of[n] for n in names], {v: k for k, v in local_of.items()}
