@@ -125,7 +125,7 @@ def collisions(mirror: str, mapping: Mapping[str, str]) -> dict[str, str]:
             others = ", ".join(s for s in sorted(sources) if s != src)
             out[src] = (
                 f"Mirror {mirror} would store source topics {src} and {others} under one name "
-                f"({mapping[src]}); rename one of them at the source or use another prefix."
+                f"({mapping[src]}): rename one of them at the source or use another prefix."
             )
     return out
 
