@@ -85,6 +85,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=2, help="runs per broker; the best counts")
+    parser.add_argument("--json", type=Path, help="also write the rows to this file")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="kmirror-peer-bench-"))
     node = Node(workdir / "node", auto__create__topics__enable="false")
@@ -147,6 +148,14 @@ def main() -> None:
             f" {ours / theirs:>6.2f}"
         )
     print(f"({time.perf_counter() - started:.0f} s, {os.cpu_count()} cores, best of {args.rounds})")
+    if args.json:
+        doc = {
+            "fetch_bytes": sizes,
+            "rows": [
+                dict(zip(("case", "limit", "kmirror", "tansu"), r, strict=True)) for r in rows
+            ],
+        }
+        args.json.write_text(json.dumps(doc))
 
 
 if __name__ == "__main__":

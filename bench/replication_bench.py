@@ -130,6 +130,7 @@ def main() -> None:
     parser.add_argument("--record-size", type=int, default=512)
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument("--json", type=Path, help="also write the rates and ratio to this file")
     if len(sys.argv) > 1 and sys.argv[1] == "client":
         p = argparse.ArgumentParser()
         p.add_argument("client")
@@ -174,6 +175,9 @@ def main() -> None:
     )
     print(f"RF=3 / RF=1 throughput ratio: {rf3.rate / rf1.rate:.2f}")
     print(f"node cpu (3 nodes): RF=3 {rf3.node_cpu:.0%}, RF=1 {rf1.node_cpu:.0%}")
+    if args.json:
+        ratio = rf3.rate / rf1.rate
+        args.json.write_text(json.dumps({"rf3": rf3.rate, "rf1": rf1.rate, "ratio": ratio}))
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ until Metadata / committed offsets after the kill, at 64 / 256 / 512 MiB written
 """
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -157,6 +158,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--timeout", type=float, default=90.0)
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument("--json", type=Path, help="also write the rows to this file")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     workdir = Path(tempfile.mkdtemp(prefix="restart-bench-"))
@@ -202,6 +204,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\n{'written MiB':>11} {'on disk':>8} {'metadata s':>11} {'offsets s':>10}  replay")
     for size, disk, _took, metadata, offsets, replay in rows:
         print(f"{size:>11} {disk:>8.0f} {metadata:>11.2f} {offsets:>10.2f}  {replay}")
+    if args.json:
+        keys = ("written_mib", "disk_mib", "produce_s", "metadata_s", "offsets_s", "replay")
+        args.json.write_text(json.dumps([dict(zip(keys, row, strict=True)) for row in rows]))
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ from ..security.acls import AclOperation, ResourceType
 from .authz import allowed, cluster_allowed
 from .context import RequestContext
 from .dispatcher import Api
-from .metadata import broker_rows
+from .metadata import broker_rows, controller_for_clients
 from .services import Services
 
 DESCRIBE_CLUSTER, FIND_COORDINATOR = 60, 10
@@ -42,14 +42,20 @@ OFFSETS_TOPIC = "__consumer_offsets"
 
 
 class ClusterApi:
-    def __init__(self, services: Services, offsets_partitions: int, offsets_rf: int) -> None:
+    def __init__(
+        self,
+        services: Services,
+        offsets_partitions: int,
+        offsets_rf: int,
+        share_enabled: Callable[[], bool] | None = None,
+    ) -> None:
         self.s = services
         self._offsets_partitions = offsets_partitions
         self._offsets_rf = offsets_rf
         # KIP-932: share coordinators are found while share groups are on (the node's
         # group.share.enable or share.version 1: api_handlers.share_groups_enabled)
-        self.share_enabled: Callable[[], bool] = lambda: bool(
-            getattr(services.config, "group_share_enable", False)
+        self.share_enabled: Callable[[], bool] = share_enabled or (
+            lambda: bool(getattr(services.config, "group_share_enable", False))
         )
 
     def apis(self) -> list[Api]:
@@ -64,9 +70,10 @@ class ClusterApi:
         on_controller_listener = ctx.listener in self.s.controller_listeners
         error, message = ErrorCode.none, None
         brokers: list[dict[str, Any]] = []
-        # Clients see a broker as "the controller" (they cannot reach a KRaft controller; the
-        # broker forwards); tools asking for controller endpoints (KIP-919) get the voters.
-        controller_id = self.s.node_id
+        # Clients see a random alive broker as "the controller" (they cannot reach a KRaft
+        # controller; any broker forwards); tools asking for controller endpoints (KIP-919)
+        # get the voters and the active controller.
+        controller_id = -1
         if endpoint_type == CONTROLLER_ENDPOINTS and on_controller_listener:
             brokers = [
                 {"broker_id": n, "host": h, "port": p, "rack": None, "is_fenced": False}
@@ -90,10 +97,9 @@ class ClusterApi:
                 f"Unknown endpoint type {endpoint_type}",
             )
         else:
-            brokers = [
-                {**b, "broker_id": b["node_id"], "is_fenced": False}
-                for b in broker_rows(self.s, self.s.image(), ctx.listener)
-            ]
+            rows = broker_rows(self.s, self.s.image(), ctx.listener)
+            brokers = [{**b, "broker_id": b["node_id"], "is_fenced": False} for b in rows]
+            controller_id = controller_for_clients(rows)
         cls = REGISTRY.spec(DESCRIBE_CLUSTER).response_type(ctx.api_version)
         return build(
             cls,

@@ -12,6 +12,13 @@ aborted transactions overlapping the returned data (the log's .txnindex); every 
 the real LSO. With an authorizer, partitions of a topic
 the principal may not READ get TOPIC_AUTHORIZATION_FAILED (a topic id this node does not know
 stays UNKNOWN_TOPIC_ID). Sessions: see `fetch_sessions`.
+
+KIP-392 (v11+, which carries the consumer's ``rack_id``): a consumer may read from a follower,
+which serves up to its own high watermark (as it last heard it from the leader), never
+beyond; below v11 only the leader serves consumers. With ``replica.selector.class`` set, the
+leader names the replica a consumer should read from in ``preferred_read_replica`` and then
+reads nothing for it (the offsets only, at once), as Kafka's ReplicaManager does; the leader
+epoch check (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH) comes first on every replica.
 """
 
 import logging
@@ -42,6 +49,7 @@ from .client_throttle import (
 from .context import RequestContext
 from .dispatcher import Api
 from .fetch_sessions import FetchSessionCache, SessionError, SessionPartition
+from .follower_reads import preferred_replica_for
 from .services import Services
 
 log = logging.getLogger(__name__)
@@ -49,24 +57,45 @@ log = logging.getLogger(__name__)
 API_KEY = 1
 VERSIONS = (4, 19)  # served; 19 is KIP-1279's
 READ_COMMITTED = 1
+CLIENT_METADATA_VERSION = 11  # rack_id, preferred_read_replica: consumers may read followers
+FOLLOWER_READ = "served_as_follower"  # a row's mark (the encoder ignores it): for the metrics
 # What `FetchApi.fetch` answers: throttle ms, error code, session id, the topic rows
 FetchAnswer = tuple[int, int, int, list[dict[str, Any]]]
 
 
 class FetchApi:
     def __init__(
-        self, services: Services, on_bytes_out: Any = None, quotas: ClientThrottle | None = None
+        self,
+        services: Services,
+        on_bytes_out: Any = None,
+        quotas: ClientThrottle | None = None,
+        *,
+        metadata_fetch: Callable[[RequestContext, Any], Awaitable[Any]] | None = None,
+        controller_listener: Callable[[RequestContext], bool] | None = None,
+        on_follower_read: Callable[[int], None] | None = None,
+        on_preferred_replica: Callable[[], None] | None = None,
     ) -> None:
         self.s = services
         self.sessions = FetchSessionCache()
         self._on_bytes_out = on_bytes_out
         self.quotas = quotas  # client quotas (consumer_byte_rate); None: not enforced
         # KRaft's Fetch of __cluster_metadata-0 (QuorumApi.fetch, which checks CLUSTER_ACTION)
-        self.metadata_fetch: Callable[[RequestContext, Any], Awaitable[Any]] | None = None
+        self.metadata_fetch = metadata_fetch
         # A Fetch on a controller listener is the quorum's, as in Kafka's ControllerApis (there
         # it reads the metadata log or is INVALID_REQUEST); on a broker listener the metadata
         # log is no topic of the node's (UNKNOWN_TOPIC_OR_PARTITION).
-        self.controller_listener: Callable[[RequestContext], bool] = lambda ctx: False
+        self.controller_listener: Callable[[RequestContext], bool] = controller_listener or (
+            lambda ctx: False
+        )
+        # KIP-392 counters (the node's metrics): bytes a consumer Fetch read from partitions
+        # this node follows, and preferred_read_replica answers given as leader
+        self.on_follower_read: Callable[[int], None] = on_follower_read or (lambda n: None)
+        self.on_preferred_replica: Callable[[], None] = on_preferred_replica or (lambda: None)
+
+    @property
+    def replica_selector(self) -> str | None:
+        """``replica.selector.class`` (checked at start-up), None: consumers read leaders."""
+        return getattr(self.s.config, "replica_selector_class", None) or None
 
     def apis(self) -> list[Api]:
         """The API keys and versions this module serves (the node's handler table)."""
@@ -132,13 +161,20 @@ class FetchApi:
         if follower is not None or (quotas is not None and not quotas.active()):
             quotas = None
         max_bytes = req.max_bytes if quotas is None else quotas.fetch_max_bytes(ctx, req.max_bytes)
-        rows, total = self._read(
-            wanted, max_bytes, committed, by_id, full, denied, follower, version >= 19
+        # a v11+ consumer's (rack, listener): it may read followers, and be sent to one
+        client = (
+            (req.rack_id, ctx.listener)
+            if follower is None and version >= CLIENT_METADATA_VERSION
+            else None
         )
+        rows, total = self._read(
+            wanted, max_bytes, committed, by_id, full, denied, follower, version >= 19,
+            client=client,
+        )  # fmt: skip
         if total < req.min_bytes and deadline > time.monotonic() and not _answers_now(rows):
             rows, total = await self._long_poll(
                 wanted, rows, total, req.min_bytes, deadline,
-                (max_bytes, committed, by_id, full, denied, follower, version >= 19),
+                (max_bytes, committed, by_id, full, denied, follower, version >= 19, client),
             )  # fmt: skip
         if quotas is not None and quotas.fetch.enabled:
             await wait_while_muted(ctx)
@@ -165,6 +201,10 @@ class FetchApi:
         ]
         if self._on_bytes_out is not None and total:
             self._on_bytes_out(total)
+        if client is not None:
+            served = sum(_size(r) for _k, r in rows if FOLLOWER_READ in r)
+            if served:
+                self.on_follower_read(served)
         return 0, 0, session.id if session else 0, responses
 
     async def _long_poll(
@@ -179,7 +219,7 @@ class FetchApi:
         """Until ``min_bytes`` are there, an error or DivergingEpoch is to be answered, or the
         deadline: each time partitions move (log end, high watermark, role) only those are
         read again, their rows replacing what the last read had for them."""
-        max_bytes, committed, by_id, full, denied, follower, mirror_epochs = read_args
+        max_bytes, committed, by_id, full, denied, follower, mirror_epochs, client = read_args
         img = self.s.image()
         watch = ChangeWatch()
         hosted = []
@@ -205,7 +245,7 @@ class FetchApi:
                 kept_total = total - sum(_size(r) for k, r in rows if k in moved)
                 fresh, total = self._read(
                     moved, max_bytes, committed, by_id, full, denied, follower,
-                    mirror_epochs, kept_total,
+                    mirror_epochs, kept_total, client=client,
                 )  # fmt: skip
                 rows = kept + fresh
                 if total >= min_bytes or _answers_now(fresh):
@@ -251,10 +291,13 @@ class FetchApi:
         follower: tuple[int, int] | None = None,
         mirror_epochs: bool = False,
         total: int = 0,
+        client: tuple[str, str] | None = None,
     ) -> tuple[list[tuple[tuple[Any, int], dict[str, Any]]], int]:
         """Rows for ``wanted`` (those an incremental session answers: changed ones) and the
-        bytes in all, counting from ``total`` (rows already read, within ``max_bytes``)."""
+        bytes in all, counting from ``total`` (rows already read, within ``max_bytes``).
+        ``client``: a v11+ consumer's (rack id, listener), None for older ones and followers."""
         img = self.s.image()
+        selector = self.replica_selector if client is not None else None
         rows: list[tuple[tuple[Any, int], dict[str, Any]]] = []
         budget = max_bytes - total
         # An incremental Fetch: a partition the fetcher had caught up on, unchanged since, has
@@ -322,11 +365,27 @@ class FetchApi:
                 lso = self._lso(plog)
                 upper = served.log_end_offset  # followers read everything the leader has
             else:
-                epoch_error = leader_epoch_error(hosted, sp.current_leader_epoch)
+                epoch_error = leader_epoch_error(
+                    hosted, sp.current_leader_epoch, require_leader=client is None
+                )
                 if epoch_error is not None:
                     row["error_code"] = epoch_error
                     rows.append((key, row))
                     continue
+                if selector is not None and client is not None and client[0]:
+                    preferred = preferred_replica_for(
+                        hosted, selector, client[0], sp.fetch_offset, img, client[1],
+                        self.s.now_ms(),
+                    )  # fmt: skip
+                    if preferred >= 0:
+                        # KIP-392: no read here; the offsets, and where to read from
+                        row["high_watermark"] = plog.high_watermark
+                        row["last_stable_offset"] = self._lso(plog)
+                        row["log_start_offset"] = plog.log_start_offset
+                        row["preferred_read_replica"] = preferred
+                        rows.append((key, row))
+                        self.on_preferred_replica()
+                        continue
                 # LastFetchedEpoch is checked for every Fetch that carries it, as Kafka's
                 # Partition.readRecords does, not only followers': a KIP-1279 mirror fetcher
                 # (a consumer Fetch) sends its log's latest epoch, and failback relies on the
@@ -390,6 +449,8 @@ class FetchApi:
                 row["records"] = records
                 budget -= size
                 total += size
+                if follower is None and not hosted.is_leader:
+                    row[FOLLOWER_READ] = True  # counted once the answer is final
             changed = (
                 full
                 or size > 0
@@ -417,8 +478,12 @@ class FetchApi:
 
 
 def _answers_now(rows: list[tuple[tuple[Any, int], dict[str, Any]]]) -> bool:
-    """An error or a DivergingEpoch is answered at once, not held back for min_bytes."""
-    return any(r["error_code"] or "diverging_epoch" in r for _, r in rows)
+    """An error, a DivergingEpoch or a preferred read replica is answered at once, not held
+    back for min_bytes."""
+    return any(
+        r["error_code"] or "diverging_epoch" in r or r["preferred_read_replica"] >= 0
+        for _, r in rows
+    )
 
 
 def _size(row: dict[str, Any]) -> int:

@@ -5,10 +5,15 @@ carries the new id). epoch > 0: an incremental request against an existing sessi
 the request are added or updated, forgotten ones removed, and the response lists only partitions
 with news (records, an error, or a changed high watermark / log start offset). epoch -1 with an id
 closes that session.
+
+Session ids are random positive 31-bit ints, unique among the live sessions (as Kafka draws
+them): a session is not bound to a connection, so an id another client could guess (they were
+1, 2, 3... once) would let it read on, or break, someone else's session.
 """
 
-import itertools
+import secrets
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -17,6 +22,12 @@ from kio.schema.errors import ErrorCode
 MAX_SESSIONS: Final = 1000
 FINAL_EPOCH: Final = -1
 INITIAL_EPOCH: Final = 0
+MAX_SESSION_ID: Final = (1 << 31) - 1  # the wire's int32, positive
+
+
+def random_session_id() -> int:
+    """A session id no other client can predict: 1..2**31-1 from the OS's CSPRNG."""
+    return 1 + secrets.randbelow(MAX_SESSION_ID)
 
 
 @dataclass(slots=True)
@@ -52,10 +63,19 @@ class SessionError(Exception):
 
 
 class FetchSessionCache:
-    def __init__(self, max_sessions: int = MAX_SESSIONS) -> None:
+    def __init__(
+        self, max_sessions: int = MAX_SESSIONS, new_id: Callable[[], int] = random_session_id
+    ) -> None:
         self._sessions: OrderedDict[int, FetchSession] = OrderedDict()
-        self._ids = itertools.count(1)
+        self._new_id = new_id
         self._max = max_sessions
+
+    def _unused_id(self) -> int:
+        """A fresh random id, drawn again while a live session has it (0 means no session)."""
+        while True:
+            sid = self._new_id()
+            if sid > 0 and sid not in self._sessions:
+                return sid
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -73,7 +93,7 @@ class FetchSessionCache:
         if epoch == INITIAL_EPOCH:
             if session_id:
                 self._sessions.pop(session_id, None)
-            new = FetchSession(next(self._ids), 1, uses_topic_ids=uses_topic_ids)
+            new = FetchSession(self._unused_id(), 1, uses_topic_ids=uses_topic_ids)
             self._sessions[new.id] = new
             while len(self._sessions) > self._max:
                 self._sessions.popitem(last=False)  # evict the least recently used

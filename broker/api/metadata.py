@@ -10,6 +10,7 @@ DESCRIBE; a named one it may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED whether 
 operations are reported when asked for (all of a resource's operations without an authorizer).
 """
 
+import random
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -48,6 +49,15 @@ def broker_rows(s: Services, img: MetadataImage, listener: str) -> list[dict[str
     if not rows and me is not None and ep is not None:
         rows.append({"node_id": me.broker_id, "host": ep.host, "port": ep.port, "rack": me.rack})
     return rows
+
+
+def controller_for_clients(rows: list[dict[str, Any]]) -> int:
+    """The ``controller_id`` a Metadata or DescribeCluster answer gives clients: a random
+    broker of ``rows`` (alive ones, `broker_rows`), as Kafka's KRaft brokers answer (clients
+    cannot reach the KRaft controller; any broker forwards their admin requests). Always the
+    answering node, say, and an admin client keeps sending to it after it died, until its next
+    metadata refresh. -1: none."""
+    return random.choice(rows)["node_id"] if rows else -1
 
 
 def topic_row(t: TopicImage) -> dict[str, Any]:
@@ -189,13 +199,14 @@ class MetadataApi:
         if getattr(req, "include_cluster_authorized_operations", False):
             cluster_ops = operations_bits(authz, ctx, ResourceType.CLUSTER, CLUSTER_NAME)
         cls = REGISTRY.spec(API_KEY).response_type(version)
+        brokers = broker_rows(s, img, ctx.listener)
         return build(
             cls,
             {
                 "throttle_time": 0,
-                "brokers": broker_rows(s, img, ctx.listener),
+                "brokers": brokers,
                 "cluster_id": s.cluster_id,
-                "controller_id": s.node_id,
+                "controller_id": controller_for_clients(brokers),
                 "topics": topics,
                 "cluster_authorized_operations": cluster_ops,
             },

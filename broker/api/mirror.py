@@ -124,15 +124,17 @@ class MirrorApi:
         source_client: SourceFactory | None = None,
         states: StatesFn | None = None,
         progress: ProgressFn | None = None,
+        reason: Callable[[str, int], str | None] | None = None,
+        freshness: FreshnessFn | None = None,
     ) -> None:
         self.s = services
         self.mirrors = mirrors
         self.source_client = source_client or _default_source
-        # Public so the composition root can wire them after the mirror manager exists.
+        # the mirror manager's view of its partitions (None: no mirror partitions here)
         self.states: StatesFn = states or (lambda mirror: {})
         self.progress: ProgressFn | None = progress
-        self.reason: Callable[[str, int], str | None] = lambda _t, _p: None
-        self.freshness: FreshnessFn | None = None  # the fetchers' view of each source offset
+        self.reason: Callable[[str, int], str | None] = reason or (lambda _t, _p: None)
+        self.freshness: FreshnessFn | None = freshness  # the fetchers' view of each source offset
         self._tasks: set[asyncio.Task[None]] = set()
 
     # -- helpers ---------------------------------------------------------------------------

@@ -4,6 +4,13 @@ ListOffsets special timestamps: -1 latest (the high watermark, or the LSO for RE
 -2 earliest, -3 max timestamp (v7+), -4 earliest local (v8+: the log start, no tiered storage
 here), -5 earliest pending upload (v9+: none, so -1 with no error, as Kafka does without tiered
 storage). With an authorizer, it needs DESCRIBE on the topic (TOPIC_AUTHORIZATION_FAILED).
+
+A consumer's lookup (replica id -1) answers only offsets below what it may fetch (the HW, or the
+LSO for READ_COMMITTED); a timestamp found at or past it gets -1. A leader elected with a log
+longer than its high watermark (its epoch starts past the HW until the followers fetch again)
+answers latest, and a timestamp it finds nowhere or past that bound, with OFFSET_NOT_AVAILABLE
+(v5+; LEADER_NOT_AVAILABLE before), as Kafka's Partition.fetchOffsetForTimestamp does: the
+client retries, instead of reading an end offset that would move backwards.
 """
 
 from typing import Any
@@ -22,6 +29,8 @@ from .services import Services
 
 LIST_OFFSETS = 2
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5
+CONSUMER_REPLICA_ID = -1
+OFFSET_NOT_AVAILABLE_VERSION = 5
 
 
 class OffsetsApi:
@@ -72,28 +81,42 @@ class OffsetsApi:
                     continue
                 plog = hosted.log
                 ts = p.timestamp
-                if ts == LATEST and getattr(req, "replica_id", -1) >= 0:
+                client = getattr(req, "replica_id", -1) == CONSUMER_REPLICA_ID
+                lso = getattr(plog, "last_stable_offset", None)
+                fetchable = lso if committed and lso is not None else plog.high_watermark
+                lagging = client and _hw_lags_epoch_start(hosted)
+                not_available = (
+                    ErrorCode.offset_not_available
+                    if ctx.api_version >= OFFSET_NOT_AVAILABLE_VERSION
+                    else ErrorCode.leader_not_available
+                )
+                if ts == LATEST and lagging:
+                    row["error_code"] = not_available
+                elif ts == LATEST and getattr(req, "replica_id", -1) >= 0:
                     # a follower resetting after OFFSET_OUT_OF_RANGE wants the log end
                     row["offset"] = plog.log_end_offset
                     row["leader_epoch"] = hosted.leader_epoch
                 elif ts == LATEST:
-                    lso = getattr(plog, "last_stable_offset", None)
-                    row["offset"] = lso if committed and lso is not None else plog.high_watermark
+                    row["offset"] = fetchable
                     row["leader_epoch"] = hosted.leader_epoch
                 elif ts in (EARLIEST, EARLIEST_LOCAL):
                     row["offset"] = plog.log_start_offset
                     row["leader_epoch"] = self._epoch_at(plog, plog.log_start_offset)
-                elif ts == MAX_TIMESTAMP:
-                    found = plog.max_timestamp_offset()
-                    if found is not None:
-                        row["offset"], row["timestamp"], row["leader_epoch"] = found
                 elif ts == EARLIEST_PENDING_UPLOAD:
                     pass
-                elif ts < 0:
+                elif ts < 0 and ts != MAX_TIMESTAMP:
                     row["error_code"] = ErrorCode.invalid_request
                 else:
-                    found = plog.offset_for_timestamp(ts)
-                    if found is not None:
+                    found = (
+                        plog.max_timestamp_offset()
+                        if ts == MAX_TIMESTAMP
+                        else plog.offset_for_timestamp(ts)
+                    )
+                    if client and (found is None or found[0] >= fetchable):
+                        # not (yet) readable by a consumer: nothing, or retry if lagging
+                        if lagging:
+                            row["error_code"] = not_available
+                    elif found is not None:
                         row["offset"], row["timestamp"], row["leader_epoch"] = found
             topics.append({"name": t.name, "partitions": parts})
         cls = REGISTRY.spec(LIST_OFFSETS).response_type(ctx.api_version)
@@ -107,3 +130,8 @@ class OffsetsApi:
             return -1
         e = fn(offset)
         return -1 if e is None else int(e)
+
+
+def _hw_lags_epoch_start(hosted: Any) -> bool:
+    """A leader whose high watermark has not reached the start of its leader epoch yet."""
+    return bool(hosted.is_leader) and hosted.leader.epoch_start_offset > hosted.log.high_watermark

@@ -6,7 +6,9 @@ network server calls with each frame.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from ..api.acls import AclsApi
 from ..api.alter_partition import AlterPartitionApi
@@ -31,6 +33,7 @@ from ..api.log_admin import LogAdminApi
 from ..api.log_dirs import LogDirsApi
 from ..api.metadata import MetadataApi
 from ..api.mirror import MirrorApi
+from ..api.mirror_freshness import FreshnessFn
 from ..api.mirror_state import MirrorStateApi
 from ..api.offsets import OffsetsApi
 from ..api.produce import ProduceApi
@@ -41,6 +44,7 @@ from ..api.raft_voters import RaftVotersApi
 from ..api.reassignments import ReassignmentsApi
 from ..api.sasl import SaslApi
 from ..api.scram_credentials import ScramCredentialsApi
+from ..api.services import Services
 from ..api.share_fetch import ShareFetchApi
 from ..api.share_group import ShareGroupApi
 from ..api.share_offset_changes import ShareOffsetChangesApi
@@ -50,7 +54,9 @@ from ..api.topic_partitions import TopicPartitionsApi
 from ..api.topics import TopicsApi
 from ..api.txn import TxnApi
 from ..api.unregister_broker import UnregisterBrokerApi
+from ..cluster_view import ClusterView
 from ..config.group_configs import GROUP_RESOURCE
+from ..config.server_config import ServerConfig
 from ..controller.client_quotas import ClientQuotaController
 from ..controller.features import FeatureControl
 from ..controller.scram import ScramController
@@ -59,82 +65,199 @@ from ..coordinator.share.partition import ShareConfig
 from ..coordinator.share.persister import SharePersister
 from ..coordinator.share.sessions import ShareSessions
 from ..coordinator.share.state_coordinator import SHARE_STATE_TOPIC
+from ..log.clock import Clock
 from ..metadata.features import SHARE_VERSION
-from .controller_parts import monotonic_ms
+from ..metadata.image import MetadataImage
+from ..metrics.broker_metrics import BrokerMetrics
+from ..mirror.node_view import MirrorStatusView
+from ..quorum.node_quorum import MetadataQuorum
+from ..security.authorizer import Authorizer
+from ..security.listeners import ListenerSecurity
+from ..security.scram import Credential, Mechanism
+from .controller_parts import ControllerParts, monotonic_ms
+from .coordinators import Coordinators
+from .metadata_quorum import QuorumParts
+from .request_services import RequestServices
 
-if TYPE_CHECKING:
-    from .node import Node
+
+@dataclass(frozen=True, slots=True)
+class Apis:
+    """What `build_apis` made: the handlers other parts of the node call, kept by name, the
+    dispatcher, and the handler the network server calls for each request frame."""
+
+    cluster_api: ClusterApi
+    mirror_api: MirrorApi
+    share_persister: SharePersister
+    share_offsets: ShareOffsetsAdmin
+    client_throttle: ClientThrottle
+    sasl_api: SaslApi
+    lifecycle_api: BrokerLifecycleApi
+    dispatcher: Dispatcher
+    requests: ConnectionRequests
 
 
-def build_apis(node: Node) -> None:
-    """The API handlers (those other parts of the node call kept by name), the dispatcher
-    and the handler the network server calls for each request frame."""
-    config = node.config
-    node.cluster_api = ClusterApi(
-        node.services,
+@dataclass(frozen=True, slots=True)
+class _Parts:
+    """What the handler table is built from (one argument for the helpers below)."""
+
+    config: ServerConfig
+    cluster_id: str
+    clock: Clock
+    metrics: BrokerMetrics
+    image: Callable[[], MetadataImage]
+    services: Services
+    authorizer: Authorizer | None
+    quorum: MetadataQuorum
+    controller: ControllerParts
+    coordinators: Coordinators
+
+
+def build_apis(
+    config: ServerConfig,
+    cluster_id: str,
+    clock: Clock,
+    metrics: BrokerMetrics,
+    image: Callable[[], MetadataImage],
+    listener_security: Mapping[str, ListenerSecurity],
+    bootstrap_records: list[Any],
+    request_services: RequestServices,
+    quorum: QuorumParts,
+    controller: ControllerParts,
+    coordinators: Coordinators,
+    cluster_view: ClusterView,
+    mirror_status: Callable[[], MirrorStatusView],
+    mirror_freshness: FreshnessFn,
+) -> Apis:
+    """The API handlers, the dispatcher and the handler the network server calls for each
+    request frame. ``mirror_status`` and ``mirror_freshness``: what the mirror manager and its
+    fetchers say of this node's mirror partitions (for --describe)."""
+    parts = _Parts(
+        config,
+        cluster_id,
+        clock,
+        metrics,
+        image,
+        request_services.services,
+        request_services.authorizer,
+        quorum.quorum,
+        controller,
+        coordinators,
+    )
+    services = parts.services
+    cluster_api = ClusterApi(
+        services,
         config.offsets_topic_num_partitions,
         config.offsets_topic_replication_factor,
+        share_enabled=lambda: share_groups_enabled(config, image()),
     )
-    node.cluster_api.share_enabled = lambda: share_groups_enabled(node)
-    node.mirror_api = MirrorApi(node.services, node.mirror_controller)
+    # The mirror manager, built after the handlers (it checks sources through this API),
+    # tells --describe of its partitions: read through the callables, once it exists.
+    mirror_api = MirrorApi(
+        services,
+        controller.mirror_controller,
+        states=lambda mirror: mirror_status().states(mirror),
+        progress=lambda mirror, topic, p: mirror_status().progress(mirror, topic, p),
+        reason=lambda topic, p: mirror_status().reason(topic, p),
+        freshness=mirror_freshness,
+    )
     # KIP-932 share-partition state wherever its coordinator is, and share offsets admin
     # (AlterShareGroupOffsets, the mirror's share group sync)
-    node.share_persister = SharePersister(
-        node.share_states,
-        lambda p: node.cluster_view.partition_leader(SHARE_STATE_TOPIC, p),
+    share_persister = SharePersister(
+        coordinators.share_states,
+        lambda p: cluster_view.partition_leader(SHARE_STATE_TOPIC, p),
         config.node_id,
-        node.share_state_clients,
-        node.cluster_api.ensure_share_state_topic,
+        coordinators.share_state_clients,
+        cluster_api.ensure_share_state_topic,
     )
-    node.share_offsets = ShareOffsetsAdmin(node.groups, node.share_persister)
-    node.groups.share_state_deleter = node.share_offsets.delete_state
+    share_offsets = ShareOffsetsAdmin(coordinators.groups, share_persister)
     # client quotas (KIP-13/219), from the image's ClientQuotaRecords
-    node.client_throttle = ClientThrottle(
-        lambda: node.image,
+    client_throttle = ClientThrottle(
+        image,
         lambda: time.monotonic() * 1000,
         config.quota_window_num,
         config.quota_window_size_seconds,
         config.controller_quota_window_num,
         config.controller_quota_window_size_seconds,
     )
-    node.sasl_api = SaslApi(node.listener_security, node._scram_credential)
-    node.lifecycle_api = BrokerLifecycleApi(
-        lambda: node.cluster_control if node.quorum.is_leader else None,
+    sasl_api = SaslApi(
+        listener_security,
+        lambda user, mechanism: scram_credential(image(), bootstrap_records, user, mechanism),
+    )
+    lifecycle_api = BrokerLifecycleApi(
+        lambda: controller.cluster_control if quorum.quorum.is_leader else None,
         lambda ctx: ctx.listener in config.controller_listener_names,
         monotonic_ms,
-        authorizer=lambda: node.authorizer,
+        authorizer=lambda: parts.authorizer,
     )
-    node.dispatcher = build_dispatcher(node)
-    node.requests = ConnectionRequests(
-        node.dispatcher,
-        node.sasl_api,
-        node.clock.now_ms,
-        config.connection_failed_authentication_delay_ms,
+    dispatcher = build_dispatcher(
+        parts,
+        quorum,
+        client_throttle,
+        _apis(
+            parts,
+            cluster_api,
+            mirror_api,
+            client_throttle,
+            sasl_api,
+            lifecycle_api,
+            _share_apis(parts, share_persister, share_offsets),
+        ),
+    )
+    return Apis(
+        cluster_api=cluster_api,
+        mirror_api=mirror_api,
+        share_persister=share_persister,
+        share_offsets=share_offsets,
+        client_throttle=client_throttle,
+        sasl_api=sasl_api,
+        lifecycle_api=lifecycle_api,
+        dispatcher=dispatcher,
+        requests=ConnectionRequests(
+            dispatcher, sasl_api, clock.now_ms, config.connection_failed_authentication_delay_ms
+        ),
     )
 
 
-def build_dispatcher(node: Node) -> Dispatcher:
+def scram_credential(
+    image: MetadataImage, bootstrap_records: list[Any], user: str, mechanism: Mechanism
+) -> Credential | None:
+    """The user's SCRAM credential in the image, else in the format's bootstrap records."""
+    found = image.scram.get((user, mechanism.type))
+    if found is None and "metadata.version" not in image.features:
+        # a fresh cluster, its bootstrap not committed yet: the nodes authenticate each
+        # other with the credentials of their format (--add-scram)
+        for r in bootstrap_records:
+            if getattr(r, "name", None) == user and r.mechanism == mechanism.type:
+                return Credential(
+                    bytes(r.salt), bytes(r.stored_key), bytes(r.server_key), r.iterations
+                )
+    return found
+
+
+def build_dispatcher(
+    parts: _Parts, quorum: QuorumParts, quotas: ClientThrottle, apis: list[Api]
+) -> Dispatcher:
     """Every API this node serves, and how requests for the active controller get there."""
-    cfg = node.config
-    holder: dict[str, Dispatcher] = {}
+    cfg = parts.config
+    holder: dict[str, Dispatcher] = {}  # ApiVersions and Envelope ask the dispatcher made below
     api_versions = api_versions_handler(
         lambda listener: holder["d"].supported_versions(listener),
-        lambda: node.image,
+        parts.image,
         # group.share.enable turns share groups on by itself, as share.version 1 does
-        {SHARE_VERSION: 1 if node.config.group_share_enable else 0},
+        {SHARE_VERSION: 1 if cfg.group_share_enable else 0},
     )
-    apis = [Api(18, api_versions, max_version=4), *_apis(node)]
-    is_active = lambda: node.quorum.is_leader  # noqa: E731 - False on a broker-only node
+    apis = [Api(18, api_versions, max_version=4), *apis]
+    is_active = lambda: quorum.quorum.is_leader  # noqa: E731 - False on a broker-only node
     if cfg.is_controller:
         apis += EnvelopeApi(
             lambda make_ctx, frame: holder["d"].handle_embedded(make_ctx, frame),
             cfg.controller_listener_names,
-            node.authorizer,
+            parts.authorizer,
             is_active_controller=is_active,
         ).apis()
     forwarding = (
         Forwarder(
-            node.controller_channel,
+            quorum.controller_channel,
             is_active,
             controller_listeners=cfg.controller_listener_names,
         )
@@ -143,9 +266,9 @@ def build_dispatcher(node: Node) -> Dispatcher:
     )
     d = Dispatcher(
         apis,
-        on_request=node.metrics.on_request,
+        on_request=parts.metrics.on_request,
         forwarding=forwarding,
-        quotas=node.client_throttle,
+        quotas=quotas,
         # controller listeners serve the controller's APIs, the others the broker's
         controller_listeners=cfg.controller_listener_names,
     )
@@ -153,16 +276,19 @@ def build_dispatcher(node: Node) -> Dispatcher:
     return d
 
 
-def share_groups_enabled(node: Node) -> bool:
+def share_groups_enabled(config: ServerConfig, image: MetadataImage) -> bool:
     """KIP-932 share groups are on with group.share.enable=true or, as Kafka 4.1 turns them on
     (``kafka-features.sh upgrade --feature share.version=1``), a finalized share.version 1."""
-    return bool(node.config.group_share_enable) or node.image.features.get(SHARE_VERSION, 0) >= 1
+    return bool(config.group_share_enable) or image.features.get(SHARE_VERSION, 0) >= 1
 
 
-def _share_apis(node: Node) -> list[Api]:
+def _share_apis(
+    parts: _Parts, persister: SharePersister, share_offsets: ShareOffsetsAdmin
+) -> list[Api]:
     """KIP-932: membership on the group coordinator, fetch/acknowledge on the leaders. Served
     while ``share_groups_enabled``: otherwise neither advertised nor answered, as before."""
-    c = node.config
+    c, image = parts.config, parts.image
+    groups = parts.coordinators.groups
     share = ShareConfig(
         lock_duration_ms=c.group_share_record_lock_duration_ms,
         delivery_count_limit=c.group_share_delivery_count_limit,
@@ -171,47 +297,72 @@ def _share_apis(node: Node) -> list[Api]:
     sessions = ShareSessions(
         c.group_share_max_share_sessions, evict_idle_ms=c.group_share_session_timeout_ms
     )
-    persister = node.share_persister
     fetch = ShareFetchApi(
-        node.services,
+        parts.services,
         share,
         c.share_auto_offset_reset,
         sessions,
         persister,
-        group_overrides=lambda gid: node.image.config(GROUP_RESOURCE, gid),
+        group_overrides=lambda gid: image().config(GROUP_RESOURCE, gid),
     )
     apis = [
-        *ShareGroupApi(node.groups, node.authorizer).apis(),
-        *ShareOffsetsApi(node.services, node.groups, persister).apis(),
-        *ShareOffsetChangesApi(node.services, node.share_offsets).apis(),
+        *ShareGroupApi(groups, parts.authorizer).apis(),
+        *ShareOffsetsApi(parts.services, groups, persister).apis(),
+        *ShareOffsetChangesApi(parts.services, share_offsets).apis(),
         *fetch.apis(),
-        *ShareStateApi(node.share_states, node.authorizer).apis(),
+        *ShareStateApi(parts.coordinators.share_states, parts.authorizer).apis(),
     ]
     for api in apis:
-        api.enabled = lambda: share_groups_enabled(node)
+        api.enabled = lambda: share_groups_enabled(c, image())
     return apis
 
 
-def _apis(node: Node) -> list[Api]:
-    s, m = node.services, node.metrics
-    quorum = _quorum_api(node)
-    fetch = FetchApi(s, m.on_bytes_out, node.client_throttle)
-    fetch.metadata_fetch = quorum.fetch
-    fetch.controller_listener = lambda ctx: ctx.listener in node.config.controller_listener_names
-    groups = GroupApi(node.groups, lambda t: t in node.image.topics, node.authorizer)
-    features = FeatureControl(node.controller, node.config.node_id)
+def _apis(
+    parts: _Parts,
+    cluster_api: ClusterApi,
+    mirror_api: MirrorApi,
+    client_throttle: ClientThrottle,
+    sasl_api: SaslApi,
+    lifecycle_api: BrokerLifecycleApi,
+    share_apis: list[Api],
+) -> list[Api]:
+    s, m, cfg = parts.services, parts.metrics, parts.config
+    ctl, co, quorum = parts.controller, parts.coordinators, parts.quorum
+    authorizer = parts.authorizer
+    is_leader = lambda: quorum.is_leader  # noqa: E731 - False on a broker-only node
+    on_controller_listener = lambda ctx: ctx.listener in cfg.controller_listener_names  # noqa: E731
+    quorum_api = _quorum_api(parts)
+    fetch = FetchApi(
+        s,
+        m.on_bytes_out,
+        client_throttle,
+        metadata_fetch=quorum_api.fetch,
+        controller_listener=on_controller_listener,
+        on_follower_read=m.on_follower_read,
+        on_preferred_replica=m.on_preferred_replica,
+    )
+    groups = GroupApi(co.groups, lambda t: t in parts.image().topics, authorizer)
+    features = FeatureControl(ctl.controller, cfg.node_id)
+
+    def allocate_producer_ids(
+        broker_id: int, broker_epoch: int
+    ) -> Awaitable[tuple[int, int]] | None:
+        if not quorum.is_leader:
+            return None
+        return ctl.controller.allocate_producer_ids(broker_epoch, broker_id)
+
     return [
         *MetadataApi(s).apis(),
-        *ProduceApi(s, m.on_bytes_in, node.client_throttle).apis(),
+        *ProduceApi(s, m.on_bytes_in, client_throttle).apis(),
         *fetch.apis(),
         *OffsetsApi(s).apis(),
         *LeaderEpochsApi(s).apis(),
-        *ElectLeadersApi(s, node.elections, lambda: node.quorum.is_leader).apis(),
-        *ReassignmentsApi(s, node.reassignments, lambda: node.quorum.is_leader).apis(),
-        *node.cluster_api.apis(),
-        *TxnApi(s, node.txn_verification, node.groups, node.txn_markers).apis(),
+        *ElectLeadersApi(s, ctl.elections, is_leader).apis(),
+        *ReassignmentsApi(s, ctl.reassignments, is_leader).apis(),
+        *cluster_api.apis(),
+        *TxnApi(s, co.txn_verification, co.groups, co.txn_markers).apis(),
         *ProducersApi(s).apis(),
-        *TopicsApi(s, node.client_throttle).apis(),
+        *TopicsApi(s, client_throttle).apis(),
         *ConfigsApi(s).apis(),
         *LogAdminApi(s).apis(),
         *LogDirsApi(s).apis(),
@@ -220,42 +371,38 @@ def _apis(node: Node) -> list[Api]:
         *groups.apis(),
         # KIP-848 groups unless group.coordinator.rebalance.protocols leaves them out
         *(
-            ConsumerGroupApi(node.groups, node.authorizer).apis()
-            if "consumer" in node.config.group_coordinator_rebalance_protocols
+            ConsumerGroupApi(co.groups, authorizer).apis()
+            if "consumer" in cfg.group_coordinator_rebalance_protocols
             else []
         ),
         # KIP-932 share groups: group.share.enable or share.version 1 (share_groups_enabled)
-        *_share_apis(node),
-        *MirrorStateApi(node.mirror_coordinator, lambda: node.image, node.authorizer).apis(),
-        *node.mirror_api.apis(),
-        *AclsApi(s, node.acl_controller).apis(),
-        *node.sasl_api.apis(),
-        *ScramCredentialsApi(s, ScramController(node.controller)).apis(),
-        *ClientQuotasApi(s, ClientQuotaController(node.controller)).apis(),
-        *quorum.apis(),
-        *RaftVotersApi(
-            lambda: node.quorum.driver, lambda: node.cluster_id, lambda: node.authorizer
-        ).apis(),
-        *node.lifecycle_api.apis(),
+        *share_apis,
+        *MirrorStateApi(co.mirror_coordinator, parts.image, authorizer).apis(),
+        *mirror_api.apis(),
+        *AclsApi(s, ctl.acl_controller).apis(),
+        *sasl_api.apis(),
+        *ScramCredentialsApi(s, ScramController(ctl.controller)).apis(),
+        *ClientQuotasApi(s, ClientQuotaController(ctl.controller)).apis(),
+        *quorum_api.apis(),
+        *RaftVotersApi(lambda: quorum.driver, lambda: parts.cluster_id, lambda: authorizer).apis(),
+        *lifecycle_api.apis(),
         *AlterPartitionApi(
-            lambda: node.alter_partition_control if node.quorum.is_leader else None,
-            lambda ctx: ctx.listener in node.config.controller_listener_names,
-            lambda: node.authorizer,
+            lambda: ctl.alter_partition_control if quorum.is_leader else None,
+            on_controller_listener,
+            lambda: authorizer,
         ).apis(),
-        *ProducerIdBlocksApi(s, node._allocate_producer_ids).apis(),
+        *ProducerIdBlocksApi(s, allocate_producer_ids).apis(),
         # controller APIs on the broker and controller listeners (forwarded by brokers)
-        *FeaturesApi(
-            lambda: features if node.config.is_controller else None, lambda: node.authorizer
-        ).apis(),
+        *FeaturesApi(lambda: features if cfg.is_controller else None, lambda: authorizer).apis(),
         *UnregisterBrokerApi(
-            lambda: node.cluster_control if node.quorum.is_leader else None,
-            lambda: node.authorizer,
+            lambda: ctl.cluster_control if quorum.is_leader else None,
+            lambda: authorizer,
         ).apis(),
     ]
 
 
-def _quorum_api(node: Node) -> QuorumApi:
-    cfg = node.config
+def _quorum_api(parts: _Parts) -> QuorumApi:
+    cfg, quorum = parts.config, parts.quorum
 
     def endpoints() -> dict[int, list[tuple[str, str, int]]]:
         if cfg.controller_quorum_voters:
@@ -266,13 +413,13 @@ def _quorum_api(node: Node) -> QuorumApi:
         # KIP-853: the endpoints the Voters record holds
         return {
             v.voter_id: [(e.name, e.host, e.port) for e in v.endpoints]
-            for v in node.quorum.voter_set.voters
+            for v in quorum.voter_set.voters
         }
 
     return QuorumApi(
-        lambda: node.quorum.driver,
-        node.clock.now_ms,
+        lambda: quorum.driver,
+        parts.clock.now_ms,
         endpoints,
-        lambda: node.authorizer,
-        lambda: {v.voter_id: v.directory_id for v in node.quorum.voter_set.voters},
+        lambda: parts.authorizer,
+        lambda: {v.voter_id: v.directory_id for v in quorum.voter_set.voters},
     )

@@ -1,15 +1,19 @@
 """The coordinators (groups, mirror states, share-partition states, transactions), the shards of
-them this node holds, and the inter-broker clients and replica fetchers they work through.
+them this node holds, and the inter-broker clients they work through.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from ..api.cluster import OFFSETS_TOPIC
+from ..api.routed_controller import RoutedController
+from ..cluster_view import ClusterView, PeerClients
 from ..config.group_configs import GROUP_RESOURCE
+from ..config.server_config import ServerConfig
 from ..coordinator.group.config import GroupConfig
 from ..coordinator.group.coordinator import GroupCoordinator
 from ..coordinator.mirror import MirrorCoordinator
@@ -24,19 +28,48 @@ from ..coordinator.txn import (
     TxnConfig,
 )
 from ..coordinator.txn.remote import ClusterMarkerWriter, TxnVerification
+from ..log.clock import Clock
+from ..metadata.image import MetadataImage
 from ..metadata.mirror_states import MIRROR_STATE_TOPIC
 from ..network.broker_clients import BrokerClients
-from ..replication.alter_partition_sender import AlterPartitionSender
-from ..replication.replica_fetcher import FetcherConfig, ReplicaFetchers
-
-if TYPE_CHECKING:
-    from .node import Node
+from ..replication.replica_manager import ReplicaManager
 
 
-def build_coordinators(node: Node) -> None:
-    """Groups, mirror states and transactions, each with the shards this node holds."""
-    config = node.config
-    node.groups = GroupCoordinator(
+@dataclass(frozen=True, slots=True)
+class Coordinators:
+    """What `build_coordinators` made."""
+
+    groups: GroupCoordinator
+    mirror_coordinator: MirrorCoordinator
+    share_states: ShareStateCoordinator
+    producer_ids: ProducerIdManager
+    # to the other brokers, one set of connections per kind of traffic (see below)
+    broker_clients: BrokerClients
+    marker_clients: BrokerClients
+    mirror_state_clients: BrokerClients
+    share_state_clients: BrokerClients
+    txn_markers: LocalMarkerWriter
+    txn_coordinator: TransactionCoordinator
+    txn_verification: TxnVerification
+    shards: tuple[CoordinatorShards, ...]  # what each coordinator holds here, from the image
+
+
+def build_coordinators(
+    config: ServerConfig,
+    clock: Clock,
+    image: Callable[[], MetadataImage],
+    cluster_view: ClusterView,
+    peers: PeerClients,
+    replicas: ReplicaManager,
+    controller: RoutedController,
+    writable: Callable[[str, int], bool],
+    spawn: Callable[[Coroutine[Any, Any, None]], None],
+    delete_share_state: Callable[[str, uuid.UUID, int], Awaitable[None]],
+) -> Coordinators:
+    """Groups, mirror states, share states and transactions, each with the shards this node
+    holds. ``writable``: may a transaction marker be written to the partition (KIP-1279);
+    ``delete_share_state``: how a deleted share group's partition states go."""
+    groups = GroupCoordinator(
         GroupConfig(
             num_partitions=config.offsets_topic_num_partitions,
             min_session_timeout_ms=config.group_min_session_timeout_ms,
@@ -53,70 +86,33 @@ def build_coordinators(node: Node) -> None:
             share_session_timeout_ms=config.group_share_session_timeout_ms,
             share_heartbeat_interval_ms=config.group_share_heartbeat_interval_ms,
             share_max_size=config.group_share_max_size,
-            group_overrides=lambda gid: node.image.config(GROUP_RESOURCE, gid),
+            group_overrides=lambda gid: image().config(GROUP_RESOURCE, gid),
         ),
         LoopScheduler(),
-        lambda: _topics_view(node),
+        lambda: _topics_view(image()),
     )
-    node.mirror_coordinator = MirrorCoordinator(config.mirror_topic_num_partitions, LoopScheduler())
+    # The coordinator takes its deleter as an attribute, not a constructor argument: set
+    # here, before anything can run.
+    groups.share_state_deleter = delete_share_state
+    mirror_coordinator = MirrorCoordinator(config.mirror_topic_num_partitions, LoopScheduler())
     # KIP-932 share-partition states (loaded only where __share_group_state exists)
-    node.share_states = ShareStateCoordinator(
+    share_states = ShareStateCoordinator(
         config.share_coordinator_state_topic_num_partitions, LoopScheduler()
     )
-    # from the active controller wherever it is (services.controller routes the request)
-    node.producer_ids = ProducerIdManager(lambda: node.services.controller.allocate_producer_ids(0))
+    # from the active controller wherever it is (the routed controller sends the request)
+    producer_ids = ProducerIdManager(lambda: controller.allocate_producer_ids(0))
     # To the other brokers (inter-broker listener), one set of connections per kind of
     # traffic, as Kafka keeps them apart: a request that waits on the other broker (a
     # marker or mirror-state write waiting for its commit) must never hold up the replica
     # fetches that commit it, nor the KIP-890 checks.
-    node.broker_clients = BrokerClients(node.cluster_view.broker_endpoint, node.peers.broker)
-    node.marker_clients = BrokerClients(node.cluster_view.broker_endpoint, node.peers.broker)
-    node.mirror_state_clients = BrokerClients(node.cluster_view.broker_endpoint, node.peers.broker)
-    node.share_state_clients = BrokerClients(node.cluster_view.broker_endpoint, node.peers.broker)
-    node.replica_fetchers = ReplicaFetchers(
-        config.node_id,
-        lambda: BrokerClients(node.cluster_view.broker_endpoint, node.peers.broker),
-        FetcherConfig(
-            num_fetchers=config.num_replica_fetchers,
-            max_bytes=config.replica_fetch_max_bytes,
-            response_max_bytes=config.replica_fetch_response_max_bytes,
-            wait_max_ms=config.replica_fetch_wait_max_ms,
-            min_bytes=config.replica_fetch_min_bytes,
-            backoff_ms=config.replica_fetch_backoff_ms,
-        ),
-        node.replicas.local_broker_epoch,
+    broker_clients = BrokerClients(cluster_view.broker_endpoint, peers.broker)
+    marker_clients = BrokerClients(cluster_view.broker_endpoint, peers.broker)
+    mirror_state_clients = BrokerClients(cluster_view.broker_endpoint, peers.broker)
+    share_state_clients = BrokerClients(cluster_view.broker_endpoint, peers.broker)
+    txn_markers = LocalMarkerWriter(
+        replicas, clock.now_ms, OFFSETS_TOPIC, groups.complete_transaction, writable=writable
     )
-    node.replicas.fetchers = node.replica_fetchers
-    node.alter_partition_sender = AlterPartitionSender(
-        node.controller_channel, config.node_id, node.replicas.local_broker_epoch
-    )
-    node.replicas.alter_sender = node.alter_partition_sender
-    node.txn_markers = LocalMarkerWriter(
-        node.replicas,
-        node.clock.now_ms,
-        OFFSETS_TOPIC,
-        node.groups.complete_transaction,
-        writable=lambda topic, partition: node.services.writable(topic, partition),
-    )
-    node.txn_coordinator = _transaction_coordinator(node)
-    # KIP-890 checks with the transaction coordinator, on this node or another
-    node.txn_verification = TxnVerification(
-        node.txn_coordinator,
-        node._txn_coordinator_node,
-        config.node_id,
-        node.broker_clients,
-    )
-    node._coordinator_shards = [
-        _shards(node, OFFSETS_TOPIC, node.groups),
-        _shards(node, MIRROR_STATE_TOPIC, node.mirror_coordinator),
-        _shards(node, SHARE_STATE_TOPIC, node.share_states),
-        _shards(node, TRANSACTION_STATE_TOPIC, node.txn_coordinator),
-    ]
-
-
-def _transaction_coordinator(node: Node) -> TransactionCoordinator:
-    config = node.config
-    return TransactionCoordinator(
+    txn_coordinator = TransactionCoordinator(
         TxnConfig(
             num_partitions=config.transaction_state_log_num_partitions,
             max_timeout_ms=config.transaction_max_timeout_ms,
@@ -128,27 +124,50 @@ def _transaction_coordinator(node: Node) -> TransactionCoordinator:
                 config.transaction_remove_expired_transaction_cleanup_interval_ms
             ),
         ),
-        node.producer_ids.next_id,
+        producer_ids.next_id,
         ClusterMarkerWriter(
-            node.txn_markers,
-            node.cluster_view.partition_leader,
-            config.node_id,
-            node.marker_clients,
+            txn_markers, cluster_view.partition_leader, config.node_id, marker_clients
         ),
-        lambda group_id: (OFFSETS_TOPIC, node.groups.partition_for(group_id)),
+        lambda group_id: (OFFSETS_TOPIC, groups.partition_for(group_id)),
         LoopScheduler(),
     )
 
+    def txn_coordinator_node(transactional_id: str) -> int | None:
+        """The node leading the transactional id's ``__transaction_state`` partition."""
+        return cluster_view.partition_leader(
+            TRANSACTION_STATE_TOPIC, txn_coordinator.partition_for(transactional_id)
+        )
 
-def _shards(node: Node, topic: str, coordinator: Any) -> CoordinatorShards:
-    return CoordinatorShards(
-        topic, coordinator, node.config.node_id, node.replicas, node.clock.now_ms, node._spawn
+    def shards(topic: str, coordinator: Any) -> CoordinatorShards:
+        return CoordinatorShards(topic, coordinator, config.node_id, replicas, clock.now_ms, spawn)
+
+    return Coordinators(
+        groups=groups,
+        mirror_coordinator=mirror_coordinator,
+        share_states=share_states,
+        producer_ids=producer_ids,
+        broker_clients=broker_clients,
+        marker_clients=marker_clients,
+        mirror_state_clients=mirror_state_clients,
+        share_state_clients=share_state_clients,
+        txn_markers=txn_markers,
+        txn_coordinator=txn_coordinator,
+        # KIP-890 checks with the transaction coordinator, on this node or another
+        txn_verification=TxnVerification(
+            txn_coordinator, txn_coordinator_node, config.node_id, broker_clients
+        ),
+        shards=(
+            shards(OFFSETS_TOPIC, groups),
+            shards(MIRROR_STATE_TOPIC, mirror_coordinator),
+            shards(SHARE_STATE_TOPIC, share_states),
+            shards(TRANSACTION_STATE_TOPIC, txn_coordinator),
+        ),
     )
 
 
-def _topics_view(node: Node) -> _TopicsView:
+def _topics_view(image: MetadataImage) -> _TopicsView:
     """Topics as consumer groups see them: name -> (id, partition count)."""
-    return _TopicsView(node.image.topics, node.image.offset)
+    return _TopicsView(image.topics, image.offset)
 
 
 class _TopicsView(Mapping[str, tuple[uuid.UUID, int]]):

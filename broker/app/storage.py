@@ -6,39 +6,56 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from .. import topic_configs
+from ..config.server_config import ServerConfig
 from ..controller.config_secrets import ConfigSecrets
 from ..controller.fd_budget import ReplicaBudget
 from ..log import file_cache
 from ..log.cleaner import CleanerConfig, LogCleaner
+from ..log.clock import Clock
+from ..log.config import LogConfig
 from ..log.log_writer import INLINE_BYTES, ThreadedWriter
 from ..log.manager import LogManager, LogSchedule
 from ..metadata.bootstrap import read_bootstrap
 from ..security import password_encoder
 
-if TYPE_CHECKING:
-    from .node import Node
-
 log = logging.getLogger("kmirror")
 
 
-def build_storage(node: Node) -> None:
-    """The log dirs (crash recovery runs here), their cleaner, the metadata log's dir."""
-    config = node.config
+@dataclass(frozen=True, slots=True)
+class Storage:
+    """What `build_storage` made."""
+
+    config_secrets: ConfigSecrets
+    bootstrap_records: list[Any]  # bootstrap.checkpoint (kafka-storage.sh format --add-scram)
+    default_log_config: LogConfig
+    replica_budget: ReplicaBudget | None
+    log_writer: ThreadedWriter
+    logs: LogManager
+    cleaner: LogCleaner
+    meta_logs: LogManager  # the metadata log's: ``logs`` when its dir is one of theirs
+
+
+def build_storage(
+    config: ServerConfig, clock: Clock, writable: Callable[[str, int], bool]
+) -> Storage:
+    """The log dirs (crash recovery runs here), their cleaner, the metadata log's dir.
+    ``writable``: may the partition be written (KIP-1279: not a read-only mirror partition)."""
     # secrets at rest: encoded in ConfigRecords, decoded into the image
-    node.config_secrets = ConfigSecrets(password_encoder.from_config(config))
+    config_secrets = ConfigSecrets(password_encoder.from_config(config))
     # kafka-storage.sh format --add-scram: written by the first active controller, trusted
     # for SASL until the cluster's metadata holds them
-    node.bootstrap_records = read_bootstrap(config.metadata_log_dir)  # or BootstrapError
-    node.default_log_config = topic_configs.log_config(config, {})
+    bootstrap_records = read_bootstrap(config.metadata_log_dir)  # or BootstrapError
+    default_log_config = topic_configs.log_config(config, {})
     log_dirs = [Path(d) for d in config.log_dirs]
     # One descriptor per partition at rest plus a bounded cache: the budget CreateTopics
     # and CreatePartitions are checked against (controller/fd_budget).
     budget = file_cache.configure(config.log_max_open_files)
-    node.replica_budget = None if budget is None else ReplicaBudget(*budget)
     schedule = LogSchedule(
         retention_check_ms=config.log_retention_check_interval_ms,
         recovery_checkpoint_ms=config.log_flush_offset_checkpoint_interval_ms,
@@ -47,14 +64,12 @@ def build_storage(node: Node) -> None:
         producer_expiry_check_ms=config.producer_id_expiration_check_interval_ms,
     )
     # Appends are written by one thread, so the loop never waits for the disk (log_writer).
-    node.log_writer = ThreadedWriter(inline_bytes=writer_inline_bytes())
-    node.logs = LogManager(
-        log_dirs, node.default_log_config, node.clock, schedule=schedule, writer=node.log_writer
-    )
+    log_writer = ThreadedWriter(inline_bytes=writer_inline_bytes())
+    logs = LogManager(log_dirs, default_log_config, clock, schedule=schedule, writer=log_writer)
     # KIP-1279: a read-only mirror partition stays byte-identical to its source; and, as
     # Kafka pauses it, the cleaner leaves a partition alone while it moves to another dir.
-    node.cleaner = LogCleaner(
-        node.logs,
+    cleaner = LogCleaner(
+        logs,
         CleanerConfig(
             config.log_cleaner_enable,
             config.log_cleaner_backoff_ms,
@@ -63,17 +78,25 @@ def build_storage(node: Node) -> None:
             config.log_cleaner_dedupe_buffer_size,
             config.log_cleaner_io_buffer_load_factor,
         ),
-        node.clock,
+        clock,
         may_clean=lambda topic, partition: (
-            node.services.writable(topic, partition)
-            and node.logs.moves.get(topic, partition) is None
+            writable(topic, partition) and logs.moves.get(topic, partition) is None
         ),
     )
     meta_dir = Path(config.metadata_log_dir)
-    node.meta_logs = (
-        node.logs
-        if meta_dir in log_dirs
-        else LogManager([meta_dir], node.default_log_config, node.clock, schedule=schedule)
+    return Storage(
+        config_secrets=config_secrets,
+        bootstrap_records=bootstrap_records,
+        default_log_config=default_log_config,
+        replica_budget=None if budget is None else ReplicaBudget(*budget),
+        log_writer=log_writer,
+        logs=logs,
+        cleaner=cleaner,
+        meta_logs=(
+            logs
+            if meta_dir in log_dirs
+            else LogManager([meta_dir], default_log_config, clock, schedule=schedule)
+        ),
     )
 
 

@@ -69,6 +69,7 @@ IMPLEMENTED_KEYS: frozenset[str] = frozenset(
         "replica.fetch.min.bytes", "replica.fetch.response.max.bytes", "num.replica.fetchers",
         "replica.fetch.backoff.ms",
         "broker.heartbeat.interval.ms", "broker.session.timeout.ms", "broker.rack",
+        "replica.selector.class",
         "unstable.api.versions.enable", "unstable.feature.versions.enable",
         "metrics.port", "metrics.host",
         "mirror.topic.num.partitions", "mirror.topic.replication.factor",

@@ -21,6 +21,7 @@ from broker.config.listeners import (
     parse_voters,
 )
 from broker.config.properties import Properties, PropertiesError, load_properties
+from broker.config.replica_selector_class import check_selector_class
 from broker.config.server_key_checks import (
     check_password_encoder,
     listener_limits,
@@ -257,6 +258,11 @@ def parse_server_config(props: Properties) -> tuple[ServerConfig, list[str]]:
     if not assignors:
         raise fail("group.consumer.assignors", "at least one assignor needed")
 
+    try:
+        replica_selector = check_selector_class(get("replica.selector.class"))
+    except ValueError as e:
+        raise fail("replica.selector.class", str(e)) from None
+
     migration = str(get("group.consumer.migration.policy")).strip().lower()
     if migration not in ("bidirectional", "upgrade", "downgrade", "disabled"):
         raise fail(
@@ -280,6 +286,7 @@ def parse_server_config(props: Properties) -> tuple[ServerConfig, list[str]]:
     fields.update(
         group_consumer_assignors=tuple(assignors),
         group_consumer_migration_policy=migration,
+        replica_selector_class=replica_selector,
         node_id=node_id,
         process_roles=tuple(roles_list),
         listeners=tuple(listeners),

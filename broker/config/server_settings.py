@@ -170,6 +170,8 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     replica_fetch_backoff_ms: int = 1000
     broker_heartbeat_interval_ms: int
     broker_rack: str | None
+    # KIP-392: the leader's choice of replica for a v11+ consumer; None: always the leader
+    replica_selector_class: str | None = None
     broker_session_timeout_ms: int
     unstable_api_versions_enable: bool
     unstable_feature_versions_enable: bool

@@ -10,6 +10,7 @@ from typing import Any, Final
 from kio.schema.errors import ErrorCode
 
 from ..metadata.image import TOPIC_RESOURCE, MetadataImage
+from ..metadata.internal_topics import is_internal_topic
 from ..metadata.mirror_names import SOURCE_CLUSTER_IDS_CONFIG
 from ..metadata.mirror_states import MIRROR_NAME_CONFIG
 from .controller_base import ControllerBase
@@ -225,6 +226,17 @@ class TopicRequestsMixin(ControllerBase):
                             name,
                             ErrorCode.unknown_topic_or_partition,
                             "This server does not host this topic-partition.",
+                        )
+                    )
+                    continue
+                if is_internal_topic(name):
+                    # Kafka's brokers refuse creating their internal metadata topic the same way
+                    results.append(
+                        TopicResult(
+                            name,
+                            ErrorCode.invalid_request,
+                            f"Deletion of internal topic {name} is prohibited: the node's "
+                            "coordinators keep their state in it.",
                         )
                     )
                     continue

@@ -5,6 +5,7 @@ coordinator epoch of COMMIT/ABORT markers.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -39,10 +40,14 @@ class DuplicateInfo:
         return self.timestamp
 
 
-class AppendCheckMixin:
-    """``check`` for ProducerStateManager (which owns ``_producers``)."""
+class AppendCheck:
+    """The leader's checks of a client batch against the producers' entries (the producer
+    state's map, read only here)."""
 
-    _producers: dict[int, ProducerStateEntry]
+    __slots__ = ("_producers",)
+
+    def __init__(self, producers: Mapping[int, ProducerStateEntry]) -> None:
+        self._producers = producers
 
     def check(self, batch: BatchView) -> DuplicateInfo | None:
         """Validate a client batch before it is appended.

@@ -1,14 +1,13 @@
 """Transaction tracking in the producer state: which transactions are open (by first offset),
-ending them on COMMIT/ABORT markers, and the first unstable offset / last stable offset.
+which ended ones still hold the LSO back, and the first unstable offset / last stable offset.
+The producer entries themselves (what a marker changes in them) are `ProducerStateManager`'s.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-
-from protocol.records import UNKNOWN_COORDINATOR_EPOCH
-
-from .producer_entry import ProducerStateEntry
+from types import MappingProxyType
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,61 +32,53 @@ class OngoingTxn:
     first_offset: int
 
 
-class TransactionTrackingMixin:
-    """Open/ended transactions and the LSO for ProducerStateManager (which owns the maps)."""
+class OpenTransactions:
+    """The transactions of one partition that hold its LSO back, by first offset."""
 
-    _producers: dict[int, ProducerStateEntry]
-    # first offset -> producer id, ascending (see ProducerStateManager.__init__)
-    _ongoing: dict[int, int]
-    # ended, marker not below the HW yet: first offset -> (producer id, marker offset)
-    _unreplicated: dict[int, tuple[int, int]]
-    markers_applied: int
+    __slots__ = ("_ongoing", "_unreplicated")
 
-    def _end_txn(
-        self,
-        producer_id: int,
-        epoch: int,
-        coordinator_epoch: int,
-        offset: int,
-        timestamp: int,
-        *,
-        aborted: bool,
-    ) -> CompletedTxn | None:
-        entry = self._producers.get(producer_id)
-        if entry is None:
-            entry = self._producers[producer_id] = ProducerStateEntry(producer_id)
-        completed: CompletedTxn | None = None
-        first = entry.current_txn_first_offset
-        if first is not None:
-            # Markers of empty transactions leave the LSO and the index alone.
-            completed = CompletedTxn(
-                producer_id, first, offset, aborted, self._lso_after(producer_id, offset)
-            )
-            if self._ongoing.pop(first, None) is not None:
-                self._unreplicated[first] = (producer_id, offset)
-        entry.set_epoch(epoch)
-        if coordinator_epoch != UNKNOWN_COORDINATOR_EPOCH:  # a marker without one keeps the last
-            entry.coordinator_epoch = coordinator_epoch
-        entry.current_txn_first_offset = None
-        self.markers_applied += 1
-        entry.last_timestamp = timestamp
-        return completed
+    def __init__(self) -> None:
+        # first offset -> producer id, kept in ascending key order (appends only add higher
+        # offsets; a snapshot load sorts), so the first key is the oldest: O(1) LSO.
+        self._ongoing: dict[int, int] = {}
+        # Ended transactions whose marker is not below the high watermark yet:
+        # first offset -> (producer id, marker offset).
+        self._unreplicated: dict[int, tuple[int, int]] = {}
 
-    def _lso_after(self, producer_id: int, marker_offset: int) -> int:
-        for first, pid in self._ongoing.items():  # ascending: the first other one is the oldest
-            if pid != producer_id:
-                return first
-        return marker_offset + 1
+    @property
+    def open_count(self) -> int:
+        return len(self._ongoing)
 
-    def _add_ongoing(self, first_offset: int, producer_id: int) -> None:
+    @property
+    def ended_count(self) -> int:
+        return len(self._unreplicated)
+
+    def ended(self) -> Mapping[int, tuple[int, int]]:
+        """Ended transactions still holding the LSO: first offset -> (producer id, marker
+        offset). A read-only view."""
+        return MappingProxyType(self._unreplicated)
+
+    def add(self, first_offset: int, producer_id: int) -> None:
+        """A transaction starts at ``first_offset``."""
         ongoing = self._ongoing
         in_order = not ongoing or next(reversed(ongoing)) < first_offset
         ongoing[first_offset] = producer_id
         if not in_order:
             self._ongoing = dict(sorted(ongoing.items()))
 
-    # -- transactions / LSO -------------------------------------------------------------------
-    def ongoing_transactions(self) -> list[OngoingTxn]:
+    def end(self, first_offset: int, producer_id: int, marker_offset: int) -> None:
+        """Its marker is at ``marker_offset``: it holds the LSO until the HW passes that."""
+        if self._ongoing.pop(first_offset, None) is not None:
+            self._unreplicated[first_offset] = (producer_id, marker_offset)
+
+    def lso_after(self, producer_id: int, marker_offset: int) -> int:
+        """The LSO once ``producer_id``'s transaction ends at ``marker_offset``."""
+        for first, pid in self._ongoing.items():  # ascending: the first other one is the oldest
+            if pid != producer_id:
+                return first
+        return marker_offset + 1
+
+    def ongoing(self) -> list[OngoingTxn]:
         """Open transactions, oldest first."""
         return [OngoingTxn(pid, first) for first, pid in sorted(self._ongoing.items())]
 
@@ -97,7 +88,7 @@ class TransactionTrackingMixin:
 
     def first_unstable_offset(self) -> int | None:
         """Kafka's first unstable offset: the oldest open transaction, or an ended one whose
-        marker the high watermark has not passed yet (see ``on_high_watermark_updated``)."""
+        marker the high watermark has not passed yet (see `drop_ended_below`)."""
         first = next(iter(self._ongoing), None)
         if self._unreplicated:  # usually empty: the HW follows each append
             ended = min(self._unreplicated)
@@ -105,18 +96,23 @@ class TransactionTrackingMixin:
                 return ended
         return first
 
-    def on_high_watermark_updated(self, high_watermark: int) -> None:
-        """Release ended transactions whose markers are now below the high watermark."""
-        self._drop_unreplicated_below(high_watermark)
-
-    def last_stable_offset(self, high_watermark: int) -> int:
-        """min(HW, first unstable offset), releasing what the HW has passed first."""
-        self._drop_unreplicated_below(high_watermark)
-        first = self.first_unstable_offset()
-        return high_watermark if first is None else min(high_watermark, first)
-
-    def _drop_unreplicated_below(self, offset: int) -> None:
+    def drop_ended_below(self, offset: int) -> None:
+        """Release ended transactions whose markers are below ``offset`` (the high watermark,
+        or a new log start)."""
         if self._unreplicated:
             done = [f for f, (_, marker) in self._unreplicated.items() if marker < offset]
             for first in done:
                 del self._unreplicated[first]
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """min(HW, first unstable offset), releasing what the HW has passed first."""
+        self.drop_ended_below(high_watermark)
+        first = self.first_unstable_offset()
+        return high_watermark if first is None else min(high_watermark, first)
+
+    def clear_open(self) -> None:
+        self._ongoing.clear()
+
+    def clear(self) -> None:
+        self._ongoing.clear()
+        self._unreplicated.clear()

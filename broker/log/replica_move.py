@@ -40,7 +40,7 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 from .checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
@@ -52,9 +52,6 @@ from .checkpoint import (
 from .partition_log import PartitionLog, partition_dir_name
 from .producer_snapshot import list_snapshots
 from .segment import LogSegment
-
-if TYPE_CHECKING:
-    from .manager import LogManager
 
 FUTURE_DIR_SUFFIX: Final = "-future"
 MOVE_MARKER: Final = ".kmirror-move-complete"
@@ -129,10 +126,23 @@ class Move:
         return size, end
 
 
+class HostedLogs(Protocol):
+    """What a `ReplicaMover` needs from the owner of the logs it moves (the `LogManager`)."""
+
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
+        """The partition's log while it is hosted here."""
+
+    def log_dir_of(self, topic: str, partition: int) -> Path | None:
+        """The log dir the partition's log is in now."""
+
+    def relocated(self, topic: str, partition: int, log_dir: Path) -> None:
+        """A move switched the partition's log to ``log_dir``."""
+
+
 class ReplicaMover:
     """The moves in progress of one LogManager's partitions."""
 
-    def __init__(self, logs: LogManager) -> None:
+    def __init__(self, logs: HostedLogs) -> None:
         self._logs = logs
         self._moves: dict[TopicPartition, Move] = {}
         self._executor: ThreadPoolExecutor | None = None

@@ -283,6 +283,23 @@ class BrokerMetrics:
             "Bytes fetched by consumers",
             registry=self.registry,
         )
+        # KIP-392: consumer fetches this node served as a follower, and the leader's answers
+        # sending a consumer to another replica
+        self.follower_fetches = Counter(
+            "kafka_server_fetch_consumer_follower_reads",
+            "Consumer Fetch requests that read records from partitions this node follows",
+            registry=self.registry,
+        )
+        self.follower_fetch_bytes = Counter(
+            "kafka_server_fetch_consumer_follower_bytes",
+            "Record bytes consumer Fetch requests read from partitions this node follows",
+            registry=self.registry,
+        )
+        self.preferred_replica_answers = Counter(
+            "kafka_server_fetch_preferred_read_replica_answers",
+            "Partitions this leader answered with another preferred read replica",
+            registry=self.registry,
+        )
         self._names: dict[int, str] = {}
         self._children: dict[tuple[int, int], tuple[Any, Any]] = {}
 
@@ -314,6 +331,13 @@ class BrokerMetrics:
 
     def on_bytes_out(self, n: int) -> None:
         self.bytes_out.inc(n)
+
+    def on_follower_read(self, n: int) -> None:
+        self.follower_fetches.inc()
+        self.follower_fetch_bytes.inc(n)
+
+    def on_preferred_replica(self) -> None:
+        self.preferred_replica_answers.inc()
 
     def watch_state(self, read: Callable[[], StateSnapshot | None]) -> None:
         """Partition and connection gauges, from the snapshot ``read`` returns per scrape."""

@@ -12,10 +12,9 @@ from typing import Final
 
 from ..controller import mirror_config
 from ..metadata import mirror_names
-from ..metadata.image import MIRROR_RESOURCE
 from .core.acl_rules import AclRuleError, binding_from_codes, included, parse_acl_include
 from .metadata_sync_interfaces import AclStore, SyncSource
-from .metadata_sync_state import SyncState
+from .metadata_sync_state import SyncReport
 from .source import SourceError
 from .sync_source import SECURITY_DISABLED
 
@@ -26,10 +25,12 @@ log = logging.getLogger("broker.mirror.metadata_sync")
 DESCRIBE_ACLS: Final = 29
 
 
-class AclSync(SyncState):
-    _acls: AclStore | None
+class AclSync:
+    def __init__(self, report: SyncReport, acls: AclStore | None) -> None:
+        self._report = report
+        self._acls = acls
 
-    async def _sync_acls(
+    async def sync(
         self,
         mirror: str,
         client: SyncSource,
@@ -39,24 +40,26 @@ class AclSync(SyncState):
         try:
             rules = parse_acl_include(config.get(mirror_config.ACL_INCLUDE))
         except AclRuleError as e:
-            self._error(mirror, "acls", f"bad {mirror_config.ACL_INCLUDE}: {e}")
+            self._report.error(mirror, "acls", f"bad {mirror_config.ACL_INCLUDE}: {e}")
             return
         if DESCRIBE_ACLS not in versions:
-            self._skip(mirror, "acls", "the source does not support DescribeAcls")
+            self._report.skip(mirror, "acls", "the source does not support DescribeAcls")
             return
         if self._acls is None:
-            self._skip(mirror, "acls", "this broker has no ACL store")
+            self._report.skip(mirror, "acls", "this broker has no ACL store")
             return
         try:
-            source = await self._call(client.describe_acls())
+            source = await self._report.call(client.describe_acls())
         except SourceError as e:
             if e.code == SECURITY_DISABLED:
-                self._skip(mirror, "acls", "the source has no authorizer (SECURITY_DISABLED)")
+                self._report.skip(
+                    mirror, "acls", "the source has no authorizer (SECURITY_DISABLED)"
+                )
             else:
-                self._error(mirror, "acls", str(e))
+                self._report.error(mirror, "acls", str(e))
             return
         except Exception as e:
-            self._error(mirror, "acls", f"DescribeAcls: {e or type(e).__name__}")
+            self._report.error(mirror, "acls", f"DescribeAcls: {e or type(e).__name__}")
             return
         wanted = {
             a
@@ -73,7 +76,7 @@ class AclSync(SyncState):
                 ),
             )
         }
-        naming = mirror_names.naming(self._image().config(MIRROR_RESOURCE, mirror))
+        naming = mirror_names.naming(config)
         if naming.prefix:  # the rules match the source's names; stored under ours
             wanted = {
                 dataclasses.replace(a, resource_name=n, pattern_type=pt)
@@ -86,7 +89,7 @@ class AclSync(SyncState):
             }
         out = await self._acls.sync_mirror_acls(mirror, wanted)
         for acl, why in out.refused:
-            self._error(mirror, "acls", f"cannot store {acl.describe()}: {why}")
+            self._report.error(mirror, "acls", f"cannot store {acl.describe()}: {why}")
         if out.created or out.deleted:
             log.info(
                 "mirror %s: ACLs synced from the source: %d created, %d deleted",

@@ -1,23 +1,26 @@
 """Failover of a mirrored partition (KIP-1279), in two halves. Entering STOPPING: the fetcher
 stops, the log is cut to its last stable offset, and the leader epoch bump above every mirrored
 epoch starts. STOPPING to STOPPED: the bump committed and applied here, then the
-MIRROR_PID_RESET control batch. Once every partition of the topic is STOPPED its
-``mirror.name`` is cleared.
+MIRROR_PID_RESET control batch, committed (the HW past it) before STOPPED is written: STOPPED
+is terminal, so a marker lost with a leader change after it would never be written again.
+Once every partition of the topic is STOPPED its ``mirror.name`` is cleared.
 """
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
+
+from kio.schema.errors import ErrorCode
 
 from protocol.records import build_mirror_pid_reset
 
 from ..log.validation import AppendOrigin
-from ..metadata.image import TOPIC_RESOURCE
+from ..metadata.image import TOPIC_RESOURCE, MetadataImage
 from ..metadata.mirror_states import MIRROR_NAME_CONFIG, REMOVED_SUFFIX, MirrorState
 from .core import truncation
 from .core.states import PartitionInfo
-from .fetcher_control import FetcherControl
-from .manager_interfaces import Key
+from .manager_interfaces import Key, StateStore
 
 # The name the code logged under before manager.py was split: KMIRROR_LOG_LEVELS lines and the
 # (logger) of log lines stay the same.
@@ -26,13 +29,68 @@ log = logging.getLogger("broker.mirror.manager")
 # How long STOPPING waits for this node's metadata to show the bumped leader epoch.
 EPOCH_APPLY_WAIT_S = 10.0
 EPOCH_RECHECK_S = 0.25
+# How long one STOPPING -> STOPPED attempt waits for the marker to be committed; the next
+# reconcile waits again (the followers fetch it within replica.fetch.wait.max.ms, or leave the
+# ISR after replica.lag.time.max.ms, either way the HW passes it).
+MARKER_COMMIT_WAIT_S = 5.0
 
 
-class Failover(FetcherControl):
+class Failover:
     """STOPPING's steps (`core.transitions` orders them; `core.truncation` says where to cut and
     which epoch to ask for) and clearing ``mirror.name`` after."""
 
-    def _truncate_to_lso(self, key: Key, info: PartitionInfo, hosted: Any) -> None:
+    def __init__(
+        self,
+        image: Callable[[], MetadataImage],
+        states: StateStore,
+        info: Mapping[Key, PartitionInfo],
+        *,
+        bump_leader_epoch: Callable[[str, int, int], Awaitable[None]],
+        clear_mirror_name: Callable[[str], Awaitable[None]],
+        source_cluster_id: Callable[[str], Awaitable[str | None]],
+        now_ms: Callable[[], int],
+        monotonic: Callable[[], float],
+    ) -> None:
+        self._image = image
+        self._states = states
+        self._info = info  # the manager's partitions (read: is the whole topic STOPPED)
+        self._bump = bump_leader_epoch
+        self._clear = clear_mirror_name
+        self._source_cluster_id = source_cluster_id
+        self._now_ms = now_ms
+        self._monotonic = monotonic
+        # epoch bumps started on entering STOPPING, awaited before the marker is written
+        self._bumping: dict[Key, asyncio.Task[None]] = {}
+        # bumps waiting for this node to apply the new epoch, woken by `epoch_applied`
+        self._epoch_waiters: dict[Key, list[asyncio.Future[None]]] = {}
+        # MIRROR_PID_RESET markers appended and not yet seen committed: (the leader epoch they
+        # were appended in, one past their offset); STOPPED waits for them
+        self._markers: dict[Key, tuple[int, int]] = {}
+
+    def bump_started(self, key: Key) -> bool:
+        """This leader started STOPPING's bump itself (not a restart or a new leader)."""
+        return key in self._bumping
+
+    def cancel_bump(self, key: Key) -> None:
+        """This node no longer leads ``key``: the new leader bumps for itself (and redoes
+        STOPPING, marker included)."""
+        bump = self._bumping.pop(key, None)
+        if bump is not None:
+            bump.cancel()
+        self._markers.pop(key, None)
+
+    def epoch_applied(self, key: Key) -> None:
+        """A metadata change named the partition: a bump waiting for its epoch looks again."""
+        for woken in self._epoch_waiters.get(key, ()):
+            if not woken.done():
+                woken.set_result(None)
+
+    def close(self) -> None:
+        for task in self._bumping.values():
+            task.cancel()
+        self._bumping.clear()
+
+    def truncate_to_lso(self, key: Key, info: PartitionInfo, hosted: Any) -> None:
         topic, partition = key
         plog = hosted.log
         lso = truncation.lso_cut(plog.log_end_offset, int(plog.last_stable_offset))
@@ -41,11 +99,12 @@ class Failover(FetcherControl):
             hosted.truncate_to(lso)  # the partition brings its HW down with the cut
             log.info("mirror %s: %s-%d truncated to LSO %d", info.mirror, topic, partition, lso)
 
-    def _start_bump(self, key: Key, hosted: Any) -> int | None:
-        """Entering STOPPING, after the LSO cut: the bump starts (awaited in `_finish_bump`).
+    def start_bump(self, key: Key, hosted: Any) -> int | None:
+        """Entering STOPPING, after the LSO cut: the bump starts (awaited in `finish_bump`).
         The last mirrored epoch returned is written with STOPPING, so a restart in STOPPING
         never takes the LME from a log that may already hold the local marker."""
         lme: int | None = hosted.log.latest_epoch
+        self._markers.pop(key, None)  # a marker of an earlier failover is no longer awaited
         old = self._bumping.pop(key, None)
         if old is not None:
             old.cancel()
@@ -77,7 +136,7 @@ class Failover(FetcherControl):
                 if not waiters:
                     self._epoch_waiters.pop(key, None)
 
-    async def _record_lme(self, key: Key, info: PartitionInfo, hosted: Any) -> None:
+    async def record_lme(self, key: Key, info: PartitionInfo, hosted: Any) -> None:
         """STOPPING found at start-up or on a new leader: STOPPING's write carried the LME (the
         log may hold a local marker by now); written from the log if it did not."""
         if info.last_mirror_epoch is None:
@@ -86,7 +145,7 @@ class Failover(FetcherControl):
                 await self._states.write_last_mirror_epoch(info.mirror, info.topic_id, key[1], lme)
                 info.last_mirror_epoch = lme
 
-    async def _finish_bump(self, key: Key, info: PartitionInfo, hosted: Any) -> None:
+    async def finish_bump(self, key: Key, info: PartitionInfo, hosted: Any) -> None:
         """The bump this leader started, or (after a restart in STOPPING) the one still due."""
         bump = self._bumping.pop(key, None)
         if bump is not None:
@@ -94,7 +153,7 @@ class Failover(FetcherControl):
         elif truncation.needs_bump(info.last_mirror_epoch, hosted.leader_epoch):
             await self._bump_above(key, hosted, info.last_mirror_epoch)
 
-    async def _append_marker(self, key: Key, info: PartitionInfo, hosted: Any) -> None:
+    async def append_marker(self, key: Key, info: PartitionInfo, hosted: Any) -> None:
         """STOPPED's MIRROR_PID_RESET, in the bumped epoch."""
         t0 = self._monotonic()
         source_id = await self._source_cluster_id(info.mirror) or ""
@@ -103,7 +162,8 @@ class Failover(FetcherControl):
             partition_leader_epoch=hosted.leader_epoch,
             timestamp=self._now_ms(),
         )
-        hosted.append_records(marker, origin=AppendOrigin.COORDINATOR)
+        appended = hosted.append_records(marker, origin=AppendOrigin.COORDINATOR)
+        self._markers[key] = (hosted.leader_epoch, appended.last_offset + 1)
         log.debug(
             "mirror %s: %s-%d MIRROR_PID_RESET appended (source id in %.0f ms)",
             info.mirror,
@@ -111,7 +171,40 @@ class Failover(FetcherControl):
             (self._monotonic() - t0) * 1000,
         )
 
-    async def _maybe_clear(self, topic: str, mirror: str) -> None:
+    def marker_pending(self, key: Key, hosted: Any) -> bool:
+        """This leader appended the marker in its current epoch and it is still in the log (a
+        leader's log changes only by its own hand): the retry waits for it again rather than
+        appending another."""
+        pending = self._markers.get(key)
+        if pending is None:
+            return False
+        epoch, end = pending
+        if epoch != hosted.leader_epoch or hosted.log.log_end_offset < end:
+            del self._markers[key]
+            return False
+        return True
+
+    async def await_marker(self, key: Key, info: PartitionInfo, hosted: Any) -> bool:
+        """Until the marker is committed (bounded: False leaves the partition STOPPING, to
+        wait again on the next reconcile, or to be done again by a new leader)."""
+        pending = self._markers.get(key)
+        if pending is None or pending[0] != hosted.leader_epoch:
+            return False  # appended under another epoch: the plan appends a new one
+        end = pending[1]
+        error = await hosted.wait_committed(end, MARKER_COMMIT_WAIT_S)
+        # NOT_ENOUGH_REPLICAS_AFTER_APPEND: committed, the ISR shrank under min.insync.replicas
+        if error in (ErrorCode.none, ErrorCode.not_enough_replicas_after_append):
+            del self._markers[key]
+            return True
+        info.note = (
+            f"failover: waiting for the MIRROR_PID_RESET marker at offset {end - 1} to be "
+            f"committed (high watermark {hosted.leader.high_watermark}, ISR "
+            f"{sorted(hosted.leader.isr)}): {error.name}"
+        )
+        log.info("mirror %s: %s-%d %s", info.mirror, *key, info.note)
+        return False
+
+    async def maybe_clear(self, topic: str, mirror: str) -> None:
         img = self._image()
         t = img.topics.get(topic)
         if t is None or not img.config(TOPIC_RESOURCE, topic).get(MIRROR_NAME_CONFIG, "").endswith(

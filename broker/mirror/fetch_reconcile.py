@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
+from collections.abc import Callable, Mapping
 
 from ..log.partition_log import PartitionLog
 from ..network.client import backoff_ms
 from ..network.errors import NetworkError
+from ..replication.partition import Partition
 from .core import truncation
-from .fetch_assignment import FetchAssignment
-from .fetch_state import RETRY_BACKOFF_MAX_MS, RETRY_BACKOFF_MS, _Mirror, _Partition
+from .fetch_interfaces import Parking
+from .fetch_state import RETRY_BACKOFF_MAX_MS, RETRY_BACKOFF_MS, FetchMirror, FetchPartition
 from .source import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, SourceError
 
 # The name the code logged under before fetcher.py was split: KMIRROR_LOG_LEVELS lines and the
@@ -23,8 +26,22 @@ from .source import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, SourceError
 log = logging.getLogger("broker.mirror.fetcher")
 
 
-class OffsetReconciler(FetchAssignment):
-    async def _reconcile(self, p: _Partition, diverged: tuple[int, int] | None) -> None:
+class OffsetReconciler:
+    """Realigns local logs with the source (the `fetch_interfaces.Reconciler`)."""
+
+    def __init__(
+        self,
+        mirrors: Mapping[str, FetchMirror],
+        get_partition: Callable[[str, int], Partition | None],
+        parking: Parking,
+        rng: random.Random,
+    ) -> None:
+        self._mirrors = mirrors
+        self._get_partition = get_partition
+        self._parking = parking
+        self._rng = rng
+
+    async def reconcile(self, p: FetchPartition, diverged: tuple[int, int] | None) -> None:
         """OFFSET_OUT_OF_RANGE or a diverging epoch: realign the local log with the source."""
         m = self._mirrors.get(p.mirror)
         if m is None or p.removed:
@@ -53,7 +70,7 @@ class OffsetReconciler(FetchAssignment):
                     leo,
                     start,
                 )
-                part = self.get_partition(p.topic, p.partition)
+                part = self._get_partition(p.topic, p.partition)
                 if part is not None:
                     part.truncate_fully_and_start_at(decided.restart_at)
                 return
@@ -71,17 +88,18 @@ class OffsetReconciler(FetchAssignment):
             )
         except (SourceError, NetworkError) as e:
             p.error = f"offset reconciliation: {e}"
-            self._park(p, p.error)
+            self._parking.park(p, p.error)
         finally:
             p.idle.set()
 
-    def _live_log(self, p: _Partition) -> PartitionLog | None:
+    def _live_log(self, p: FetchPartition) -> PartitionLog | None:
         if p.removed or p.failed:
             return None
-        return self.get_log(p.topic, p.partition)
+        part = self._get_partition(p.topic, p.partition)
+        return None if part is None else part.log
 
     async def _divergence_target(
-        self, m: _Mirror, p: _Partition, epoch: int, end_offset: int, *, fallback: int = -1
+        self, m: FetchMirror, p: FetchPartition, epoch: int, end_offset: int, *, fallback: int = -1
     ) -> int | None:
         """Where our log stops agreeing with the source, from the source's end of ``epoch``
         (asked for when ``end_offset`` is unknown; epoch -1: nothing to ask)."""
@@ -101,9 +119,9 @@ class OffsetReconciler(FetchAssignment):
             plog.log_end_offset, epoch, end_offset, ours, fallback=fallback
         )
 
-    def _truncate(self, p: _Partition, target: int) -> None:
+    def _truncate(self, p: FetchPartition, target: int) -> None:
         """Cut through the partition (which brings its HW down with the log end)."""
-        part = None if p.removed or p.failed else self.get_partition(p.topic, p.partition)
+        part = None if p.removed or p.failed else self._get_partition(p.topic, p.partition)
         if part is None:
             return
         plog = part.log

@@ -1,8 +1,9 @@
 """What the mirror fetchers keep: the Kafka error codes and fetch defaults they work with, one
-`_Partition` per mirrored partition (a new object each time it is added, so a late answer for
-an old one is recognised), what a Fetch asked for each partition (`_Sent`: its answer is matched
-to it), one `_Mirror` per mirror, and the status and counters --describe and the metrics
-exporter read.
+`FetchPartition` per mirrored partition (a new object each time it is added, so a late answer
+for an old one is recognised), what a Fetch asked for each partition (`SentFetch`: its answer is
+matched to it), one `FetchMirror` per mirror, and the status and counters --describe and the
+metrics exporter read. `FetcherHandle` is what a partition and a mirror hold of the fetch loop
+that has them (`source_fetcher.SourceFetcher`), so this module imports none of the fetcher's.
 """
 
 from __future__ import annotations
@@ -11,14 +12,11 @@ import asyncio
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final, NamedTuple
+from typing import Final, NamedTuple, Protocol
 
 from ..network.stats import NetworkStats
-from .fetch_throttle import _Rate
+from .fetch_throttle import ByteRate
 from .source import SourceClient
-
-if TYPE_CHECKING:
-    from .source_fetcher import _Fetcher
 
 Key = tuple[str, int]  # (topic, partition)
 
@@ -95,7 +93,17 @@ class FetcherCounters:
     network: NetworkStats = field(default_factory=NetworkStats)  # its source connections
 
 
-class _Partition:
+class FetcherHandle(Protocol):
+    """What the assignment and the manager do with a running fetch loop."""
+
+    @property
+    def task(self) -> asyncio.Task[None] | None: ...
+    def assign(self, p: FetchPartition) -> None: ...
+    def drop(self, p: FetchPartition) -> None: ...
+    def stop(self) -> None: ...
+
+
+class FetchPartition:
     """One mirrored partition; a new object each time the partition is added."""
 
     def __init__(
@@ -114,7 +122,7 @@ class _Partition:
         self.topic_id = topic_id
         self.leader_id = -1
         self.leader_epoch = -1
-        self.fetcher: _Fetcher | None = None
+        self.fetcher: FetcherHandle | None = None
         self.removed = False
         self.failed = False
         self.error: str | None = None
@@ -123,7 +131,7 @@ class _Partition:
         self.src_log_start = -1
         self.last_fetch_ms = -1
         self.hw_ms = -1  # wall clock when src_hw was last confirmed by the source
-        self.rate = _Rate()
+        self.rate = ByteRate()
         self.throttled = False  # listed in mirror.replication.throttled.replicas for this broker
         self.retry_at = 0.0
         self.failures = 0
@@ -139,23 +147,25 @@ class _Partition:
 
 
 @dataclass(slots=True)
-class _Sent:
+class SentFetch:
     """What a Fetch asked the source for one partition (its answer is matched to this)."""
 
-    state: _Partition
+    state: FetchPartition
     fetch_offset: int
     leader_epoch: int
     last_fetched_epoch: int
     max_bytes: int
 
 
-class _Mirror:
+class FetchMirror:
+    """One mirror: its source client, partitions, fetchers and fetch settings."""
+
     def __init__(self, name: str, config: Mapping[str, str], source: SourceClient) -> None:
         self.name = name
         self.config = dict(config)
         self.source = source
-        self.partitions: dict[Key, _Partition] = {}
-        self.fetchers: dict[tuple[int, int], _Fetcher] = {}  # (fetcher id, node) -> fetcher
+        self.partitions: dict[Key, FetchPartition] = {}
+        self.fetchers: dict[tuple[int, int], FetcherHandle] = {}  # (fetcher id, node) -> fetcher
         self.refresh = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
         self.max_wait_ms = int(config.get("fetch.max.wait.ms", DEFAULT_MAX_WAIT_MS))

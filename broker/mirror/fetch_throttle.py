@@ -1,4 +1,4 @@
-"""Byte rates of the mirror fetchers: each partition's bytes per second (`_Rate`, shown by
+"""Byte rates of the mirror fetchers: each partition's bytes per second (`ByteRate`, shown by
 --describe) and the destination's mirror replication throttle (`TokenBucket`), which every
 fetcher of the node shares.
 """
@@ -13,7 +13,7 @@ RATE_WINDOW_S: Final = 1.0
 THROTTLE_BURST_S: Final = 0.2  # tokens a throttled fetcher may save up, in seconds of rate
 
 
-class _Rate:
+class ByteRate:
     """Bytes per second over the current and the previous one-second window."""
 
     __slots__ = ("_cur", "_prev", "_start")

@@ -11,12 +11,14 @@ it was requested for, so data that arrives after a partition was removed (or re-
 truncated by the caller) is dropped; the only awaits that precede a log change (offset
 reconciliation) hold the partition busy, and ``remove`` waits for that.
 
-The fetchers are in parts, one job each: `fetch_state` (per-partition and per-mirror
-bookkeeping, error codes, defaults), `fetch_throttle` (byte rates, the replication throttle),
-`source_fetcher` (one fetch loop per source broker), `fetch_assignment` (partitions to fetchers,
-source leaders, parking), `fetch_append` (a response's batches into the local log) and
-`fetch_reconcile` (realigning a log that diverged from the source). `MirrorFetcherManager`, here,
-combines them and is what the rest of the node calls.
+The fetchers are in parts, one job each, each an object given what it needs:
+`fetch_state` (per-partition and per-mirror bookkeeping, error codes, defaults),
+`fetch_throttle` (byte rates, the replication throttle), `fetch_logs` (the local partitions),
+`fetch_interfaces` (what the parts need of each other), `source_fetcher` (one fetch loop per
+source broker), `fetch_assignment` (parking, and partitions to fetchers by source leader),
+`fetch_append` (a response's batches into the local log) and `fetch_reconcile` (realigning a log
+that diverged from the source). `MirrorFetcherManager`, here, builds them, keeps the registry of
+mirrors and is what the rest of the node calls.
 """
 
 from __future__ import annotations
@@ -31,30 +33,36 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 
 from ..log.clock import Clock
+from ..log.partition_log import PartitionLog
 from ..metadata import mirror_names
 from ..replication.partition import Partition
 from .fetch_append import BatchAppender
+from .fetch_assignment import FetchParking, LeaderAssignment
+from .fetch_interfaces import FetcherServices
+from .fetch_logs import LocalLogs
 from .fetch_reconcile import OffsetReconciler
 from .fetch_state import (
     MIN_STALE_AFTER_MS,
     STALE_AFTER_WAITS,
     FetcherCounters,
+    FetcherHandle,
+    FetchMirror,
+    FetchPartition,
     FetchStatus,
     Key,
     SourceFreshness,
-    _Mirror,
-    _Partition,
     copyable_lag,
 )
 from .fetch_throttle import TokenBucket
 from .source import SourceClient
+from .source_fetcher import SourceFetcher
 
 __all__ = ["MirrorFetcherManager"]
 
 log = logging.getLogger(__name__)
 
 
-class MirrorFetcherManager(BatchAppender, OffsetReconciler):
+class MirrorFetcherManager:
     def __init__(
         self,
         node_id: int,
@@ -69,21 +77,40 @@ class MirrorFetcherManager(BatchAppender, OffsetReconciler):
         if num_fetchers < 1:
             raise ValueError("num_fetchers must be at least 1")
         self.node_id = node_id
-        self.get_partition = get_partition
-        self.clock = clock
-        self.on_failed = on_failed
-        self.on_appended = on_appended
-        self.num_fetchers = num_fetchers
         self.throttle = TokenBucket(monotonic)
         self._throttled: Callable[[str, int], bool] = lambda _topic, _partition: False
-        self._monotonic = monotonic
-        self._mirrors: dict[str, _Mirror] = {}
-        self._rng = random.Random()
+        self._mirrors: dict[str, FetchMirror] = {}
         self._closed = False
         self._counters: dict[tuple[str, int, int], FetcherCounters] = {}
         # (mirror, topic, partition) -> how current its source high watermark was when it
         # stopped being fetched (paused, failed over): --describe keeps showing it, aged
         self._last_known: dict[tuple[str, str, int], SourceFreshness] = {}
+        rng = random.Random()
+        self._logs = LocalLogs(get_partition)
+        self._parking = FetchParking(self._mirrors, on_failed, monotonic, rng)
+        self._services = FetcherServices(
+            node_id,
+            self._logs,
+            self._parking,
+            BatchAppender(get_partition, clock.now_ms, self._parking, on_appended),
+            OffsetReconciler(self._mirrors, get_partition, self._parking, rng),
+            self.throttle,
+            clock.now_ms,
+            rng,
+        )
+        self._assignment = LeaderAssignment(
+            self._parking, self._new_fetcher, monotonic, num_fetchers
+        )
+
+    def _new_fetcher(self, m: FetchMirror, fetcher_id: int, node: int) -> FetcherHandle:
+        counters = self._counters.setdefault((m.name, node, fetcher_id), FetcherCounters())
+        return SourceFetcher(self._services, m, fetcher_id, node, counters)
+
+    def get_log(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get_log(topic, partition)
+
+    def fetcher_id(self, topic: str, partition: int) -> int:
+        return self._assignment.fetcher_id(topic, partition)
 
     # -- public API ----------------------------------------------------------------------
     async def add(
@@ -107,9 +134,9 @@ class MirrorFetcherManager(BatchAppender, OffsetReconciler):
             m = None
         if m is None:
             source = SourceClient(source_config, f"broker-{self.node_id}-mirror-{mirror}")
-            m = _Mirror(mirror, source_config, source)
+            m = FetchMirror(mirror, source_config, source)
             self._mirrors[mirror] = m
-            m.task = asyncio.create_task(self._refresh_loop(m), name=f"mirror-{mirror}-metadata")
+            m.task = asyncio.create_task(self._assignment.run(m), name=f"mirror-{mirror}-metadata")
         for key, topic_id in partitions.items():
             old = m.partitions.get(key)
             if old is not None and not old.failed and not old.removed:
@@ -117,9 +144,9 @@ class MirrorFetcherManager(BatchAppender, OffsetReconciler):
                     old.topic_id = topic_id
                 continue
             if old is not None:
-                await self._detach(old)
+                await self._parking.detach(old)
             source_topic = mirror_names.naming(m.config).source_topic(key[0])
-            p = m.partitions[key] = _Partition(mirror, key[0], key[1], topic_id, source_topic)
+            p = m.partitions[key] = FetchPartition(mirror, key[0], key[1], topic_id, source_topic)
             p.throttled = self._throttled(*key)
         m.refresh.set()
 
@@ -134,7 +161,7 @@ class MirrorFetcherManager(BatchAppender, OffsetReconciler):
                 self._last_known[(mirror, p.topic, p.partition)] = SourceFreshness(
                     p.src_hw, p.hw_ms, p.error, False, 0, p.src_lso
                 )
-            await self._detach(p)
+            await self._parking.detach(p)
 
     def last_known(self, mirror: str, topic: str, partition: int) -> tuple[int, int, int] | None:
         """(source high watermark, wall ms it was learnt, source last stable offset) of a
@@ -161,7 +188,7 @@ class MirrorFetcherManager(BatchAppender, OffsetReconciler):
         states = list(m.partitions.values())
         m.partitions.clear()
         for p in states:
-            await self._detach(p)
+            await self._parking.detach(p)
         if m.task is not None:
             m.task.cancel()
         tasks = [f.task for f in m.fetchers.values() if f.task is not None]

@@ -1,10 +1,6 @@
 """The mirror manager's hold on a partition's fetcher: started (once the source passed the
 KIP's cluster-id guard), stopped, restarted when the mirror's connection settings change; a
-source that must not be mirrored fails the partition instead. Also the per-partition lock
-every transition runs under.
-
-`FetcherControl` is the base of `MirrorManager` and of its other parts (mixins: the state is
-the manager's, set up by `MirrorManager.__init__`).
+source that must not be mirrored fails the partition instead.
 """
 
 import asyncio
@@ -13,9 +9,9 @@ from collections.abc import Awaitable, Callable
 
 from ..controller import mirror_config
 from ..metadata.image import MIRROR_RESOURCE, MetadataImage
-from ..metadata.mirror_states import MirrorState
 from .core.states import PartitionInfo
-from .manager_interfaces import Fetchers, Key, Replicas, StateStore
+from .manager_interfaces import Fetchers, Key
+from .partition_book import PartitionBook
 
 # The name the code logged under before manager.py was split: KMIRROR_LOG_LEVELS lines and the
 # (logger) of log lines stay the same.
@@ -23,45 +19,46 @@ log = logging.getLogger("broker.mirror.manager")
 
 
 class FetcherControl:
-    """Start, stop and restart partitions' fetchers; the state shared by the manager's parts."""
+    """Start, stop and restart partitions' fetchers; which partitions are being fetched."""
 
-    _image: Callable[[], MetadataImage]
-    _replicas: Replicas
-    _states: StateStore
-    _fetchers: Fetchers
-    _bump: Callable[[str, int, int], Awaitable[None]]
-    _clear: Callable[[str], Awaitable[None]]
-    _source_cluster_id: Callable[[str], Awaitable[str | None]]
-    _verify: Callable[[str], Awaitable[tuple[bool, str | None]]] | None
-    _verified: dict[str, dict[str, str]]
-    _verify_locks: dict[str, asyncio.Lock]
-    _now_ms: Callable[[], int]
-    _monotonic: Callable[[], float]
-    _info: dict[Key, PartitionInfo]
-    _started_with: dict[str, dict[str, str]]
-    _locks: dict[Key, asyncio.Lock]
-    _tasks: set["asyncio.Task[None]"]
-    _fetching: set[Key]
-    _bumping: dict[Key, "asyncio.Task[None]"]
-    _epoch_waiters: dict[Key, list["asyncio.Future[None]"]]
-    _closed: bool
-    _last_error: dict[Key, str]
-    _touched: set[Key]
-    _last_sweep: float
+    def __init__(
+        self,
+        image: Callable[[], MetadataImage],
+        fetchers: Fetchers,
+        book: PartitionBook,
+        verify_source: Callable[[str], Awaitable[tuple[bool, str | None]]] | None,
+    ) -> None:
+        self._image = image
+        self._fetchers = fetchers
+        self._book = book
+        self._verify = verify_source
+        # per mirror: the connection settings whose source passed the identity check
+        self._verified: dict[str, dict[str, str]] = {}
+        self._verify_locks: dict[str, asyncio.Lock] = {}
+        # per mirror, the connection settings its fetchers were started with: a change of
+        # its bookkeeping keys alone (a failover remembers removed topics) restarts nothing
+        self._started_with: dict[str, dict[str, str]] = {}
+        self._fetching: set[Key] = set()
 
-    def _lock(self, key: Key) -> asyncio.Lock:
-        lock = self._locks.get(key)
-        if lock is None:
-            lock = self._locks[key] = asyncio.Lock()
-        return lock
+    def fetching(self, key: Key) -> bool:
+        return key in self._fetching
 
-    async def _start_fetcher(self, key: Key, info: PartitionInfo) -> None:
+    def settings_changed(self, image: MetadataImage, mirror: str) -> bool:
+        """A mirror's config changed: True when its connection settings differ from those its
+        fetchers were started with (never started, or bookkeeping keys only: False)."""
+        settings = mirror_config.client_settings(image.config(MIRROR_RESOURCE, mirror))
+        if self._started_with.get(mirror, settings) == settings:
+            return False
+        self._started_with[mirror] = settings
+        return True
+
+    async def start(self, key: Key, info: PartitionInfo) -> None:
         # internal bookkeeping keys (mirror_patterns) stripped: they change without reconnecting
         source = mirror_config.client_settings(self._image().config(MIRROR_RESOURCE, info.mirror))
         if not source:
             log.warning("mirror %s has no configuration; %s-%d not fetched", info.mirror, *key)
             return
-        if not await self._source_ok(key, info):
+        if not await self.source_ok(key, info):
             return
         now = mirror_config.client_settings(self._image().config(MIRROR_RESOURCE, info.mirror))
         if now != source:
@@ -70,7 +67,7 @@ class FetcherControl:
         self._fetching.add(key)
         self._started_with[info.mirror] = source
 
-    async def _source_ok(self, key: Key, info: PartitionInfo) -> bool:
+    async def source_ok(self, key: Key, info: PartitionInfo) -> bool:
         """The KIP's cluster-id guard before anything is truncated or fetched: once per mirror
         and connection settings (a config change reconnects, so it is checked again). A source
         that is this cluster, or not the recorded one, fails the partition (FAILED) instead.
@@ -89,22 +86,16 @@ class FetcherControl:
                     self._verified[mirror] = settings
         if problem is None:
             return True
-        await self._mark_failed(key, info, problem)
+        await self._book.mark_failed(key, info, problem)
         return False
 
-    async def _mark_failed(self, key: Key, info: PartitionInfo, problem: str) -> None:
-        log.error("mirror %s: %s-%d not mirrored: %s", info.mirror, *key, problem)
-        await self._states.write_state(info.mirror, info.topic_id, key[1], MirrorState.FAILED)
-        info.state = MirrorState.FAILED
-        info.error = problem
-
-    async def _stop_fetcher(self, key: Key, mirror: str) -> None:
+    async def stop(self, key: Key, mirror: str) -> None:
         if key in self._fetching:
             await self._fetchers.remove(mirror, [key])
             self._fetching.discard(key)
 
-    async def _restart_fetcher(self, key: Key, info: PartitionInfo) -> None:
-        async with self._lock(key):
+    async def restart(self, key: Key, info: PartitionInfo) -> None:
+        async with self._book.lock(key):
             if key in self._fetching:
-                await self._stop_fetcher(key, info.mirror)
-                await self._start_fetcher(key, info)
+                await self.stop(key, info.mirror)
+                await self.start(key, info)

@@ -17,9 +17,9 @@ from ..coordinator.group.shard import CommitItem, CommitParams
 from ..coordinator.runtime import CoordinatorError
 from ..coordinator.share.state_records import ShareKey
 from ..metadata import mirror_names
-from ..metadata.image import MIRROR_RESOURCE
+from ..metadata.image import MIRROR_RESOURCE, MetadataImage
 from .metadata_sync_interfaces import Groups, ShareOffsets, SyncSource
-from .metadata_sync_state import SyncState, compile_patterns
+from .metadata_sync_state import SyncReport, compile_patterns
 from .sync_source import SourceOffset
 
 # The name the code logged under before metadata_sync.py was split: KMIRROR_LOG_LEVELS lines
@@ -38,12 +38,22 @@ _GROUP_ACTIVE_CODES: Final = frozenset(
 )
 
 
-class GroupOffsetSync(SyncState):
-    _groups: Groups
-    _share: ShareOffsets | None
-    _ensure_offsets_topic: Callable[[], Awaitable[None]] | None
+class GroupOffsetSync:
+    def __init__(
+        self,
+        report: SyncReport,
+        image: Callable[[], MetadataImage],
+        groups: Groups,
+        share_offsets: ShareOffsets | None,
+        ensure_offsets_topic: Callable[[], Awaitable[None]] | None,
+    ) -> None:
+        self._report = report
+        self._image = image
+        self._groups = groups
+        self._share = share_offsets
+        self._ensure_offsets_topic = ensure_offsets_topic
 
-    async def _sync_groups(
+    async def sync(
         self,
         mirror: str,
         client: SyncSource,
@@ -52,11 +62,13 @@ class GroupOffsetSync(SyncState):
     ) -> None:
         share_ok = False
         if DESCRIBE_SHARE_GROUP_OFFSETS not in versions:
-            self._skip(
+            self._report.skip(
                 mirror, "share_groups", "the source does not support DescribeShareGroupOffsets"
             )
         elif self._share is None:
-            self._skip(mirror, "share_groups", "share groups are off here (group.share.enable)")
+            self._report.skip(
+                mirror, "share_groups", "share groups are off here (group.share.enable)"
+            )
         else:
             share_ok = True
         lacking = [
@@ -69,7 +81,7 @@ class GroupOffsetSync(SyncState):
             if key not in versions
         ]
         if lacking:
-            self._skip(mirror, "groups", f"the source does not support {', '.join(lacking)}")
+            self._report.skip(mirror, "groups", f"the source does not support {', '.join(lacking)}")
             return
         if not present:
             return
@@ -77,7 +89,7 @@ class GroupOffsetSync(SyncState):
         try:
             include = compile_patterns(mcfg.get(mirror_config.GROUPS_INCLUDE, ".*"))
         except re.error as e:
-            self._error(mirror, "groups", f"bad {mirror_config.GROUPS_INCLUDE}: {e}")
+            self._report.error(mirror, "groups", f"bad {mirror_config.GROUPS_INCLUDE}: {e}")
             return
         # asked at the source under its names; applied here under ours (prefixed topics, and
         # prefixed groups with mirror.group.prefix.enable)
@@ -87,14 +99,14 @@ class GroupOffsetSync(SyncState):
         try:
             listed = [
                 g
-                for g in await self._call(client.list_groups())
+                for g in await self._report.call(client.list_groups())
                 if g.state.lower() != "dead" and any(p.fullmatch(g.group_id) for p in include)
             ]
             wanted = [g.group_id for g in listed if g.group_type.lower() != "share"]
             shares = [g.group_id for g in listed if g.group_type.lower() == "share" and share_ok]
-            coordinators = await self._call(client.group_coordinators(wanted + shares))
+            coordinators = await self._report.call(client.group_coordinators(wanted + shares))
         except Exception as e:
-            self._error(mirror, "groups", f"listing source groups: {e or type(e).__name__}")
+            self._report.error(mirror, "groups", f"listing source groups: {e or type(e).__name__}")
             return
         # (groups, metric kind, the source RPC's name, read at the source, apply here)
         kinds = (
@@ -107,12 +119,14 @@ class GroupOffsetSync(SyncState):
             for gid in gids:
                 node = coordinators.get(gid)
                 if node is None:
-                    self._error(mirror, kind, f"group {gid} has no coordinator at the source")
+                    self._report.error(
+                        mirror, kind, f"group {gid} has no coordinator at the source"
+                    )
                     continue
                 try:
-                    offsets = await self._call(read(node, gid, topics))
+                    offsets = await self._report.call(read(node, gid, topics))
                 except Exception as e:
-                    self._error(mirror, kind, f"{rpc} {gid}: {e or type(e).__name__}")
+                    self._report.error(mirror, kind, f"{rpc} {gid}: {e or type(e).__name__}")
                     continue
                 local = {(to_local[t], p): o for (t, p), o in offsets.items() if t in to_local}
                 if not local:
@@ -142,7 +156,7 @@ class GroupOffsetSync(SyncState):
                 if await self._share.start_offset(key) != start:
                     changed[key] = start
         except CoordinatorError as e:
-            self._error(mirror, "share_groups", f"share group {gid}: state unreadable ({e})")
+            self._report.error(mirror, "share_groups", f"share group {gid}: state unreadable ({e})")
             return
         if not changed:
             return
@@ -152,11 +166,13 @@ class GroupOffsetSync(SyncState):
             log.debug("mirror %s: share group %s not synced here (%s)", mirror, gid, code.name)
             return
         if code != ErrorCode.none:
-            self._error(mirror, "share_groups", f"share group {gid}: {code.name} {message or ''}")
+            self._report.error(
+                mirror, "share_groups", f"share group {gid}: {code.name} {message or ''}"
+            )
             return
         failed = sorted({c.name for c, _m in done.values() if c != ErrorCode.none})
         if failed:
-            self._error(mirror, "share_groups", f"share group {gid}: {', '.join(failed)}")
+            self._report.error(mirror, "share_groups", f"share group {gid}: {', '.join(failed)}")
         else:
             log.debug("mirror %s: share group %s: %d start offsets synced", mirror, gid, len(done))
 
@@ -172,7 +188,9 @@ class GroupOffsetSync(SyncState):
             by_topic.setdefault(t, []).append(p)
         code, fetched = await self._groups.fetch_offsets(gid, list(by_topic.items()))
         if code != ErrorCode.none:
-            self._error(mirror, "groups", f"group {gid}: local offsets unreadable ({code.name})")
+            self._report.error(
+                mirror, "groups", f"group {gid}: local offsets unreadable ({code.name})"
+            )
             return
         ours = {
             (t, f.partition): (f.offset, f.leader_epoch, f.metadata)
@@ -202,6 +220,6 @@ class GroupOffsetSync(SyncState):
             log.debug("mirror %s: group %s became active here; not synced", mirror, gid)
         elif failed:
             names = ", ".join(sorted(c.name for c in failed))
-            self._error(mirror, "groups", f"committing offsets of group {gid}: {names}")
+            self._report.error(mirror, "groups", f"committing offsets of group {gid}: {names}")
         else:
             log.debug("mirror %s: group %s: %d offsets synced", mirror, gid, len(items))

@@ -57,3 +57,11 @@ class Fetchers(Protocol):
         partitions: Mapping[Key, uuid.UUID | None],
     ) -> None: ...
     async def remove(self, mirror: str, partitions: Any) -> None: ...
+
+
+class Stepper(Protocol):
+    """What the reconcile scheduling needs of the stepping (`partition_steps`)."""
+
+    async def step(self, key: Key, topic_id: uuid.UUID) -> None:
+        """Take the partition (led here) towards where its ``mirror.name`` wants it."""
+        ...

@@ -37,9 +37,9 @@ exporter can read them: ``errors`` / ``skipped`` keyed (mirror, kind), ``last_re
 Error kinds: cluster_id_mismatch, config, metadata, topic_removal, partitions, topic_configs,
 topic_discovery, groups, share_groups, acls, refresh. Skip kinds: topic_configs, groups, share_groups, acls.
 
-Each step is a module of its own (`topic_sync`, `topic_config_sync`, `group_offset_sync`,
-`acl_sync`) mixed into `MirrorMetadataSync`, which keeps the per-mirror tasks and the order of a
-refresh's steps.
+Each step is an object of its own (`topic_sync`, `topic_config_sync`, `group_offset_sync`,
+`acl_sync`), given the shared `metadata_sync_state.SyncReport` and what else it needs;
+`MirrorMetadataSync` builds them, keeps the per-mirror tasks and the order of a refresh's steps.
 """
 
 import asyncio
@@ -72,7 +72,7 @@ from .metadata_sync_interfaces import (
     SyncSource,
     TopicController,
 )
-from .metadata_sync_state import _Mirror, compile_patterns
+from .metadata_sync_state import SyncMirror, SyncReport, compile_patterns, count
 from .sync_source import SyncSourceClient
 from .topic_config_sync import DESCRIBE_CONFIGS, TopicConfigSync
 from .topic_sync import TopicSync
@@ -108,7 +108,7 @@ def _default_source(config: Mapping[str, str], client_id: str, timeout_ms: int) 
     return SyncSourceClient(config, client_id, request_timeout_ms=timeout_ms)
 
 
-class MirrorMetadataSync(TopicSync, TopicConfigSync, GroupOffsetSync, AclSync):
+class MirrorMetadataSync:
     def __init__(
         self,
         image: Callable[[], MetadataImage],
@@ -128,25 +128,26 @@ class MirrorMetadataSync(TopicSync, TopicConfigSync, GroupOffsetSync, AclSync):
         own_cluster_id: str = "",
     ) -> None:
         self._image = image
-        self._own_cluster_id = own_cluster_id  # loop prevention (`mirror_names.loops_back`)
-        self._acls = acls
-        self._share = share_offsets
-        self._controller = controller
-        self._mirrors = mirrors
-        self._groups = groups
         self._default_interval = default_interval_ms
         self._known_cluster_id = known_cluster_id
-        self._ensure_offsets_topic = ensure_offsets_topic
         self._source_factory = source_factory or _default_source
         self._client_id = client_id
         self._timeout_ms = request_timeout_ms
         self._now_ms = now_ms or (lambda: int(time.time() * 1000))
-        self._state: dict[str, _Mirror] = {}
+        self._state: dict[str, SyncMirror] = {}
         self._stopping: set[asyncio.Task[None]] = set()
         self._closed = False
-        self.errors: dict[tuple[str, str], int] = {}
-        self.skipped: dict[tuple[str, str], int] = {}
+        self._report = SyncReport(self._state, request_timeout_ms)
+        self.errors = self._report.errors
+        self.skipped = self._report.skipped
         self.last_refresh_ms: dict[str, int] = {}
+        # the steps of a refresh, in order
+        self._topics = TopicSync(self._report, image, controller, mirrors, own_cluster_id)
+        self._configs = TopicConfigSync(self._report, image, controller)
+        self._groups = GroupOffsetSync(
+            self._report, image, groups, share_offsets, ensure_offsets_topic
+        )
+        self._acls = AclSync(self._report, acls)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -175,7 +176,7 @@ class MirrorMetadataSync(TopicSync, TopicConfigSync, GroupOffsetSync, AclSync):
     def _start(self, mirror: str) -> None:
         if self._closed:
             return
-        st = self._state.setdefault(mirror, _Mirror())
+        st = self._state.setdefault(mirror, SyncMirror())
         if st.task is None or st.task.done():
             st.task = asyncio.get_running_loop().create_task(
                 self._loop(mirror), name=f"mirror-metadata-sync-{mirror}"
@@ -198,7 +199,7 @@ class MirrorMetadataSync(TopicSync, TopicConfigSync, GroupOffsetSync, AclSync):
         if self._stopping:
             await asyncio.gather(*self._stopping, return_exceptions=True)
 
-    async def _close_client(self, st: _Mirror) -> None:
+    async def _close_client(self, st: SyncMirror) -> None:
         client, st.client = st.client, None
         if client is not None:
             try:
@@ -220,18 +221,18 @@ class MirrorMetadataSync(TopicSync, TopicConfigSync, GroupOffsetSync, AclSync):
             except asyncio.CancelledError:
                 raise
             except Exception:
-                self._count(self.errors, mirror, "refresh")
+                count(self.errors, mirror, "refresh")
                 log.exception("mirror %s: metadata refresh failed", mirror)
             await asyncio.sleep(self.interval_ms(mirror) / 1000)
 
     # -- one refresh -------------------------------------------------------------------------------
 
     async def refresh_now(self, mirror: str) -> None:
-        st = self._state.setdefault(mirror, _Mirror())
+        st = self._state.setdefault(mirror, SyncMirror())
         async with st.lock:
             await self._refresh(mirror, st)
 
-    async def _refresh(self, mirror: str, st: _Mirror) -> None:
+    async def _refresh(self, mirror: str, st: SyncMirror) -> None:
         img = self._image()
         config = mirror_config.client_settings(img.config(MIRROR_RESOURCE, mirror))
         if not config or st.halted:
@@ -240,25 +241,27 @@ class MirrorMetadataSync(TopicSync, TopicConfigSync, GroupOffsetSync, AclSync):
         if client is None:
             return
         try:
-            cid = await self._call(client.cluster_id())
-            versions = await self._call(client.api_versions())
+            cid = await self._report.call(client.cluster_id())
+            versions = await self._report.call(client.api_versions())
         except Exception as e:
-            self._error(mirror, "metadata", f"source unreachable: {e or type(e).__name__}")
+            self._report.error(mirror, "metadata", f"source unreachable: {e or type(e).__name__}")
             return
         if not self._check_cluster_id(mirror, st, cid):
             return
         topics = mirror_topics(img, mirror)
         active = [t for t, v in topics.items() if split_mirror_name(v)[1] == ""]
         paused = [t for t, v in topics.items() if v == mirror + PAUSED_SUFFIX]
-        present = await self._sync_topics(mirror, client, img, active, paused)
-        await self._discover_topics(mirror, client, versions)
+        present = await self._topics.sync(mirror, client, img, active, paused)
+        await self._topics.discover(mirror, client, versions)
         if present is not None:
-            await self._sync_configs(mirror, client, versions, present)
-            await self._sync_groups(mirror, client, versions, present)
-        await self._sync_acls(mirror, client, config, versions)
+            await self._configs.sync(mirror, client, versions, present)
+            await self._groups.sync(mirror, client, versions, present)
+        await self._acls.sync(mirror, client, config, versions)
         self.last_refresh_ms[mirror] = self._now_ms()
 
-    async def _client(self, mirror: str, st: _Mirror, config: dict[str, str]) -> SyncSource | None:
+    async def _client(
+        self, mirror: str, st: SyncMirror, config: dict[str, str]
+    ) -> SyncSource | None:
         if st.client is not None and st.client_config == config:
             return st.client
         await self._close_client(st)  # first use, or the mirror's connection settings changed
@@ -270,12 +273,12 @@ class MirrorMetadataSync(TopicSync, TopicConfigSync, GroupOffsetSync, AclSync):
                 int(timeout) if timeout.isdigit() else self._timeout_ms,
             )
         except ValueError as e:
-            self._error(mirror, "config", str(e))
+            self._report.error(mirror, "config", str(e))
             return None
         st.client_config = config
         return st.client
 
-    def _check_cluster_id(self, mirror: str, st: _Mirror, cid: str | None) -> bool:
+    def _check_cluster_id(self, mirror: str, st: SyncMirror, cid: str | None) -> bool:
         known = self._known_cluster_id(mirror) if self._known_cluster_id else None
         if st.cluster_id is None:
             st.cluster_id = known or cid
@@ -284,7 +287,7 @@ class MirrorMetadataSync(TopicSync, TopicConfigSync, GroupOffsetSync, AclSync):
         expected = {x for x in (st.cluster_id, known) if x}
         if expected and expected != {cid}:
             st.halted = True
-            self._count(self.errors, mirror, "cluster_id_mismatch")
+            count(self.errors, mirror, "cluster_id_mismatch")
             log.error(
                 "mirror %s: the source cluster id is now %s, expected %s; metadata sync for this "
                 "mirror is halted (check bootstrap.servers; delete and re-create the mirror to "

@@ -1,21 +1,22 @@
 """When mirror partitions are looked at: metadata changes (a topic's ``mirror.name``, a mirror's
 connection settings, a leader epoch applied), the periodic retry (only what some work touched,
 plus a full sweep now and then), a step down and a failed fetch each start a task per partition
-that needs one. `MirrorManager._reconcile_locked` does the stepping itself.
+that needs one. The stepping itself is the `Stepper` it is given (`partition_steps`).
 """
 
 import asyncio
 import logging
 import uuid
-from collections.abc import Collection
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Collection
+from typing import Any
 
-from ..controller import mirror_config
 from ..metadata.image import MIRROR_RESOURCE, TOPIC_RESOURCE, Delta, MetadataImage
 from ..metadata.mirror_states import MIRROR_NAME_CONFIG, MirrorState
 from .core.states import Wanted, current, wanted_from_config
+from .failover import Failover
 from .fetcher_control import FetcherControl
-from .manager_interfaces import Key
+from .manager_interfaces import Key, Replicas, StateStore, Stepper
+from .partition_book import PartitionBook
 
 # The name the code logged under before manager.py was split: KMIRROR_LOG_LEVELS lines and the
 # (logger) of log lines stay the same.
@@ -25,11 +26,58 @@ log = logging.getLogger("broker.mirror.manager")
 FULL_SWEEP_S = 30.0
 
 
-class ReconcileScheduling(FetcherControl):
-    # MirrorManager's; declared for the type checker only, so nothing here shadows it
-    if TYPE_CHECKING:
+class ReconcileScheduling:
+    """Starts the reconcile, step-down and failure tasks, and keeps track of them."""
 
-        async def _reconcile_locked(self, key: Key, topic_id: uuid.UUID) -> None: ...
+    def __init__(
+        self,
+        image: Callable[[], MetadataImage],
+        replicas: Replicas,
+        states: StateStore,
+        book: PartitionBook,
+        fetcher: FetcherControl,
+        failover: Failover,
+        stepper: Stepper,
+        monotonic: Callable[[], float],
+    ) -> None:
+        self._image = image
+        self._replicas = replicas
+        self._states = states
+        self._book = book
+        self._info = book.info
+        self._fetcher = fetcher
+        self._failover = failover
+        self._stepper = stepper
+        self._monotonic = monotonic
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closed = False
+        self._last_error: dict[Key, str] = {}
+        # partitions some work touched since the last retry (see reconcile_all)
+        self._touched: set[Key] = set()
+        self._last_sweep = float("-inf")  # the first retry looks at everything
+
+    @property
+    def running(self) -> int:
+        """Reconcile tasks under way."""
+        return len(self._tasks)
+
+    @property
+    def touched(self) -> frozenset[Key]:
+        """The partitions the next per-second retry looks at (see `reconcile_all`)."""
+        return frozenset(self._touched)
+
+    async def drain(self) -> None:
+        """Until the tasks under way now are done (their exceptions are raised here)."""
+        if self._tasks:
+            await asyncio.gather(*list(self._tasks))
+
+    async def close(self) -> None:
+        """No task is started any more; the ones under way are cancelled and awaited."""
+        self._closed = True
+        for task in self._tasks:
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
 
     # -- reacting to metadata ----------------------------------------------------------------
 
@@ -45,25 +93,20 @@ class ReconcileScheduling(FetcherControl):
         # at all the topic's partitions for each was thousands of tasks per batch)
         changed: dict[str, list[int]] = {}
         for name, p in delta.changed_partitions:
-            for woken in self._epoch_waiters.get((name, p), ()):
-                if not woken.done():
-                    woken.set_result(None)
+            self._failover.epoch_applied((name, p))
             if name not in topics:
                 changed.setdefault(name, []).append(p)
         for gone in delta.deleted_topics:
             for p in gone.partitions:
                 self._info.pop((gone.name, p), None)
         for m in list(mirrors_changed):
-            settings = mirror_config.client_settings(image.config(MIRROR_RESOURCE, m))
-            if self._started_with.get(m, settings) == settings:
+            if not self._fetcher.settings_changed(image, m):
                 mirrors_changed.discard(m)  # never started, or bookkeeping keys only
-            else:
-                self._started_with[m] = settings
         if mirrors_changed:
             # a mirror's connection settings changed: restart its fetchers so they reconnect
             for key, info in list(self._info.items()):
-                if info.mirror in mirrors_changed and key in self._fetching:
-                    self._spawn(self._restart_fetcher(key, info), key)
+                if info.mirror in mirrors_changed and self._fetcher.fetching(key):
+                    self._spawn(self._fetcher.restart(key, info), key)
         for name in topics:
             self.reconcile_topic(image, name)
         for name, partitions in changed.items():
@@ -131,22 +174,20 @@ class ReconcileScheduling(FetcherControl):
             return wanted.state != MirrorState.STOPPED  # stays FAILED until removed
         if info.state != wanted.state:
             return False
-        return info.state != MirrorState.MIRRORING or key in self._fetching
+        return info.state != MirrorState.MIRRORING or self._fetcher.fetching(key)
 
     async def _step_down(self, key: Key) -> None:
         """This node no longer leads ``key``: its fetcher stops, and the state stays with the
         coordinator for the new leader (nothing is written from here)."""
-        async with self._lock(key):
+        async with self._book.lock(key):
             hosted = self._replicas.get(*key)
             if hosted is not None and hosted.is_leader:
                 return  # leading again by the time the lock was free
             info = self._info.pop(key, None)
             self._last_error.pop(key, None)
-            bump = self._bumping.pop(key, None)
-            if bump is not None:
-                bump.cancel()  # the new leader bumps for itself
+            self._failover.cancel_bump(key)  # the new leader bumps for itself
             if info is not None:
-                await self._stop_fetcher(key, info.mirror)
+                await self._fetcher.stop(key, info.mirror)
                 log.info(
                     "mirror %s: %s-%d is led elsewhere now; fetcher stopped", info.mirror, *key
                 )
@@ -177,18 +218,18 @@ class ReconcileScheduling(FetcherControl):
             log.error("mirror reconcile failed", exc_info=task.exception())
 
     async def _fail(self, key: Key, reason: str) -> None:
-        async with self._lock(key):
+        async with self._book.lock(key):
             info = self._info.get(key)
             if info is None or info.state == MirrorState.FAILED:
                 return
-            await self._stop_fetcher(key, info.mirror)
+            await self._fetcher.stop(key, info.mirror)
             await self._states.write_state(info.mirror, info.topic_id, key[1], MirrorState.FAILED)
             info.state = MirrorState.FAILED
             info.error = reason
 
     async def _reconcile(self, key: Key, topic_id: uuid.UUID) -> None:
         try:
-            await self._reconcile_locked(key, topic_id)
+            await self._stepper.step(key, topic_id)
         except Exception as e:
             code = getattr(e, "code", None)
             if code is not None:  # coordinator not loaded yet, source unreachable...: retried later

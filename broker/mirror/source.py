@@ -140,7 +140,7 @@ class SourceClient:
             self._pool[key] = client
         return client
 
-    def _candidates(self) -> list[ReconnectingClient]:
+    def candidates(self) -> list[ReconnectingClient]:
         out: list[ReconnectingClient] = []
         if self._preferred is not None:
             out.append(self._preferred)
@@ -153,14 +153,14 @@ class SourceClient:
                 out.append(client)
         return out
 
-    async def _any(self, api_key: int, fields: dict[str, Any]) -> tuple[int, Any]:
+    async def send_any(self, api_key: int, fields: dict[str, Any]) -> tuple[int, Any]:
         """Send to the first bootstrap broker that answers."""
         if self._closed:
             raise SourceError("source client is closed")
         last: Exception | None = None
-        for client in self._candidates():
+        for client in self.candidates():
             try:
-                result = await self._send(client, api_key, fields)
+                result = await self.send(client, api_key, fields)
             except NetworkError as e:
                 if isinstance(e, UnsupportedVersionError):
                     raise
@@ -168,13 +168,13 @@ class SourceClient:
                 continue
             self._preferred = client
             return result  # type: ignore[no-any-return]
-        raise SourceError(f"no source broker of {self._bootstrap_text()} answered: {last}")
+        raise SourceError(f"no source broker of {self.bootstrap_text()} answered: {last}")
 
-    def _bootstrap_text(self) -> str:
+    def bootstrap_text(self) -> str:
         return ",".join(f"{h}:{p}" for h, p in self.bootstrap)
 
     @staticmethod
-    async def _send(client: ReconnectingClient, api_key: int, fields: dict[str, Any]) -> Any:
+    async def send(client: ReconnectingClient, api_key: int, fields: dict[str, Any]) -> Any:
         conn = await client.connection()
         version = conn.version_for(api_key)
         spec = REGISTRY.spec(api_key)
@@ -194,7 +194,7 @@ class SourceClient:
     ) -> Any:
         leader = await self.leader_of(topic, partition)
         try:
-            _, resp = await self._send(self.connection_for(leader), api_key, fields)
+            _, resp = await self.send(self.connection_for(leader), api_key, fields)
         except NetworkError as e:
             if isinstance(e, UnsupportedVersionError):
                 raise
@@ -204,7 +204,7 @@ class SourceClient:
     # -- metadata ------------------------------------------------------------------------
     async def api_versions(self) -> dict[int, tuple[int, int]]:
         last: Exception | None = None
-        for client in self._candidates():
+        for client in self.candidates():
             try:
                 conn = await client.connection()
             except NetworkError as e:
@@ -212,11 +212,11 @@ class SourceClient:
                 continue
             self._preferred = client
             return dict(conn.server_versions)
-        raise SourceError(f"no source broker of {self._bootstrap_text()} answered: {last}")
+        raise SourceError(f"no source broker of {self.bootstrap_text()} answered: {last}")
 
-    async def _metadata(self, names: Sequence[str] | None) -> tuple[int, Any]:
+    async def metadata(self, names: Sequence[str] | None) -> tuple[int, Any]:
         topics = None if names is None else [{"name": n} for n in names]
-        version, resp = await self._any(
+        version, resp = await self.send_any(
             METADATA,
             {
                 "topics": topics,
@@ -229,19 +229,19 @@ class SourceClient:
         return version, resp
 
     async def cluster_id(self) -> str | None:
-        _, resp = await self._metadata([])
+        _, resp = await self.metadata([])
         cid = getattr(resp, "cluster_id", None)
         return str(cid) if cid else None
 
     async def brokers(self) -> dict[int, tuple[str, int]]:
-        await self._metadata([])
+        await self.metadata([])
         return dict(self._brokers)
 
     async def topics(self, names: Sequence[str] | None = None) -> dict[str, SourceTopic]:
         """Topics that exist at the source (all when ``names`` is None); missing ones are left out."""
         if names is not None and not names:
             return {}
-        _, resp = await self._metadata(names)
+        _, resp = await self.metadata(names)
         out: dict[str, SourceTopic] = {}
         for t in resp.topics:
             if _code(t.error_code) != 0 or not t.name:
@@ -277,7 +277,7 @@ class SourceClient:
         if not names:
             return {}
         try:
-            version, resp = await self._any(
+            version, resp = await self.send_any(
                 DESCRIBE_CONFIGS,
                 {
                     "resources": [
@@ -412,7 +412,7 @@ class SourceClient:
         answers: list[Any] = []
         for node_id in sorted(await self.brokers()):
             try:
-                _version, resp = await self._send(
+                _version, resp = await self.send(
                     self.connection_for(node_id), DESCRIBE_MIRRORS, body
                 )
             except UnsupportedVersionError:

@@ -2,8 +2,9 @@
 
 It sends consumer Fetch requests in an incremental fetch session (KIP-227), by topic id when
 every partition has one, waits out the node's log writer, the source's throttle_time_ms and the
-destination's throttle, and hands each partition of the answer to the manager (`_apply`),
-then reconciles the partitions the answer said to.
+destination's throttle, and hands each partition of the answer to the `Appender` it was given,
+then has the `Reconciler` realign the partitions the answer said to. What it needs of the rest
+comes in one `FetcherServices` bundle.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from protocol.errors import ProtocolError
 from protocol.fetch_codec import (
@@ -27,60 +27,65 @@ from protocol.fetch_session import SESSION_ERRORS, FetchSessionBuilder
 
 from ..network.client import ReconnectingClient, backoff_ms
 from ..network.errors import NetworkError
+from .fetch_interfaces import FetcherServices
 from .fetch_state import (
     NONE,
     RETRY_BACKOFF_MAX_MS,
     RETRY_BACKOFF_MS,
     FetcherCounters,
+    FetchMirror,
+    FetchPartition,
     Key,
-    _Mirror,
-    _Partition,
-    _Sent,
+    SentFetch,
 )
 from .source import SourceError
-
-if TYPE_CHECKING:
-    from .fetcher import MirrorFetcherManager
 
 # The name the code logged under before fetcher.py was split: KMIRROR_LOG_LEVELS lines and the
 # (logger) of log lines stay the same.
 log = logging.getLogger("broker.mirror.fetcher")
 
 
-class _Fetcher:
+class SourceFetcher:
     """One task fetching a mirror's partitions led by one source broker."""
 
-    def __init__(self, mgr: MirrorFetcherManager, m: _Mirror, fetcher_id: int, node: int) -> None:
-        self.mgr = mgr
+    def __init__(
+        self,
+        services: FetcherServices,
+        m: FetchMirror,
+        fetcher_id: int,
+        node: int,
+        counters: FetcherCounters,
+    ) -> None:
+        self.services = services
         self.mirror = m
         self.fetcher_id = fetcher_id
         self.node = node
-        self.client_id = f"broker-{mgr.node_id}-fetcher-{fetcher_id}-mirror-{m.name}"
-        self.parts: dict[Key, _Partition] = {}
+        self.client_id = f"broker-{services.node_id}-fetcher-{fetcher_id}-mirror-{m.name}"
+        self.parts: dict[Key, FetchPartition] = {}
         self.wake = asyncio.Event()
         self.session = FetchSessionBuilder()
         self.session_by_id: bool | None = None
-        # per partition: (its state, the fields its entry was built from, _Sent, entry)
+        # per partition: (its state, the fields its entry was built from, SentFetch, entry)
         self._entries: dict[
-            Key, tuple[_Partition, tuple[int, int, int, int], _Sent, FetchPartitionRequest]
+            Key, tuple[FetchPartition, tuple[int, int, int, int], SentFetch, FetchPartitionRequest]
         ] = {}
-        self.reconcile: set[_Partition] = set()
-        self.diverged: dict[_Partition, tuple[int, int]] = {}
+        self.reconcile: set[FetchPartition] = set()
+        self.diverged: dict[FetchPartition, tuple[int, int]] = {}
         self.failures = 0
         # time.monotonic() until which the source broker asked this fetcher to wait
         # (a Fetch response's throttle_time_ms, KIP-219: the client holds back, not the broker)
         self.source_throttle_until = 0.0
-        self.counters = mgr._counters.setdefault((m.name, node, fetcher_id), FetcherCounters())
+        self.counters = counters  # the manager's: they outlive this fetcher
         self.task: asyncio.Task[None] | None = asyncio.create_task(
             self._run(), name=self.client_id + f"-node-{node}"
         )
 
-    def assign(self, p: _Partition) -> None:
+    def assign(self, p: FetchPartition) -> None:
         p.fetcher = self
         self.parts[p.key] = p
         self.wake.set()
 
-    def drop(self, p: _Partition) -> None:
+    def drop(self, p: FetchPartition) -> None:
         if self.parts.get(p.key) is p:
             del self.parts[p.key]
         if p.fetcher is self:
@@ -112,7 +117,8 @@ class _Fetcher:
         for p in list(self.parts.values()):
             p.error = error
         await asyncio.sleep(
-            backoff_ms(self.failures, RETRY_BACKOFF_MS, RETRY_BACKOFF_MAX_MS, self.mgr._rng) / 1000
+            backoff_ms(self.failures, RETRY_BACKOFF_MS, RETRY_BACKOFF_MAX_MS, self.services.rng)
+            / 1000
         )
 
     async def _step(self) -> None:
@@ -121,7 +127,7 @@ class _Fetcher:
             self.wake.clear()
             await self.wake.wait()
             return
-        room = self.mgr.writer_room(self.parts.values())
+        room = self.services.logs.writer_room(self.parts.values())
         if room is not None:  # the node's log writer is behind: fetch once it caught up
             await room
             return  # and look again (``room`` wakes every waiter at once)
@@ -132,7 +138,7 @@ class _Fetcher:
             return
         # Over the rate: throttled partitions sit out (Kafka's follower quota does the same);
         # the others are fetched as usual.
-        delay = self.mgr.throttle.delay()
+        delay = self.services.throttle.delay()
         if delay > 0 and all(p.throttled for p in self.parts.values()):
             await asyncio.sleep(min(delay, 1.0))
             self.counters.throttled_seconds += min(delay, 1.0)
@@ -192,11 +198,15 @@ class _Fetcher:
             p = s.state
             if p.removed or p.failed or self.parts.get(p.key) is not p:
                 continue
-            appended = self.mgr._apply(p, s, data, self)
+            appended, reconcile, diverged = self.services.appender.apply(p, s, data)
+            if reconcile:
+                if diverged is not None:
+                    self.diverged[p] = diverged
+                self.reconcile.add(p)
             appended_bytes += appended
             if p.throttled:
                 throttled_bytes += appended
-        self.mgr.throttle.consume(throttled_bytes)
+        self.services.throttle.consume(throttled_bytes)
         self._confirm(sent)
         self.counters.appended_bytes += appended_bytes
         self.counters.throttled_bytes += throttled_bytes
@@ -206,12 +216,12 @@ class _Fetcher:
             for p in todo:
                 diverged = self.diverged.pop(p, None)
                 if self.parts.get(p.key) is p:
-                    await self.mgr._reconcile(p, diverged)
+                    await self.services.reconciler.reconcile(p, diverged)
 
-    def _confirm(self, sent: Mapping[Key, _Sent]) -> None:
+    def _confirm(self, sent: Mapping[Key, SentFetch]) -> None:
         """A good answer confirms the source offset of every partition it was asked about: an
         incremental session leaves the unchanged ones out (status bookkeeping for --describe)."""
-        now = self.mgr.clock.now_ms()
+        now = self.services.now_ms()
         for s in sent.values():
             p = s.state
             if p.src_hw >= 0 and p.error is None and not p.removed and not p.failed:
@@ -224,22 +234,22 @@ class _Fetcher:
         self.counters.errors += 1
         log.info("mirror %s: %s", self.mirror.name, error)
         for p in list(self.parts.values()):
-            self.mgr._park(p, error)
+            self.services.parking.park(p, error)
         self.parts.clear()
 
     def _build(
         self, version: int, by_id: bool, throttle_delay: float = 0.0
-    ) -> tuple[bytes, dict[Key, _Sent], dict[uuid.UUID | str, str]]:
+    ) -> tuple[bytes, dict[Key, SentFetch], dict[uuid.UUID | str, str]]:
         """The Fetch request. Throttled partitions ask for at most the throttle's burst, and are
         left out (forgotten by the session) while ``throttle_delay`` > 0; the wait for data is
         then cut to that delay so they are back in time."""
         m = self.mirror
-        cap = self.mgr.throttle.request_cap()
+        cap = self.services.throttle.request_cap()
         held = throttle_delay > 0
         max_wait_ms = m.max_wait_ms if not held else min(m.max_wait_ms, int(throttle_delay * 1000))
         only_throttled = all(p.throttled for p in self.parts.values())
         max_bytes = m.max_bytes if cap is None or not only_throttled else min(m.max_bytes, cap)
-        sent: dict[Key, _Sent] = {}
+        sent: dict[Key, SentFetch] = {}
         wanted: list[FetchPartitionRequest] = []
         id_map: dict[uuid.UUID | str, str] = {}
         # Each partition's entry is reused while its fields stay the same: a fetcher of
@@ -251,7 +261,7 @@ class _Fetcher:
             part_max = m.partition_max_bytes
             if p.throttled and cap is not None:
                 part_max = min(part_max, cap)
-            plog = self.mgr.get_log(p.topic, p.partition)
+            plog = self.services.logs.get_log(p.topic, p.partition)
             if plog is None:
                 continue
             if p.topic_id is not None:
@@ -268,7 +278,7 @@ class _Fetcher:
             ):
                 s, fpr = hit[2], hit[3]  # unchanged: the session builder sees the same entry
             else:
-                s = _Sent(p, leo, p.leader_epoch, last_epoch, part_max)
+                s = SentFetch(p, leo, p.leader_epoch, last_epoch, part_max)
                 fpr = FetchPartitionRequest(
                     p.source_topic,
                     p.topic_id,

@@ -63,9 +63,7 @@ class SyncSourceClient(SourceClient):
 
     async def _to_node(self, node_id: int, api_key: int, fields: dict[str, Any]) -> tuple[int, Any]:
         try:
-            result: tuple[int, Any] = await self._send(
-                self.connection_for(node_id), api_key, fields
-            )
+            result: tuple[int, Any] = await self.send(self.connection_for(node_id), api_key, fields)
         except UnsupportedVersionError:
             raise
         except NetworkError as e:
@@ -76,7 +74,7 @@ class SyncSourceClient(SourceClient):
         """Names the source positively reports as unknown (deleted), ignoring other errors."""
         if not names:
             return set()
-        _, resp = await self._metadata(list(names))
+        _, resp = await self.metadata(list(names))
         return {
             str(t.name)
             for t in resp.topics
@@ -110,7 +108,7 @@ class SyncSourceClient(SourceClient):
         version = await self._version(FIND_COORDINATOR)
         out: dict[str, int] = {}
         if version >= FIND_COORDINATOR_BATCH_FROM:
-            _, resp = await self._any(
+            _, resp = await self.send_any(
                 FIND_COORDINATOR, {"key_type": GROUP_KEY, "coordinator_keys": list(group_ids)}
             )
             for c in resp.coordinators:
@@ -118,19 +116,19 @@ class SyncSourceClient(SourceClient):
                     out[str(c.key)] = int(c.node_id)
             return out
         for gid in group_ids:
-            _, resp = await self._any(FIND_COORDINATOR, {"key": gid, "key_type": GROUP_KEY})
+            _, resp = await self.send_any(FIND_COORDINATOR, {"key": gid, "key_type": GROUP_KEY})
             if _code(resp.error_code) == 0:
                 out[gid] = int(resp.node_id)
         return out
 
     async def _version(self, api_key: int) -> int:
-        for client in self._candidates():
+        for client in self.candidates():
             try:
                 conn = await client.connection()
             except NetworkError:
                 continue
             return conn.version_for(api_key)  # UnsupportedVersionError when the source lacks it
-        raise SourceError(f"no source broker of {self._bootstrap_text()} answered")
+        raise SourceError(f"no source broker of {self.bootstrap_text()} answered")
 
     async def committed_offsets(
         self, node_id: int, group_id: str, topics: Mapping[str, Sequence[int]]
@@ -226,7 +224,7 @@ class SyncSourceClient(SourceClient):
     async def describe_acls(self) -> list[Acl]:
         """Every ACL of the source (DescribeAcls, match-all filter). A source without an
         authorizer raises SourceError with code SECURITY_DISABLED."""
-        _, resp = await self._any(
+        _, resp = await self.send_any(
             DESCRIBE_ACLS,
             {
                 "resource_type_filter": ResourceType.ANY,

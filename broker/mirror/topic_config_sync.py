@@ -4,17 +4,17 @@
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from ..controller import mirror_config
 from ..controller.controller import ConfigChange
 from ..controller.mirrors import split_mirror_name
-from ..metadata.image import MIRROR_RESOURCE, TOPIC_RESOURCE
+from ..metadata.image import MIRROR_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from ..metadata.mirror_states import MIRROR_NAME_CONFIG
 from .core.config_filter import config_ops
 from .metadata_sync_interfaces import SyncSource, TopicController
-from .metadata_sync_state import SyncState, compile_patterns
+from .metadata_sync_state import SyncReport, compile_patterns
 
 # The name the code logged under before metadata_sync.py was split: KMIRROR_LOG_LEVELS lines
 # and the (logger) of log lines stay the same.
@@ -23,10 +23,18 @@ log = logging.getLogger("broker.mirror.metadata_sync")
 DESCRIBE_CONFIGS: Final = 32
 
 
-class TopicConfigSync(SyncState):
-    _controller: TopicController
+class TopicConfigSync:
+    def __init__(
+        self,
+        report: SyncReport,
+        image: Callable[[], MetadataImage],
+        controller: TopicController,
+    ) -> None:
+        self._report = report
+        self._image = image
+        self._controller = controller
 
-    async def _sync_configs(
+    async def sync(
         self,
         mirror: str,
         client: SyncSource,
@@ -34,7 +42,9 @@ class TopicConfigSync(SyncState):
         present: Mapping[str, Any],
     ) -> None:
         if DESCRIBE_CONFIGS not in versions:
-            self._skip(mirror, "topic_configs", "the source does not support DescribeConfigs")
+            self._report.skip(
+                mirror, "topic_configs", "the source does not support DescribeConfigs"
+            )
             return
         if not present:
             return
@@ -46,16 +56,16 @@ class TopicConfigSync(SyncState):
                 )
             )
         except re.error as e:
-            self._error(
+            self._report.error(
                 mirror, "topic_configs", f"bad {mirror_config.TOPIC_PROPERTIES_EXCLUDE}: {e}"
             )
             return
         # present: local name -> the source's topic (its name is the source's, e.g. unprefixed)
         src_name = {n: getattr(t, "name", n) or n for n, t in present.items()}
         try:
-            source = await self._call(client.topic_configs(sorted(set(src_name.values()))))
+            source = await self._report.call(client.topic_configs(sorted(set(src_name.values()))))
         except Exception as e:
-            self._error(mirror, "topic_configs", f"DescribeConfigs: {e or type(e).__name__}")
+            self._report.error(mirror, "topic_configs", f"DescribeConfigs: {e or type(e).__name__}")
             return
         img = self._image()
         changes = []
@@ -76,7 +86,7 @@ class TopicConfigSync(SyncState):
             changes, await self._controller.alter_configs(changes, False), strict=True
         ):
             if int(res.error) != 0:
-                self._error(mirror, "topic_configs", f"{ch.resource_name}: {res.message}")
+                self._report.error(mirror, "topic_configs", f"{ch.resource_name}: {res.message}")
             else:
                 log.info(
                     "mirror %s: %s configs synced from the source (%s)",

@@ -4,14 +4,14 @@ more partitions at the source are expanded, and new source topics matching the m
 """
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..metadata import mirror_names
 from ..metadata.image import MIRROR_RESOURCE, MetadataImage
 from . import topic_discovery
 from .metadata_sync_interfaces import MirrorTopics, SyncSource, TopicController
-from .metadata_sync_state import SyncState
+from .metadata_sync_state import SyncReport
 from .topic_config_sync import DESCRIBE_CONFIGS
 
 # The name the code logged under before metadata_sync.py was split: KMIRROR_LOG_LEVELS lines
@@ -19,12 +19,22 @@ from .topic_config_sync import DESCRIBE_CONFIGS
 log = logging.getLogger("broker.mirror.metadata_sync")
 
 
-class TopicSync(SyncState):
-    _controller: TopicController
-    _mirrors: MirrorTopics
-    _own_cluster_id: str
+class TopicSync:
+    def __init__(
+        self,
+        report: SyncReport,
+        image: Callable[[], MetadataImage],
+        controller: TopicController,
+        mirrors: MirrorTopics,
+        own_cluster_id: str = "",
+    ) -> None:
+        self._report = report
+        self._image = image
+        self._controller = controller
+        self._mirrors = mirrors
+        self._own_cluster_id = own_cluster_id  # loop prevention (`mirror_names.loops_back`)
 
-    async def _sync_topics(
+    async def sync(
         self,
         mirror: str,
         client: SyncSource,
@@ -41,17 +51,17 @@ class TopicSync(SyncState):
         naming = mirror_names.naming(img.config(MIRROR_RESOURCE, mirror))
         to_source = {n: naming.source_topic(n) for n in names}
         try:
-            asked = dict(await self._call(client.topics(sorted(set(to_source.values())))))
+            asked = dict(await self._report.call(client.topics(sorted(set(to_source.values())))))
             found = {n: asked[s] for n, s in to_source.items() if s in asked}
             absent = [n for n in names if n not in found]
             missing = (
-                set(await self._call(client.missing_topics([to_source[n] for n in absent])))
+                set(await self._report.call(client.missing_topics([to_source[n] for n in absent])))
                 if absent
                 else set()
             )
             gone = {n for n in absent if to_source[n] in missing}
         except Exception as e:
-            self._error(mirror, "metadata", f"source metadata: {e or type(e).__name__}")
+            self._report.error(mirror, "metadata", f"source metadata: {e or type(e).__name__}")
             return None
         for name, src in found.items():
             local = img.topics.get(name)
@@ -67,7 +77,7 @@ class TopicSync(SyncState):
             out = await self._mirrors.remove_topics(mirror, sorted(gone))
             for r in getattr(out, "topics", []):
                 if int(r.error) != 0:
-                    self._error(mirror, "topic_removal", f"{r.name}: {r.message or r.error}")
+                    self._report.error(mirror, "topic_removal", f"{r.name}: {r.message or r.error}")
         present = {n: found[n] for n in active if n in found and n not in gone}
         grow = [
             (n, len(src.partitions), None)
@@ -79,12 +89,12 @@ class TopicSync(SyncState):
             results = await self._controller.create_partitions(grow, False)
             for r in results:
                 if int(r.error) != 0:
-                    self._error(mirror, "partitions", f"{r.name}: {r.message or r.error}")
+                    self._report.error(mirror, "partitions", f"{r.name}: {r.message or r.error}")
                 else:
                     log.info("mirror %s: %s expanded like its source", mirror, r.name)
         return present
 
-    async def _discover_topics(
+    async def discover(
         self, mirror: str, client: SyncSource, versions: Mapping[int, tuple[int, int]]
     ) -> None:
         """Source topics new since the last refresh that a stored ``--add`` pattern selects."""
@@ -95,16 +105,16 @@ class TopicSync(SyncState):
                 client,
                 self._mirrors,
                 can_describe_configs=DESCRIBE_CONFIGS in versions,
-                call=self._call,
+                call=self._report.call,
                 own_cluster_id=self._own_cluster_id,
             )
         except Exception as e:
-            self._error(
+            self._report.error(
                 mirror, "topic_discovery", f"listing source topics: {e or type(e).__name__}"
             )
             return
         if found.looped:
-            self._skip(
+            self._report.skip(
                 mirror,
                 "loop",
                 f"source topic(s) {', '.join(found.looped)} are mirrors of this cluster "
@@ -112,7 +122,9 @@ class TopicSync(SyncState):
                 "not mirrored back",
             )
         if found.configs_skipped:
-            self._skip(mirror, "topic_configs", "the source does not support DescribeConfigs")
+            self._report.skip(
+                mirror, "topic_configs", "the source does not support DescribeConfigs"
+            )
         if found.added:
             log.info(
                 "mirror %s: new source topic(s) matching its patterns added: %s",
@@ -120,4 +132,4 @@ class TopicSync(SyncState):
                 ", ".join(found.added),
             )
         for name, why in sorted(found.failed.items()):
-            self._error(mirror, "topic_discovery", f"{name}: {why}")
+            self._report.error(mirror, "topic_discovery", f"{name}: {why}")

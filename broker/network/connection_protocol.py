@@ -8,6 +8,10 @@ answered or not, until written) and by the transport's write buffer high-water m
 reading pauses. A frame's buffer grows as its bytes arrive (see `FrameReader`). The bytes a
 request holds are accounted in the server's request memory (see `request_memory`).
 
+A connection gets what it needs from its server as one `ConnectionEnv`, built once per server:
+the handler, the request memory, the counters, the limits, and its `ConnectionOwner` (the table
+of open connections) that it tells when it opens and closes.
+
 This is the per-request hot path: keep it free of extra calls and indirection. A bad frame size
 or a handler exception closes this one connection; nothing a client sends reaches the event
 loop's exception handler.
@@ -17,17 +21,18 @@ import asyncio
 import logging
 import struct
 from collections import deque
+from collections.abc import Callable
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Final, cast
+from dataclasses import dataclass
+from typing import Any, Final, Protocol, cast
 
 from protocol.errors import FrameError
 
 from .framer import FrameReader
-from .handler import ConnectionContext, Response
+from .handler import ConnectionContext, Handler, Response
 from .listener import Listener
-
-if TYPE_CHECKING:
-    from .server import KafkaServer
+from .request_memory import RequestMemory
+from .stats import ServerCounters
 
 # The name the code logged under before server.py was split: KMIRROR_LOG_LEVELS lines and the
 # (logger) of log lines stay the same.
@@ -50,13 +55,45 @@ class _Slot:
 _CURRENT_SLOT: ContextVar[_Slot | None] = ContextVar("kmirror_current_slot", default=None)
 
 
-class _Connection(asyncio.BufferedProtocol):
-    def __init__(self, server: "KafkaServer", listener: Listener, ip: str) -> None:
-        self._server = server
-        self._listener = listener
+class ConnectionOwner(Protocol):
+    """What a connection tells its server: that it opened (it gets a number) and closed."""
+
+    def next_index(self) -> int: ...
+    def opened(self, conn: "Connection") -> None: ...
+    def closed(self, conn: "Connection") -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionEnv:
+    """What every connection of one server shares."""
+
+    handler: Handler
+    memory: RequestMemory
+    counters: ServerCounters
+    owner: ConnectionOwner
+    max_request_bytes: int
+    max_inflight: int
+    write_high_water: int
+    write_low_water: int
+    monotonic: Callable[[], float]
+
+
+class Connection(asyncio.BufferedProtocol):
+    """One accepted connection; ``ip`` is its peer's address as the connection quotas count
+    it (its place there is given back through ``env.owner`` when it closes)."""
+
+    def __init__(self, env: ConnectionEnv, listener: Listener, ip: str) -> None:
+        self._env = env
+        # The parts read on every request, one attribute away.
+        self._handler = env.handler
+        self._memory = env.memory
+        self._counters = env.counters
+        self._monotonic = env.monotonic
+        self._max_inflight = env.max_inflight
+        self.listener = listener
         self.ip = ip  # the peer's address, as counted by the connection quotas
         self.counted = True  # holds its place in the quotas until released
-        self._reader = FrameReader(listener.pre_auth_max_bytes or server.max_request_bytes)
+        self._reader = FrameReader(listener.pre_auth_max_bytes or env.max_request_bytes)
         self._slots: deque[_Slot] = deque()
         self._tasks: set[asyncio.Task[None]] = set()
         self._transport: asyncio.Transport | None = None
@@ -70,7 +107,7 @@ class _Connection(asyncio.BufferedProtocol):
         # own array (its announced size); moved to the frame's slot when the frame is complete.
         self._reserved = 0
         self.closing = False
-        self.last_active = server.monotonic()
+        self.last_active = env.monotonic()
         self.ctx: ConnectionContext | None = None
         self._muted: asyncio.TimerHandle | None = None  # throttled by a client quota until
 
@@ -79,19 +116,17 @@ class _Connection(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports don't subclass asyncio.Transport; they implement it.
         self._transport = transport = cast(asyncio.Transport, transport)
-        server = self._server
-        local = _addr(transport.get_extra_info("sockname"))
-        peer = _addr(transport.get_extra_info("peername"))
-        index = server._next_index()
+        env, listener = self._env, self.listener
+        local = address_of(transport.get_extra_info("sockname"))
+        peer = address_of(transport.get_extra_info("peername"))
+        index = env.owner.next_index()
         conn_id = f"{local[0]}:{local[1]}-{peer[0]}:{peer[1]}-{index}"
-        self.ctx = ConnectionContext(
-            conn_id, self._listener.name, peer, self._listener.security_protocol, self
-        )
-        if self._listener.ssl_context is not None:
+        self.ctx = ConnectionContext(conn_id, listener.name, peer, listener.security_protocol, self)
+        if listener.ssl_context is not None:
             # connection_made comes after the TLS handshake, so the certificate is known here.
             self.ctx.peer_certificate = transport.get_extra_info("peercert") or None
-        transport.set_write_buffer_limits(server.write_high_water, server.write_low_water)
-        server._connection_opened(self)
+        transport.set_write_buffer_limits(env.write_high_water, env.write_low_water)
+        env.owner.opened(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
@@ -102,20 +137,20 @@ class _Connection(asyncio.BufferedProtocol):
         for task in self._tasks:
             task.cancel()
         for slot in self._slots:
-            self._server._release(slot)
+            self._release(slot)
         self._slots.clear()
         self._give_back_reservation()
         self._reader.release()  # the read buffers go now, not at the next full GC
         self._resolve_drained()
-        self._server._connection_closed(self)
+        self._env.owner.closed(self)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._reader.get_buffer(sizehint)
 
     def buffer_updated(self, nbytes: int) -> None:
         self._reader.buffer_updated(nbytes)
-        self._server.bytes_in += nbytes
-        self.last_active = self._server.monotonic()
+        self._counters.bytes_in += nbytes
+        self.last_active = self._monotonic()
         self._take_frames()
 
     def eof_received(self) -> bool | None:
@@ -135,8 +170,8 @@ class _Connection(asyncio.BufferedProtocol):
     # -- requests
 
     def _take_frames(self) -> None:
-        server = self._server
-        limit = server.max_inflight
+        memory = self._memory
+        limit = self._max_inflight
         reader = self._reader
         if self._close_requested or self._draining:
             self._discard_frames()
@@ -148,13 +183,13 @@ class _Connection(asyncio.BufferedProtocol):
             and not self._close_requested
             and not self._write_paused
             and len(self._slots) < limit
-            and (self._reserved or not server.memory_full)
+            and (self._reserved or not memory.full)
             and self._muted is None
         ):
             try:
                 frame = reader.next_frame()
             except FrameError as e:
-                log.warning("closing %s: %s (%s)", self._name(), e, self._limit_name())
+                log.warning("closing %s: %s (%s)", self.name(), e, self._limit_name())
                 self.shutdown(abort=True)
                 return
             if frame is None:
@@ -162,7 +197,7 @@ class _Connection(asyncio.BufferedProtocol):
                 if pending and not self._reserved:
                     # A large frame started: reserve all of it, so it can always complete.
                     self._reserved = pending
-                    server._reserve(pending)
+                    memory.reserve(pending)
                 break
             self._dispatch(frame)
         if not self._slots and (
@@ -183,16 +218,18 @@ class _Connection(asyncio.BufferedProtocol):
 
     def _give_back_reservation(self) -> None:
         if self._reserved:
-            self._server._unreserve(self._reserved)
+            self._memory.unreserve(self._reserved)
             self._reserved = 0
 
     def _dispatch(self, frame: memoryview) -> None:
-        slot = _Slot(len(frame))
+        size = len(frame)
+        slot = _Slot(size)
         self._slots.append(slot)
-        # The frame of a reservation (always the next one taken) keeps its bytes as its slot's.
-        self._server._hold(slot, self._reserved)
+        # The slot's bytes are held until its response is written; the frame of a reservation
+        # (always the next one taken) has its bytes held already.
+        self._memory.reserve(size - self._reserved)
         self._reserved = 0
-        self._server.requests += 1
+        self._counters.requests += 1
         task = asyncio.get_running_loop().create_task(self._serve(slot, frame))
         slot.task = task
         self._tasks.add(task)
@@ -203,11 +240,11 @@ class _Connection(asyncio.BufferedProtocol):
         assert ctx is not None
         _CURRENT_SLOT.set(slot)
         try:
-            response = await self._server.handler(ctx, frame)
+            response = await self._handler(ctx, frame)
         except asyncio.CancelledError:
             raise
         except Exception:
-            log.exception("request handler failed; closing %s", self._name())
+            log.exception("request handler failed; closing %s", self.name())
             self.shutdown(abort=False)
             return
         finally:
@@ -223,10 +260,12 @@ class _Connection(asyncio.BufferedProtocol):
     def _flush(self) -> None:
         transport = self._transport
         slots = self._slots
+        memory = self._memory
         freed = False
         while slots and slots[0].done:
             slot = slots.popleft()
-            self._server._release(slot)
+            size, slot.size = slot.size, 0
+            memory.unreserve(size)
             response, slot.response = slot.response, None
             freed = True
             if response and transport is not None:
@@ -234,9 +273,9 @@ class _Connection(asyncio.BufferedProtocol):
                 for buf in response:
                     size += len(buf)
                 transport.writelines([_SIZE.pack(size), *response])
-                self._server.bytes_out += size + 4
+                self._counters.bytes_out += size + 4
         if freed:
-            self.last_active = self._server.monotonic()
+            self.last_active = self._monotonic()
             if not slots:
                 self._resolve_drained()
             self._take_frames()
@@ -248,9 +287,9 @@ class _Connection(asyncio.BufferedProtocol):
         want = (
             not self._eof
             and not self._write_paused
-            and len(self._slots) < self._server.max_inflight
+            and len(self._slots) < self._max_inflight
             # a reserved frame is read to its end, whatever the memory
-            and (not self._server.memory_full or self._reserved > 0)
+            and (not self._memory.full or self._reserved > 0)
             and self._muted is None
         )
         if want != self._reading:
@@ -316,17 +355,22 @@ class _Connection(asyncio.BufferedProtocol):
             return
         while self._slots and self._slots[-1] is not current:
             slot = self._slots.pop()
-            self._server._release(slot)
+            self._release(slot)
             if slot.task is not None:
                 slot.task.cancel()
                 slot.task = None
 
+    def _release(self, slot: _Slot) -> None:
+        """Give back the request bytes ``slot`` holds (once)."""
+        size, slot.size = slot.size, 0
+        self._memory.unreserve(size)
+
     def lift_pre_auth_limit(self) -> None:
-        self._reader.set_max_size(self._server.max_request_bytes)
+        self._reader.set_max_size(self._env.max_request_bytes)
 
     def _limit_name(self) -> str:
         """The config key behind the frame size limit in force on this connection."""
-        if self._reader.max_size == self._server.max_request_bytes:
+        if self._reader.max_size == self._env.max_request_bytes:
             return "socket.request.max.bytes"
         return "sasl.server.max.receive.size, before SASL authentication"
 
@@ -348,15 +392,17 @@ class _Connection(asyncio.BufferedProtocol):
         if fut is not None and not fut.done():
             fut.set_result(None)
 
-    def _name(self) -> str:
+    def name(self) -> str:
+        """The connection's id, for log lines."""
         return self.ctx.connection_id if self.ctx is not None else "connection"
 
     @property
     def listener_name(self) -> str:
-        return self._listener.name
+        return self.listener.name
 
 
-def _addr(info: Any) -> tuple[str, int]:
+def address_of(info: Any) -> tuple[str, int]:
+    """(host, port) of a socket address (``getpeername``/``accept``), ("?", -1) if unknown."""
     if isinstance(info, tuple) and len(info) >= 2:
         return str(info[0]), int(info[1])
     return "?", -1

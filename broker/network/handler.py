@@ -4,17 +4,24 @@ request came on, and the `Response` it returns (buffers, written without being j
 
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeAlias
-
-if TYPE_CHECKING:
-    from .connection_protocol import _Connection
-
+from typing import Any, Protocol, TypeAlias
 
 Buffer: TypeAlias = bytes | bytearray | memoryview
 # A response payload without its size prefix (response header included), as a list of buffers
 # so large record data is written without being joined.
 Response: TypeAlias = list[Buffer]
 Handler: TypeAlias = Callable[["ConnectionContext", memoryview], Awaitable[Response | None]]
+
+
+class ConnectionControl(Protocol):
+    """What a `ConnectionContext` asks of its connection (`connection_protocol.Connection`)."""
+
+    @property
+    def closing(self) -> bool: ...
+    def request_close(self, fatal: bool = False) -> None: ...
+    def mute(self, seconds: float) -> None: ...
+    def muted_for(self) -> float: ...
+    def lift_pre_auth_limit(self) -> None: ...
 
 
 class ConnectionContext:
@@ -36,7 +43,7 @@ class ConnectionContext:
         listener: str,
         peer: tuple[str, int],
         security_protocol: str,
-        protocol: "_Connection",
+        protocol: ConnectionControl,
     ) -> None:
         self.connection_id = connection_id
         self.listener = listener

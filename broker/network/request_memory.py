@@ -11,12 +11,13 @@ plus the first bytes of frames buffered in each connection's chunk. As in Kafka,
 lasts as long as its frame takes to arrive: with a bound set, clients that announce large frames
 and send them slowly hold up the others (until ``connections.max.idle.ms`` closes them), which
 is why the default is no bound.
+
+`RequestMemory` knows nothing of connections: each connection reserves and gives back bytes, and
+the server passes in what to do when reading may start again (``on_free``).
 """
 
 import logging
 from collections.abc import Callable
-
-from .connection_protocol import _Connection, _Slot
 
 # The name the code logged under before server.py was split: KMIRROR_LOG_LEVELS lines and the
 # (logger) of log lines stay the same.
@@ -24,34 +25,45 @@ log = logging.getLogger("broker.network.server")
 
 
 class RequestMemory:
-    """`KafkaServer`'s request memory accounting (a mixin: the state is the server's, set up by
-    it); called by its connections for every request."""
+    """The request bytes held by all of a server's connections, against one bound.
 
-    monotonic: Callable[[], float]
-    queued_max_request_bytes: int
-    queued_request_bytes: int
-    memory_full: bool
-    _depleted_seconds: float
-    _depleted_since: float
-    _depleted_times: int
-    _depleted_logged: float | None
-    _connections: set[_Connection]
+    ``bound`` <= 0: no bound (``full`` never turns true). ``on_free`` is called when the bytes
+    held fall back under the bound: the connections paused by it may read again.
+    """
 
-    def _hold(self, slot: _Slot, reserved: int = 0) -> None:
-        """``slot``'s request bytes are held until its response is written (``reserved`` of
-        them already are: the frame's reservation)."""
-        self._reserve(slot.size - reserved)
+    __slots__ = (
+        "_depleted_logged",
+        "_depleted_seconds",
+        "_depleted_since",
+        "_depleted_times",
+        "_monotonic",
+        "_on_free",
+        "bound",
+        "full",
+        "queued_bytes",
+    )
 
-    def _release(self, slot: _Slot) -> None:
-        size, slot.size = slot.size, 0
-        self._unreserve(size)
+    def __init__(
+        self, bound: int, monotonic: Callable[[], float], on_free: Callable[[], None]
+    ) -> None:
+        self.bound = bound
+        self.queued_bytes = 0
+        self.full = False  # every connection stops starting new frames (read on each request)
+        self._monotonic = monotonic
+        self._on_free = on_free
+        self._depleted_seconds = 0.0  # time spent at the bound, past periods
+        self._depleted_since = 0.0
+        self._depleted_times = 0
+        self._depleted_logged: float | None = None
 
-    def _reserve(self, nbytes: int) -> None:
-        self.queued_request_bytes += nbytes
-        bound = self.queued_max_request_bytes
-        if bound > 0 and self.queued_request_bytes >= bound and not self.memory_full:
-            self.memory_full = True
-            self._depleted_since = now = self.monotonic()
+    def reserve(self, nbytes: int) -> None:
+        """Hold ``nbytes`` more (a request until its response is written, or a large frame's
+        announced size while it arrives)."""
+        self.queued_bytes += nbytes
+        bound = self.bound
+        if bound > 0 and self.queued_bytes >= bound and not self.full:
+            self.full = True
+            self._depleted_since = now = self._monotonic()
             self._depleted_times += 1
             if self._depleted_logged is None or now - self._depleted_logged >= 60:
                 # a node at its bound may cross it at every request: not a line for each
@@ -63,17 +75,16 @@ class RequestMemory:
                     self._depleted_times,
                 )
 
-    def _unreserve(self, nbytes: int) -> None:
-        self.queued_request_bytes -= nbytes
-        if self.memory_full and self.queued_request_bytes < self.queued_max_request_bytes:
-            self.memory_full = False
-            self._depleted_seconds += self.monotonic() - self._depleted_since
-            for conn in list(self._connections):
-                if not conn.closing:
-                    conn.resume_after_memory()
+    def unreserve(self, nbytes: int) -> None:
+        """Give back ``nbytes`` held by `reserve`."""
+        self.queued_bytes -= nbytes
+        if self.full and self.queued_bytes < self.bound:
+            self.full = False
+            self._depleted_seconds += self._monotonic() - self._depleted_since
+            self._on_free()
 
     @property
-    def memory_depleted_seconds(self) -> float:
-        """Seconds the request memory has spent at queued.max.request.bytes, in all."""
-        current = self.monotonic() - self._depleted_since if self.memory_full else 0.0
+    def depleted_seconds(self) -> float:
+        """Seconds spent at queued.max.request.bytes, in all."""
+        current = self._monotonic() - self._depleted_since if self.full else 0.0
         return self._depleted_seconds + current

@@ -1,15 +1,16 @@
 """The broker's listener: Kafka framing over asyncio, one `BufferedProtocol` per connection.
 
 `KafkaServer` listens on its listeners and feeds each complete request frame to an injected
-async handler; its parts, one module each:
+async handler. It is built from parts that know nothing of it, one module each, each given what
+it needs when the server makes it:
 
 - `listener`: a listener's definition and its listening sockets;
-- `acceptor`: one accept task per listening socket, applying the connection limits;
+- `admission`: the connection limits (``max.connections`` and the rest) applied at accept;
+- `acceptor`: one accept task per listening socket, admitting and serving new connections;
 - `connection_protocol`: one connection: framing, pipelined requests, responses in order;
+- `open_connections`: the open connections, the idle sweep, the drain at shutdown;
 - `request_memory`: ``queued.max.request.bytes`` across connections;
 - `handler`: what the handler gets (`ConnectionContext`) and returns (`Response`).
-
-Idle connections (``connections.max.idle.ms``) are found by one periodic sweep, not a timer each.
 
 The server is the last line of defence: a bad frame size or a handler exception closes that one
 connection, and nothing a client sends reaches the event loop's exception handler.
@@ -25,11 +26,14 @@ from typing import Final
 from protocol.framing import DEFAULT_MAX_FRAME_BYTES
 
 from .acceptor import ACCEPT_BATCH, Acceptor
-from .connection_protocol import _Connection
+from .admission import Admission
+from .connection_protocol import ConnectionEnv
 from .connection_quotas import UNLIMITED, ConnectionLimits, ConnectionQuotas, ListenerStats
 from .handler import Buffer, ConnectionContext, Handler, Response
 from .listener import ACCEPT_BACKLOG, Listener, _listen
+from .open_connections import OpenConnections
 from .request_memory import RequestMemory
+from .stats import ServerCounters
 
 __all__ = [
     "ACCEPT_BACKLOG",
@@ -56,7 +60,7 @@ DEFAULT_WRITE_HIGH_WATER: Final = 4 * 1024 * 1024
 DEFAULT_WRITE_LOW_WATER: Final = 1024 * 1024
 
 
-class KafkaServer(Acceptor, RequestMemory):
+class KafkaServer:
     """Listens on ``listeners`` and feeds each complete request frame to ``handler``.
 
     ``handler(conn, frame)`` gets the request payload (no size prefix) and returns the response
@@ -94,61 +98,56 @@ class KafkaServer(Acceptor, RequestMemory):
         self.max_request_bytes = max_request_bytes
         self.max_inflight = max_inflight
         self.idle_ms = idle_ms
-        self.write_high_water = write_high_water
-        self.write_low_water = write_low_water
+        self.monotonic = monotonic
+        self.counters = ServerCounters()
+        names = frozenset(lst.name for lst in listeners)
+        # The connection limits (see connection_quotas); listeners in ``unlimited_listeners``
+        # (the controller's) are exempt. Checked when a connection is accepted, never after.
+        self.admission = Admission(
+            ConnectionQuotas(
+                ConnectionLimits(
+                    max_connections=max_connections,
+                    max_connections_per_ip=max_connections_per_ip,
+                    per_ip_overrides=dict(max_connections_per_ip_overrides or {}),
+                    max_creation_rate=max_connection_creation_rate,
+                    listener_max_connections=dict(listener_max_connections or {}),
+                    listener_creation_rate=dict(listener_max_connection_creation_rate or {}),
+                    inter_broker_listener=inter_broker_listener,
+                    exempt_listeners=unlimited_listeners,
+                    listeners=names,
+                ),
+                monotonic(),
+            ),
+            names,
+            monotonic,
+        )
+        self.open_connections = OpenConnections(self.counters, self.admission.release)
         # queued.max.request.bytes: request bytes held by all connections until their responses
         # are written; at the bound every connection stops reading (Kafka's MemoryPool). <= 0:
         # no bound.
-        self.queued_max_request_bytes = queued_max_request_bytes
-        self.queued_request_bytes = 0
-        self.memory_full = False
-        self._depleted_seconds = 0.0  # time spent at the bound, past periods
-        self._depleted_since = 0.0
-        self._depleted_times = 0
-        self._depleted_logged: float | None = None
-        # The connection limits (see connection_quotas); listeners in ``unlimited_listeners``
-        # (the controller's) are exempt. Checked when a connection is accepted, never after.
-        self.quotas = ConnectionQuotas(
-            ConnectionLimits(
-                max_connections=max_connections,
-                max_connections_per_ip=max_connections_per_ip,
-                per_ip_overrides=dict(max_connections_per_ip_overrides or {}),
-                max_creation_rate=max_connection_creation_rate,
-                listener_max_connections=dict(listener_max_connections or {}),
-                listener_creation_rate=dict(listener_max_connection_creation_rate or {}),
-                inter_broker_listener=inter_broker_listener,
-                exempt_listeners=unlimited_listeners,
-                listeners=frozenset(lst.name for lst in listeners),
-            ),
-            monotonic(),
+        self.memory = RequestMemory(
+            queued_max_request_bytes, monotonic, self.open_connections.resume_reading
         )
-        self.rejected: dict[str, int] = {}  # limit's config key -> connections closed at accept
-        # KIP-612 per-IP connection_creation_rate (a client quota): ip -> seconds the new
-        # connection is held before it is closed unserved (0: serve it); None: no such quotas
-        self.ip_throttle: Callable[[str], float] | None = None
-        self.listener_stats = {lst.name: ListenerStats() for lst in listeners}
-        self._slot_waiters: list[asyncio.Future[None]] = []
-        self._accept_locks: dict[str, asyncio.Lock] = {}
-        self._accepting: set[asyncio.Task[None]] = set()
+        env = ConnectionEnv(
+            handler=handler,
+            memory=self.memory,
+            counters=self.counters,
+            owner=self.open_connections,
+            max_request_bytes=max_request_bytes,
+            max_inflight=max_inflight,
+            write_high_water=write_high_water,
+            write_low_water=write_low_water,
+            monotonic=monotonic,
+        )
+        self._acceptor = Acceptor(self.admission, self.open_connections, env)
         self._listening: list[socket.socket] = []
-        self.monotonic = monotonic
-        self.closing = False
         self._bound: dict[str, tuple[str, int]] = {}
-        self._connections: set[_Connection] = set()
-        self._index = 0
         self._sweeper: asyncio.Task[None] | None = None
-        # Counters, read by the metrics layer.
-        self.connections_open = 0
-        self.connections_total = 0
-        self.requests = 0
-        self.bytes_in = 0
-        self.bytes_out = 0
-        self.idle_closed = 0
+        self.closing = False
 
     async def start(self, only: Collection[str] | None = None) -> None:
         """Listen on every listener, or on those named in ``only`` (a node opens its controller
         listener before it has metadata to serve clients with); a later call opens the rest."""
-        loop = asyncio.get_running_loop()
         try:
             for listener in self.listeners:
                 if listener.name in self._bound or (only is not None and listener.name not in only):
@@ -157,14 +156,14 @@ class KafkaServer(Acceptor, RequestMemory):
                 self._listening.extend(socks)
                 self._bound[listener.name] = (listener.host, int(socks[0].getsockname()[1]))
                 for sock in socks:
-                    task = loop.create_task(self._accept_loop(listener, sock))
-                    self._accepting.add(task)
-                    task.add_done_callback(self._accepting.discard)
+                    self._acceptor.accept_on(listener, sock)
         except BaseException:
             await self.close(timeout=0)
             raise
         if self._sweeper is None and self.idle_ms >= 0:  # connections.max.idle.ms -1: never
-            self._sweeper = loop.create_task(self._sweep_idle())
+            self._sweeper = asyncio.get_running_loop().create_task(
+                self.open_connections.sweep_idle(self.idle_ms, self.monotonic)
+            )
 
     async def __aenter__(self) -> "KafkaServer":
         await self.start()
@@ -185,7 +184,7 @@ class KafkaServer(Acceptor, RequestMemory):
 
     @property
     def connections(self) -> list[ConnectionContext]:
-        return [c.ctx for c in self._connections if c.ctx is not None]
+        return [c.ctx for c in self.open_connections if c.ctx is not None]
 
     async def close(self, timeout: float = 5.0) -> None:
         """Stop accepting, let pending responses be written (up to ``timeout`` seconds), then
@@ -193,57 +192,76 @@ class KafkaServer(Acceptor, RequestMemory):
         if self.closing:
             return
         self.closing = True
-        accepting = list(self._accepting)
-        for task in accepting:
-            task.cancel()
-        if accepting:  # they stop watching the listening sockets before these are closed
-            await asyncio.wait(accepting, timeout=1.0)
+        self.open_connections.stop_taking()
+        await self._acceptor.stop()
         for sock in self._listening:
             sock.close()
         if self._sweeper is not None:
             self._sweeper.cancel()
-        conns = list(self._connections)
-        if conns and timeout > 0:
-            waits = [c.start_draining() for c in conns]
-            await asyncio.wait(waits, timeout=timeout)
-        for c in conns:
-            c.shutdown(abort=False)
-        # Give transports a moment to report connection_lost so counters settle.
-        for _ in range(100):
-            if not self._connections:
-                break
-            await asyncio.sleep(0.01)
+        await self.open_connections.close_all(timeout)
 
-    # -- bookkeeping called by connections
+    # -- what the metrics layer and the node read (the parts hold it)
 
-    def _next_index(self) -> int:
-        index = self._index
-        self._index += 1
-        return index
+    @property
+    def ip_throttle(self) -> Callable[[str], float] | None:
+        """KIP-612 per-IP connection creation rate: ip -> seconds a new connection is held
+        before it is closed unserved (0: serve it); None: no such quotas."""
+        return self.admission.ip_throttle
 
-    def _connection_opened(self, conn: _Connection) -> None:
-        if self.closing:
-            conn.shutdown(abort=True)
-            return
-        self._connections.add(conn)
-        self.connections_open += 1
-        self.connections_total += 1
+    @ip_throttle.setter
+    def ip_throttle(self, throttle: Callable[[str], float] | None) -> None:
+        self.admission.ip_throttle = throttle
 
-    def _connection_closed(self, conn: _Connection) -> None:
-        if conn in self._connections:
-            self._connections.discard(conn)
-            self.connections_open -= 1
-        self._release_quota(conn)
+    @property
+    def quotas(self) -> ConnectionQuotas:
+        return self.admission.quotas
 
-    async def _sweep_idle(self) -> None:
-        # One timer for all connections instead of re-arming a timer on every read.
-        interval = max(0.005, min(1.0, self.idle_ms / 4000))
-        while True:
-            await asyncio.sleep(interval)
-            deadline = self.monotonic() - self.idle_ms / 1000
-            for conn in list(self._connections):
-                # A connection with requests in flight (e.g. a long-polling fetch) is not idle.
-                if conn.last_active < deadline and conn.inflight == 0 and not conn.closing:
-                    log.info("closing idle connection %s", conn._name())
-                    self.idle_closed += 1
-                    conn.shutdown(abort=False)
+    @property
+    def rejected(self) -> dict[str, int]:
+        """Limit's config key -> connections closed at accept."""
+        return self.admission.rejected
+
+    @property
+    def listener_stats(self) -> dict[str, ListenerStats]:
+        return self.admission.listener_stats
+
+    def listener_snapshot(self) -> dict[str, ListenerStats]:
+        """A copy of each listener's acceptor counts (for a metrics scrape)."""
+        return self.admission.listener_snapshot()
+
+    @property
+    def queued_request_bytes(self) -> int:
+        return self.memory.queued_bytes
+
+    @property
+    def memory_full(self) -> bool:
+        return self.memory.full
+
+    @property
+    def memory_depleted_seconds(self) -> float:
+        """Seconds the request memory has spent at queued.max.request.bytes, in all."""
+        return self.memory.depleted_seconds
+
+    @property
+    def connections_open(self) -> int:
+        return self.counters.connections_open
+
+    @property
+    def connections_total(self) -> int:
+        return self.counters.connections_total
+
+    @property
+    def requests(self) -> int:
+        return self.counters.requests
+
+    @property
+    def bytes_in(self) -> int:
+        return self.counters.bytes_in
+
+    @property
+    def bytes_out(self) -> int:
+        return self.counters.bytes_out
+
+    @property
+    def idle_closed(self) -> int:
+        return self.counters.idle_closed

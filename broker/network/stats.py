@@ -3,6 +3,7 @@
 
 One `NetworkStats` can be shared by every connection a component opens (a mirror fetcher's
 reconnects); the connections only add to it, on the event loop. Rates are left to PromQL.
+`ServerCounters` are the listening side's (one per `KafkaServer`, added to by its connections).
 """
 
 from dataclasses import dataclass
@@ -36,3 +37,15 @@ class NetworkStats:
             self.auth_successes,
             self.auth_failures,
         )
+
+
+@dataclass(slots=True)
+class ServerCounters:
+    """A server's running totals, read by the metrics layer."""
+
+    connections_open: int = 0
+    connections_total: int = 0
+    requests: int = 0
+    bytes_in: int = 0  # request bytes read, size prefixes included
+    bytes_out: int = 0  # response bytes written, size prefixes included
+    idle_closed: int = 0  # connections closed by connections.max.idle.ms

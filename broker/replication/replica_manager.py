@@ -64,14 +64,17 @@ class FollowerFetchers(Protocol):
     def unassign(self, partition: Partition) -> None: ...
 
 
-def leader_epoch_error(hosted: Partition, current_leader_epoch: int) -> ErrorCode | None:
+def leader_epoch_error(
+    hosted: Partition, current_leader_epoch: int, *, require_leader: bool = True
+) -> ErrorCode | None:
     """Kafka's checks for a client request on a partition: the request's current leader epoch
-    against ours (-1: not checked), then leadership (no reads from followers here)."""
+    against ours (-1: not checked), then leadership unless a follower may answer (a v11+
+    consumer Fetch, KIP-392)."""
     if current_leader_epoch >= 0 and current_leader_epoch != hosted.leader_epoch:
         if current_leader_epoch < hosted.leader_epoch:
             return ErrorCode.fenced_leader_epoch
         return ErrorCode.unknown_leader_epoch
-    if not hosted.is_leader:
+    if require_leader and not hosted.is_leader:
         return ErrorCode.not_leader_or_follower
     return None
 
@@ -111,6 +114,10 @@ class ReplicaManager:
         clock: Clock,
         replication_config_for: Callable[[str], ReplicationConfig] | None = None,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        *,
+        fetchers: FollowerFetchers | None = None,
+        alter_sender: AlterSender | None = None,
+        on_hosted: Callable[[list[tuple[str, int]]], None] | None = None,
     ) -> None:
         self._clock = clock
         self._producer_id_expiration_ms = producer_id_expiration_ms
@@ -120,8 +127,8 @@ class ReplicaManager:
         self._replication_config_for = replication_config_for or (lambda _t: ReplicationConfig())
         self._partitions: dict[tuple[str, int], Partition] = {}
         self.brokers = ImageBrokers()
-        self.alter_sender: AlterSender | None = None
-        self.fetchers: FollowerFetchers | None = None
+        self.alter_sender: AlterSender | None = alter_sender
+        self.fetchers: FollowerFetchers | None = fetchers
         self._tasks: set[asyncio.Task[None]] = set()
         self.isr_shrinks = 0
         self.isr_expands = 0
@@ -130,7 +137,7 @@ class ReplicaManager:
         # Set once the node serves: new partitions beyond CREATE_INLINE per apply are opened in
         # the background (`_to_create`, in order), and `on_hosted` hears of each slice.
         self.defer_creation = False
-        self.on_hosted: Callable[[list[tuple[str, int]]], None] | None = None
+        self.on_hosted = on_hosted
         self._to_create: dict[tuple[str, int], None] = {}
         self._creator: asyncio.Task[None] | None = None
 

@@ -338,3 +338,22 @@ def test_rebalance_protocols_must_keep_classic() -> None:
     assert c.group_coordinator_rebalance_protocols == ("classic",) and warnings == []
     with pytest.raises(ConfigError, match="must hold classic"):
         cfg("group.coordinator.rebalance.protocols=consumer\n")
+
+
+def test_replica_selector_class_rack_aware_or_leader_only() -> None:
+    """KIP-392: unset or empty is leader-only reads; the rack-aware selector is accepted
+    without a warning; any other class is refused at start-up, naming the key and the class."""
+    c, warnings = cfg()
+    assert c.replica_selector_class is None and warnings == []
+    c, _ = cfg("replica.selector.class=\n")
+    assert c.replica_selector_class is None
+    c, warnings = cfg(
+        "replica.selector.class=org.apache.kafka.common.replica.RackAwareReplicaSelector\n"
+        "broker.rack=eu-west-1a\n"
+    )
+    assert c.replica_selector_class == "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+    assert c.broker_rack == "eu-west-1a" and warnings == []
+    with pytest.raises(
+        ConfigError, match=r"replica\.selector\.class.*unknown replica selector 'com"
+    ):
+        cfg("replica.selector.class=com.example.NearestSelector\n")

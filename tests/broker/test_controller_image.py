@@ -127,6 +127,22 @@ def test_delete_topic_and_partitions_increase() -> None:
     assert q.deltas[-1].deleted_topics[0].name == "t"
 
 
+@pytest.mark.parametrize(
+    "internal",
+    ["__consumer_offsets", "__transaction_state", "__share_group_state", "__mirror_state"],
+)
+def test_internal_topics_are_not_deleted(internal: str) -> None:
+    """The coordinators' own topics: refused (INVALID_REQUEST, naming the topic); the other
+    topics of the same request go."""
+    q = MemoryQuorum()
+    c = _controller(q)
+    asyncio.run(c.create_topics([TopicSpec(internal, 1), TopicSpec("t", 1)], False))
+    res = asyncio.run(c.delete_topics([internal, "t"]))
+    assert [r.error for r in res] == [ErrorCode.invalid_request, ErrorCode.none]
+    assert internal in (res[0].message or "") and "internal" in (res[0].message or "")
+    assert internal in q.image.topics and "t" not in q.image.topics
+
+
 def test_incremental_and_legacy_alter_configs() -> None:
     q = MemoryQuorum()
     c = _controller(q)

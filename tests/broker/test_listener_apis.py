@@ -87,7 +87,7 @@ def _ask(
 
 
 def test_a_combined_node_splits_its_apis_between_its_listeners(tmp_path: Path) -> None:
-    d = _node(tmp_path).dispatcher
+    d = _node(tmp_path).apis.dispatcher
     every = set(d.supported_versions())
     controller = set(d.supported_versions("CONTROLLER"))
     broker = set(d.supported_versions("PLAINTEXT"))
@@ -103,7 +103,7 @@ def test_a_combined_node_splits_its_apis_between_its_listeners(tmp_path: Path) -
 
 @pytest.mark.parametrize("listener", ["CONTROLLER", "PLAINTEXT"])
 def test_api_versions_lists_exactly_what_the_listener_serves(tmp_path: Path, listener: str) -> None:
-    d = _node(tmp_path).dispatcher
+    d = _node(tmp_path).apis.dispatcher
     resp = _ask(d, listener, 18, 3, {"client_software_name": "t", "client_software_version": "1"})
     listed = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in resp.api_keys}
     assert listed == d.supported_versions(listener)
@@ -126,7 +126,7 @@ def test_api_versions_lists_exactly_what_the_listener_serves(tmp_path: Path, lis
 def test_an_api_the_listener_does_not_serve_closes_the_connection(
     tmp_path: Path, listener: str, key: int, version: int, data: dict[str, Any]
 ) -> None:
-    d = _node(tmp_path).dispatcher
+    d = _node(tmp_path).apis.dispatcher
     with pytest.raises(NotEnabledOnListener, match=f"not enabled on listener {listener}"):
         asyncio.run(d.handle(_ctx_factory(listener), memoryview(_frame(key, version, data))))
 

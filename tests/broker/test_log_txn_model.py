@@ -218,7 +218,7 @@ class TxnLogMachine(RuleBasedStateMachine):
                 later = t.first_from(self.log_start)
                 assert ongoing.get(t.pid) == later, (t, ongoing)
                 self.rebases.append(Rebase(t.pid, t.first, later, self.leo))
-        unreplicated = psm._unreplicated  # no public view; the test only reads it
+        unreplicated = psm.transactions.ended()
 
         def held(t: Txn) -> bool:
             # the log keys an unreplicated transaction by the first offset its replay saw: one

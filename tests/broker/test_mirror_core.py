@@ -107,6 +107,16 @@ def test_plans_keep_the_kips_order() -> None:
     restarted = plan(S.STOPPING, S.STOPPED, S.STOPPED)
     assert restarted[:3] == (Step.STOP_FETCHER, Step.LSO_TRUNCATE, Step.RECORD_LME)
     assert plan(S.STOPPING, S.STOPPED, S.STOPPED, bump_started=True)[0] == Step.FINISH_BUMP
+    # STOPPED is written only once the marker is committed, whoever does STOPPING
+    for bump_started in (False, True):
+        p = plan(S.STOPPING, S.STOPPED, S.STOPPED, bump_started=bump_started)
+        assert p.index(Step.APPEND_MARKER) < p.index(Step.AWAIT_MARKER) < p.index(Step.WRITE_STATE)
+    # the same leader, its marker appended and not yet committed: it waits again, no new marker
+    assert plan(S.STOPPING, S.STOPPED, S.STOPPED, marker_pending=True) == (
+        Step.AWAIT_MARKER,
+        Step.WRITE_STATE,
+        Step.CLEAR_NAME,
+    )
 
 
 def test_truncation_wait_clock() -> None:

@@ -19,6 +19,7 @@ from broker.metadata.image import (
     apply_records,
 )
 from broker.metadata.mirror_states import MirrorState, can_transition
+from broker.mirror import failover as failover_module
 from broker.mirror import manager as manager_module
 from broker.mirror.core.truncation import lme_cut
 from broker.mirror.manager import MirrorManager, SourceRefused, next_state, wanted_from_config
@@ -711,5 +712,111 @@ def test_a_leader_that_lost_and_regained_the_partition_reads_its_state_again(wor
         _set(world, "m")  # --add
         await _settle(m)
         assert world["states"].states[key] == MirrorState.MIRRORING, world["states"].history
+
+    asyncio.run(run())
+
+
+def _markers(plog: Any) -> list[Any]:
+    raw = plog.read(0, 1 << 20, upper_bound=plog.log_end_offset).records[0]
+    return [
+        b
+        for b in scan_batches(raw)
+        if b.is_control
+        and parse_control_record(*_key_value(b)).type == ControlType.MIRROR_PID_RESET
+    ]
+
+
+def _key_value(batch: Any) -> tuple[Any, Any]:
+    rec = next(iter_records(batch))
+    return rec.key, rec.value
+
+
+def test_stopped_waits_until_the_marker_is_committed(
+    world: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """STOPPED (terminal, writable) only once every ISR member has the MIRROR_PID_RESET marker:
+    written before, a leader change would lose the marker for good. The leader that appended
+    it waits again on the next reconcile instead of appending another."""
+    world["now_ms"] = lambda: 1_700_000_000_000
+    monkeypatch.setattr(failover_module, "MARKER_COMMIT_WAIT_S", 0.1)
+
+    async def run() -> None:
+        hosted = _three_replicas(world, (1, 2, 3))
+
+        async def bump(topic: str, partition: int, min_epoch: int) -> None:
+            hosted.leader_epoch = min_epoch
+
+        m = world["make"](bump_leader_epoch=bump)
+        key = ("m", world["tid"], 0)
+        world["states"].states[key] = MirrorState.MIRRORING
+        _set(world, "m.removed")
+        await _settle(m)
+        plog = world["plog"]
+        assert len(_markers(plog)) == 1
+        assert world["states"].states[key] == MirrorState.STOPPING, world["states"].history
+        assert not m.writable("t", 0) and not world["cleared"]
+        assert "MIRROR_PID_RESET marker at offset 3" in (m.reason("t", 0) or "")
+        m.reconcile_all()  # the next retry: still not committed, no second marker
+        await _settle(m)
+        assert world["states"].states[key] == MirrorState.STOPPING
+        assert len(_markers(plog)) == 1
+        end = plog.log_end_offset
+        for follower in (2, 3):  # the followers copy the marker: the HW passes it
+            hosted.on_follower_fetch(
+                follower, end, last_fetched_epoch=8, current_leader_epoch=0, broker_epoch=1,
+                log_start_offset=0,
+            )  # fmt: skip
+        assert hosted.leader.high_watermark == end
+        m.reconcile_all()
+        await _settle(m)
+        assert world["states"].states[key] == MirrorState.STOPPED, world["states"].history
+        assert m.writable("t", 0) and world["cleared"] == ["t"]
+        assert len(_markers(plog)) == 1
+
+    asyncio.run(run())
+
+
+def test_a_new_leader_in_stopping_appends_the_marker_again(
+    world: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The marker was appended under another leader epoch and never seen committed (leadership
+    went away and came back): this leader's STOPPING is done again, marker included, and
+    STOPPED waits for that marker."""
+    world["now_ms"] = lambda: 1_700_000_000_000
+    monkeypatch.setattr(failover_module, "MARKER_COMMIT_WAIT_S", 0.1)
+
+    async def run() -> None:
+        hosted = _three_replicas(world, (1, 2, 3))
+
+        async def bump(topic: str, partition: int, min_epoch: int) -> None:
+            hosted.leader_epoch = min_epoch
+
+        m = world["make"](bump_leader_epoch=bump)
+        key = ("m", world["tid"], 0)
+        world["states"].states[key] = MirrorState.MIRRORING
+        _set(world, "m.removed")
+        await _settle(m)
+        plog = world["plog"]
+        assert world["states"].states[key] == MirrorState.STOPPING
+        first = _markers(plog)[0]
+        hosted.leader_epoch += 1  # away and back: the marker's commit was never seen here
+        m.reconcile_all()
+        await _settle(m)
+        # the LSO cut (bounded by the HW, 3) dropped the uncommitted marker; a new one follows
+        markers = _markers(plog)
+        assert (
+            len(markers) == 1
+            and markers[0].partition_leader_epoch == 9 != first.partition_leader_epoch
+        )
+        assert world["states"].states[key] == MirrorState.STOPPING
+        end = plog.log_end_offset
+        for follower in (2, 3):
+            hosted.on_follower_fetch(
+                follower, end, last_fetched_epoch=9, current_leader_epoch=0, broker_epoch=1,
+                log_start_offset=0,
+            )  # fmt: skip
+        m.reconcile_all()
+        await _settle(m)
+        assert world["states"].states[key] == MirrorState.STOPPED, world["states"].history
 
     asyncio.run(run())

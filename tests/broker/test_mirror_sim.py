@@ -59,6 +59,9 @@ def test_the_faults_happen() -> None:
             totals[k] = totals.get(k, 0) + v
     for key in ("cuts", "failovers", "failbacks", "lme_cuts", "lso_cuts", "failed"):
         assert totals[key] > 50, (key, totals)
+    # the marker not yet committed when first looked at, and STOPPING done again by a new
+    # leader: the window where a marker can be lost
+    assert totals["marker_waits"] > 50 and totals["stopping_redone"] > 10, totals
     assert totals["appended"] > 3000, totals
 
 
@@ -134,6 +137,38 @@ def test_planted_truncate_without_fixing_the_hw() -> None:
         caught = first_failing_seed(300)
     assert caught is not None
     assert "HW" in str(caught), str(caught)[:300]
+
+
+def _stopped_before_the_marker_commits(mp: pytest.MonkeyPatch) -> None:
+    """The planted bug: STOPPED written as soon as the marker is appended (the HW not awaited)."""
+    real = transitions.plan
+
+    def plan(current: MirrorState, new: MirrorState, wanted: MirrorState, **kw: Any) -> Any:
+        return tuple(s for s in real(current, new, wanted, **kw) if s != Step.AWAIT_MARKER)
+
+    mp.setattr(transitions, "plan", plan)
+
+
+def test_planted_stopped_before_the_marker_commits() -> None:
+    """Caught where STOPPED is written."""
+    with planted(_stopped_before_the_marker_commits):
+        caught = first_failing_seed(300)
+    assert caught is not None
+    assert "marker" in str(caught), str(caught)[:300]
+
+
+def test_planted_stopped_before_the_marker_commits_end_state() -> None:
+    """Caught by the end state alone too (the marker lost with a leader change), without the
+    check made when STOPPED is written."""
+
+    def patch(mp: pytest.MonkeyPatch) -> None:
+        _stopped_before_the_marker_commits(mp)
+        mp.setattr(mirror_sim, "CHECK_MARKER_AT_STOPPED", False)
+
+    with planted(patch):
+        caught = first_failing_seed(400)
+    assert caught is not None
+    assert "marker" in str(caught), str(caught)[:300]
 
 
 def test_the_source_model_refuses_a_fetch_with_a_diverged_epoch() -> None:

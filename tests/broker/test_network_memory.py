@@ -257,7 +257,7 @@ def test_a_closed_connection_keeps_no_buffers_alive() -> None:
             conn = await RawConn.open(server)
             conn.send(api_versions_request(3), corr=5)
             await conn.read_frame()
-            (proto,) = server._connections
+            (proto,) = server.open_connections
             ctx = proto.ctx
             reader = weakref.ref(proto)
             conn.close()
@@ -294,7 +294,7 @@ def test_served_requests_leave_no_reference_cycles() -> None:
                 await conn.writer.wait_closed()
             await wait_for_async(lambda: server.connections_open == 0, 2, "the closes seen")
             gc.collect()
-            ours = {"_Slot", "_Connection", "ConnectionContext", "FrameReader", "Task", "Context"}
+            ours = {"_Slot", "Connection", "ConnectionContext", "FrameReader", "Task", "Context"}
             left = [type(o).__name__ for o in gc.garbage if type(o).__name__ in ours]
             assert left == []
         finally:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from confluent_kafka import (
     ConsumerGroupState,
+    ConsumerGroupTopicPartitions,
     IsolationLevel,
     KafkaError,
     KafkaException,
@@ -121,6 +122,34 @@ def test_create_and_delete_topic_kafka_python(anode: Node, kp: KafkaAdminClient)
     wait_for(
         lambda: partition_dirs(anode, "adm-kp") == [], 10, "partition directories to be removed"
     )
+
+
+def test_internal_topics_cannot_be_deleted(
+    anode: Node, ck: AdminClient, kp: KafkaAdminClient
+) -> None:
+    """DeleteTopics refuses __consumer_offsets (INVALID_REQUEST, the message naming it), which
+    keeps the group's committed offset; a topic deleted in the same request goes."""
+    create_topic(anode.bootstrap, "adm-int", 1)
+    c = ck_consumer(anode.bootstrap, **{"group.id": "adm-int-g"})
+    try:  # a commit creates __consumer_offsets
+        c.commit(offsets=[TopicPartition("adm-int", 0, 1)], asynchronous=False)
+    finally:
+        c.close()
+    assert "__consumer_offsets" in topic_names(ck)
+    fs = ck.delete_topics(["__consumer_offsets", "adm-int"], operation_timeout=10)
+    err = error_of(fs["__consumer_offsets"])
+    assert err.code() == KafkaError.INVALID_REQUEST, err
+    result(fs, "adm-int")
+    # (librdkafka drops the error message; kafka-python shows it)
+    (row,) = kp.delete_topics(["__consumer_offsets"], raise_errors=False)["topics"]
+    assert row["error_code"] == KafkaError.INVALID_REQUEST, row
+    assert "internal topic __consumer_offsets" in row["error_message"], row
+    wait_for(lambda: "adm-int" not in topic_names(ck), 10, "adm-int to be deleted")
+    assert "__consumer_offsets" in topic_names(ck)
+    committed = result(
+        ck.list_consumer_group_offsets([ConsumerGroupTopicPartitions("adm-int-g")]), "adm-int-g"
+    )
+    assert [(tp.topic, tp.offset) for tp in committed.topic_partitions] == [("adm-int", 1)]
 
 
 def test_create_topic_errors(ck: AdminClient, kp: KafkaAdminClient) -> None:

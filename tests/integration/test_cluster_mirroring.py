@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from protocol.records import ControlType, iter_records, parse_control_record, scan_batches
+from tests.faults.replicas import compare_replicas
+
 from .clients import (
     admin,
     by_partition,
@@ -69,3 +72,33 @@ def test_mirror_partitions_on_three_nodes(clusters: tuple[Node, Cluster], tmp_pa
         timeout=30,
         what="the failed-over topic to take writes on every partition",
     )
+    # KIP-1279 failover leaves every replica ending at the same offsets with the marker: one
+    # MIRROR_PID_RESET per partition, at the same offset on each of its replicas
+    md = admin(dst.bootstrap).list_topics("orders", timeout=10)
+    assignment = {
+        ("orders", p): list(pm.replicas) for p, pm in md.topics["orders"].partitions.items()
+    }
+    assert all(len(r) > 1 for r in assignment.values()), assignment
+    log_dirs = {n.node_id: n.log_dir for n in dst.nodes}
+    problems: list[str] = []
+
+    def agree() -> bool:
+        problems[:] = compare_replicas(log_dirs, assignment)
+        return not problems
+
+    wait_for(agree, 30, "every replica to hold the same batches", detail=lambda: problems)
+    for (_, p), replicas in sorted(assignment.items()):
+        at = {n: _marker_offsets(log_dirs[n] / f"orders-{p}") for n in replicas}
+        assert len({tuple(v) for v in at.values()}) == 1 and len(at[replicas[0]]) == 1, (p, at)
+
+
+def _marker_offsets(partition_dir: Path) -> list[int]:
+    """Where the partition's MIRROR_PID_RESET control batches are in this replica's segments."""
+    raw = b"".join(f.read_bytes() for f in sorted(partition_dir.glob("*.log")))
+    out = []
+    for b in scan_batches(raw):
+        if b.is_control:
+            rec = next(iter_records(b))
+            if parse_control_record(rec.key, rec.value).type == ControlType.MIRROR_PID_RESET:
+                out.append(b.base_offset)
+    return out

@@ -9,10 +9,15 @@ be tried again.
 - -> STOPPING (failover): the fetcher stops, the log is cut to its last stable offset, the epoch
   bump starts (never before the cut: every epoch the bump must exceed is then in the log), and
   STOPPING is written with the last mirrored epoch.
-- STOPPING -> STOPPED: the bump committed and applied (after a restart in STOPPING, the first
-  half again: stop, cut, the LME from STOPPING's write, the bump if still due), the
-  MIRROR_PID_RESET marker, the write, then ``mirror.name`` cleared once the whole topic is
-  STOPPED.
+- STOPPING -> STOPPED: the bump committed and applied (after a restart in STOPPING, or on a
+  new leader, the first half again: stop, cut, the LME from STOPPING's write, the bump if still
+  due), the MIRROR_PID_RESET marker, the wait until the marker is committed (the HW past it),
+  the write, then ``mirror.name`` cleared once the whole topic is STOPPED. STOPPED is never
+  written before the marker is committed: a leader change in between would lose an
+  uncommitted marker, and STOPPED (terminal) would leave the partition writable without it.
+  Leadership moving before the commit leaves STOPPING, so the new leader does it all again
+  (its LSO cut, bounded by its HW, drops any uncommitted marker it holds). The same leader
+  retrying after a wait ran out (``marker_pending``) only waits again.
 - PAUSING/-> PAUSED: the write, then the fetcher stops; PAUSED -> MIRRORING: the write, then the
   fetcher starts.
 """
@@ -34,6 +39,7 @@ class Step(enum.Enum):
     RECORD_LME = "record the last mirrored epoch"  # a restart in STOPPING
     FINISH_BUMP = "the bump committed and applied here"
     APPEND_MARKER = "append MIRROR_PID_RESET"
+    AWAIT_MARKER = "wait until the marker is committed"
     WRITE_STATE = "write the new state"
     START_FETCHER = "start the fetcher"
     CLEAR_NAME = "clear mirror.name once the topic is STOPPED"
@@ -43,15 +49,25 @@ S = MirrorState
 
 
 def plan(
-    current: MirrorState, new: MirrorState, wanted: MirrorState, *, bump_started: bool = False
+    current: MirrorState,
+    new: MirrorState,
+    wanted: MirrorState,
+    *,
+    bump_started: bool = False,
+    marker_pending: bool = False,
 ) -> tuple[Step, ...]:
     """The steps from ``current`` into ``new`` while ``wanted`` is the goal; ``bump_started``:
-    this leader started STOPPING's bump itself (not a restart or a new leader in STOPPING)."""
+    this leader started STOPPING's bump itself (not a restart or a new leader in STOPPING);
+    ``marker_pending``: this leader, in its current epoch, appended the marker already and its
+    commit was not seen yet."""
     steps: list[Step] = []
     if current == S.STOPPING and new == S.STOPPED:
-        if not bump_started:
-            steps += [Step.STOP_FETCHER, Step.LSO_TRUNCATE, Step.RECORD_LME]
-        steps += [Step.FINISH_BUMP, Step.APPEND_MARKER]
+        if marker_pending:
+            steps += [Step.AWAIT_MARKER]
+        else:
+            if not bump_started:
+                steps += [Step.STOP_FETCHER, Step.LSO_TRUNCATE, Step.RECORD_LME]
+            steps += [Step.FINISH_BUMP, Step.APPEND_MARKER, Step.AWAIT_MARKER]
     if current == S.PREPARING and new == S.MIRRORING:
         steps += [Step.CHECK_SOURCE, Step.LME_TRUNCATE, Step.AWAIT_REPLICAS]
     if new == S.STOPPING:

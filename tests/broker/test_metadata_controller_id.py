@@ -1,0 +1,70 @@
+"""The ``controller_id`` of a Metadata answer: a random alive broker, as Kafka's KRaft brokers
+answer (KRaftMetadataCache.getControllerId), never always the answering node, so an admin
+client that sends its controller requests there does not keep waiting on that node once it is
+gone. Fenced brokers (and brokers without the client's listener) are never named."""
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from broker.api.context import RequestContext
+from broker.api.metadata import MetadataApi, controller_for_clients
+from broker.api.services import Services
+from broker.metadata.image import BrokerImage, EndpointImage
+from protocol.build import build
+from protocol.headers import RequestHeader
+from protocol.registry import REGISTRY
+
+
+def _broker(node_id: int, *, fenced: bool = False, listener: str = "PLAINTEXT") -> BrokerImage:
+    ep = EndpointImage(listener, "127.0.0.1", 9000 + node_id, 0)
+    return BrokerImage(node_id, 1, (ep,), None, fenced)
+
+
+@dataclass
+class Image:
+    brokers: dict[int, Any]
+    topics: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class FakeServices:
+    img: Image
+    authorizer: None = None
+    auto_create_topics: bool = False
+    node_id: int = 1
+    cluster_id: str = "c"
+
+    def image(self) -> Image:
+        return self.img
+
+
+def controller_ids(brokers: list[BrokerImage], asks: int = 60) -> set[int]:
+    s = FakeServices(Image({b.broker_id: b for b in brokers}))
+    api = MetadataApi(cast(Services, s))
+    header = RequestHeader(
+        api_key=3, api_version=12, correlation_id=1, client_id="t", header_version=2
+    )
+    ctx = RequestContext(header=header, connection_id="c", listener="PLAINTEXT", peer_host="h")
+    req = build(REGISTRY.spec(3).request_type(12), {"topics": []})
+    return {asyncio.run(api.handle(ctx, req)).controller_id for _ in range(asks)}
+
+
+def test_a_random_alive_broker_is_named_controller() -> None:
+    # 60 answers from node 1 among three alive brokers: each is named (all but surely)
+    assert controller_ids([_broker(1), _broker(2), _broker(3)]) == {1, 2, 3}
+
+
+def test_fenced_brokers_and_other_listeners_are_never_named() -> None:
+    brokers = [
+        _broker(1, fenced=True),  # the answering node itself, fenced (controlled shutdown)
+        _broker(2),
+        _broker(3),
+        _broker(4, fenced=True),
+        _broker(5, listener="INTERNAL"),
+    ]
+    assert controller_ids(brokers) == {2, 3}
+
+
+def test_no_broker_at_all_is_minus_one() -> None:
+    assert controller_for_clients([]) == -1
