@@ -6,7 +6,9 @@ Changes go through `MirrorController` (records committed before the answer). Top
 a ``TopicName`` that is a legal topic name is that topic; anything else (``.*``, ``orders-.*``)
 is a regular expression matched in full. Add matches it against the SOURCE's topics (non-internal)
 and remove/pause/resume against the destination topics of the mirror that the operation applies
-to. (Kafka's prototype resolves patterns in its CLI by connecting to the source itself, which
+to. With ``mirror.topic.prefix`` (`broker.metadata.mirror_names`) add takes source names and
+answers with the names made here (prefixed); remove/pause/resume take the names here, except
+that remove with a kept add pattern matches it against source names, as add did. (Kafka's prototype resolves patterns in its CLI by connecting to the source itself, which
 needs the source's secrets; resolving them here keeps the secrets on the brokers.)
 An add pattern is also kept with the mirror (even when it matches nothing yet), so the metadata
 sync adds source topics created later; remove with the same pattern text drops it
@@ -51,6 +53,7 @@ from ..controller.mirrors import (
     mirror_topics,
 )
 from ..controller.topics import topic_name_error
+from ..metadata import mirror_names as names_map
 from ..metadata.image import MIRROR_RESOURCE, TOPIC_RESOURCE
 from ..metadata.mirror_states import MIRROR_NAME_CONFIG, PAUSED_SUFFIX
 from ..security.acls import AclOperation, ResourceType
@@ -346,10 +349,15 @@ class MirrorApi:
 
     @staticmethod
     def _select(
-        selectors: Sequence[str], candidates: Sequence[str], may_match_nothing: Sequence[str] = ()
+        selectors: Sequence[str],
+        candidates: Sequence[str],
+        may_match_nothing: Sequence[str] = (),
+        source_name: Callable[[str], str] | None = None,
     ) -> tuple[list[str], str | None, Code]:
         """Literal names as given, patterns expanded over ``candidates``; or an error (a pattern
-        matching nothing is one, unless it is in ``may_match_nothing``)."""
+        matching nothing is one, unless it is in ``may_match_nothing``). The patterns in
+        ``may_match_nothing`` (an --add pattern kept with the mirror) are matched against each
+        candidate's ``source_name`` (a prefixed mirror's patterns name source topics)."""
         names: list[str] = []
         for sel in selectors:
             if not is_topic_pattern(sel):
@@ -363,7 +371,12 @@ class MirrorApi:
                     f"Invalid regular expression '{sel}': {e}",
                     ErrorCode.invalid_regular_expression,
                 )
-            matched = [c for c in candidates if rx.fullmatch(c)]
+            as_source = source_name is not None and sel in may_match_nothing
+            matched = [
+                c
+                for c in candidates
+                if rx.fullmatch(source_name(c) if as_source and source_name else c)
+            ]
             if not matched and sel not in may_match_nothing:
                 return [], f"No topics match '{sel}'", ErrorCode.unknown_topic_or_partition
             names.extend(matched)
@@ -388,11 +401,14 @@ class MirrorApi:
         selectors = [t.topic_name for t in req.topics]
         patterns = [s for s in selectors if is_topic_pattern(s)]
 
+        naming = names_map.naming(img.config(MIRROR_RESOURCE, mirror))
+
         async def look(
             client: SourceLike,
         ) -> tuple[Mapping[str, Any], Mapping[str, Mapping[str, str]]]:
             found = await client.topics(None if patterns else selectors)
-            missing = [n for n in found if n not in self.s.image().topics]
+            here = self.s.image().topics
+            missing = [n for n in found if naming.local_topic(n) not in here]
             configs = await client.topic_configs(missing) if missing else {}
             return found, configs
 
@@ -423,14 +439,56 @@ class MirrorApi:
 
         early: dict[str, MirrorTopicResult] = {}
         new_topics: dict[str, TopicSpec] = {}
+        origins: dict[str, str] = {}
         states = self.states(mirror)
         img = self.s.image()
+        # --add names and patterns are the SOURCE's; from here on a topic is named as it is
+        # stored here (mirror.topic.prefix + source name), and the answer names it so
+        # a pattern passes over source topics that mirror this cluster (named: refused below)
+        literal = {sel for sel in selectors if not is_topic_pattern(sel)}
+        names = [
+            n
+            for n in names
+            if n in literal
+            or naming.local_topic(n) in img.topics
+            or not names_map.loops_back(source_configs.get(n, {}), self.s.cluster_id)
+        ]
+        local_of = {n: naming.local_topic(n) for n in names}
+        clashes = names_map.collisions(mirror, local_of) if naming.prefix else {}
+        names, source_of = [local_of[n] for n in names], {v: k for k, v in local_of.items()}
         for name in names:
             local = img.topics.get(name)
-            src = found.get(name)
+            src = found.get(source_of[name])
+            why = clashes.get(source_of[name]) or names_map.local_name_error(
+                mirror, source_of[name], name
+            )
+            if why is not None:
+                early[name] = MirrorTopicResult(name, ErrorCode.invalid_topic_exception, why)
+                continue
+            src_configs = source_configs.get(source_of[name], {})
+            if local is None and names_map.loops_back(src_configs, self.s.cluster_id):
+                early[name] = MirrorTopicResult(
+                    name,
+                    ErrorCode.invalid_request,
+                    names_map.loop_message(mirror, source_of[name], self.s.cluster_id),
+                )
+                continue
             refused = self._topic_denied(ctx, name)
             if refused is not None:
                 early[name] = refused
+                continue
+            if (
+                local is not None
+                and naming.prefix
+                and not img.config(TOPIC_RESOURCE, name).get(MIRROR_NAME_CONFIG)
+                and (src is None or src.topic_id != local.topic_id)
+            ):  # a prefixed mirror never adopts a topic of ours (same id: its own, failed over)
+                early[name] = MirrorTopicResult(
+                    name,
+                    ErrorCode.topic_already_exists,
+                    f"Mirror {mirror} would store source topic {source_of[name]} as {name}, "
+                    f"which exists here and is not a mirror topic.",
+                )
                 continue
             if local is not None:
                 if src is not None and src.topic_id and src.topic_id != local.topic_id:
@@ -454,24 +512,42 @@ class MirrorApi:
                         f"Topic {name} has partitions neither UNKNOWN nor STOPPED: {', '.join(busy)}",
                     )
             elif src is not None:
+                clash = names_map.clashing_local(name, img.topics)
+                if clash is not None:
+                    early[name] = MirrorTopicResult(
+                        name,
+                        ErrorCode.topic_already_exists,
+                        f"Mirror {mirror} would store source topic {source_of[name]} as "
+                        f"{name}, which collides with topic {clash} here.",
+                    )
+                    continue
                 new_topics[name] = TopicSpec(
                     name,
                     num_partitions=max(len(src.partitions), 1),
-                    configs=dict(
-                        self.mirrors.sanitize_topic_configs(mirror, source_configs.get(name, {}))
-                    ),
+                    configs=dict(self.mirrors.sanitize_topic_configs(mirror, src_configs)),
                     topic_id=src.topic_id,
                 )
+                chain = names_map.chain_value(
+                    src_configs.get(names_map.SOURCE_CLUSTER_IDS_CONFIG),
+                    self.cluster_id_of(mirror) or None,
+                )
+                if chain:
+                    origins[name] = chain
             elif source_error:
                 early[name] = MirrorTopicResult(name, ErrorCode.network_exception, source_error)
             else:
                 early[name] = MirrorTopicResult(
                     name,
                     ErrorCode.unknown_topic_or_partition,
-                    f"Topic {name} exists neither here nor at the source of mirror {mirror}.",
+                    f"Topic {source_of[name]} exists neither here nor at the source of mirror "
+                    f"{mirror}.",
                 )
         out = await self.mirrors.add_topics(
-            mirror, [n for n in names if n not in early], new_topics, patterns=patterns
+            mirror,
+            [n for n in names if n not in early],
+            new_topics,
+            patterns=patterns,
+            origins=origins,
         )
         if out.error == ErrorCode.none:
             by_name = {r.name: r for r in out.topics}
@@ -499,8 +575,9 @@ class MirrorApi:
             )
             return self._topics_response(key, ctx, mirror, out)
         candidates = [t for t, v in mirror_topics(img, mirror).items() if applies(mirror, v)]
+        naming = names_map.naming(img.config(MIRROR_RESOURCE, mirror))
         names, why, code = self._select(
-            [t.topic_name for t in req.topics], candidates, may_match_nothing
+            [t.topic_name for t in req.topics], candidates, may_match_nothing, naming.source_topic
         )
         if why:
             return self._topics_response(

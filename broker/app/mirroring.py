@@ -40,6 +40,7 @@ class Mirroring:
 
 def build_mirroring(
     config: ServerConfig,
+    cluster_id: str,
     clock: Clock,
     image: Callable[[], MetadataImage],
     replicas: ReplicaManager,
@@ -106,6 +107,7 @@ def build_mirroring(
         acls=controller.acl_controller,
         now_ms=clock.now_ms,
         share_offsets=apis.share_offsets if config.group_share_enable else None,
+        own_cluster_id=cluster_id,
     )
     throttle = MirrorThrottle(
         image, config.node_id, config.mirror_replication_throttled_rate, fetchers

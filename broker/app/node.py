@@ -156,6 +156,7 @@ class Node:
         )
         self.mirroring = build_mirroring(
             config,
+            cluster_id,
             clock,
             image,
             replication.replicas,

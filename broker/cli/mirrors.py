@@ -11,7 +11,8 @@ the source topic id), reaching the source with the mirror's configs (DescribeCon
 
 ``--describe`` prints one row per partition: MIRROR, TOPIC, PARTITION, SOURCE-OFFSET,
 DESTINATION-OFFSET, LAG, STATE, then SOURCE-AGE (how long ago the source offset was learnt:
-kmirror's SourceOffsetAgeMs; last, so parsers of the first seven columns keep working). LAG is
+kmirror's SourceOffsetAgeMs; last, so parsers of the first seven columns keep working), and for
+mirrors with ``mirror.topic.prefix`` SOURCE-TOPIC (the source's name of the topic). LAG is
 ``?`` when the source offset is known but not current (the fetcher is failing, or has not
 heard from the source for a while); the partitions' reasons follow under "Notes:".
 
@@ -38,6 +39,7 @@ from broker.cli.admin import code as _code
 from broker.cli.admin import code_name as _code_name
 from broker.cli.admin import load as _load
 from broker.cli.admin import servers as _servers
+from broker.metadata.mirror_names import TOPIC_PREFIX_KEY
 
 METADATA, CREATE_TOPICS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 3, 19, 32, 44
 CREATE_MIRROR, ADD_TOPICS, REMOVE_TOPICS, LIST_MIRRORS, DESCRIBE_MIRRORS = 94, 95, 96, 98, 99
@@ -304,6 +306,21 @@ async def _describe_mirror_configs(s: Session, mirror: str) -> dict[str, str]:
     return {str(c.name): str(c.value) for c in r.configs if c.value is not None}
 
 
+async def _prefixes(s: Session, mirrors: Sequence[str]) -> dict[str, str]:
+    """Each mirror's mirror.topic.prefix ("" when unset or not readable: no column then)."""
+    out: dict[str, str] = {}
+    for m in mirrors:
+        try:
+            out[m] = (await _describe_mirror_configs(s, m)).get(TOPIC_PREFIX_KEY, "").strip()
+        except CommandError:
+            out[m] = ""
+    return out
+
+
+def _unprefixed(prefix: str, topic: str) -> str:
+    return topic[len(prefix) :] if prefix and topic.startswith(prefix) else topic
+
+
 async def _create_for_add(
     s: Session, args: argparse.Namespace, overlay: Mapping[str, str], err: TextIO
 ) -> list[str]:
@@ -322,6 +339,7 @@ async def _create_for_add(
         raise CommandError(f"cannot list the source's topics: {e}") from None
     finally:
         await source.close()
+    prefix = config.get(TOPIC_PREFIX_KEY, "").strip()  # the names made here are prefixed
     rx = re.compile(args.topic) if pattern else None
     names = sorted(
         n
@@ -335,7 +353,7 @@ async def _create_for_add(
         {
             "topics": [
                 {
-                    "name": n,
+                    "name": prefix + n,
                     "num_partitions": max(len(found[n].partitions), 1),
                     "replication_factor": int(args.replication_factor),
                     "assignments": [],
@@ -454,8 +472,16 @@ async def _dispatch(
         if not rows:
             print("No mirror partitions found", file=out)
             return 0
-        header = ("MIRROR", "TOPIC", "PARTITION", "SOURCE-OFFSET", "DESTINATION-OFFSET", "LAG")
-        _table((*header, "STATE", "SOURCE-AGE"), rows, out)
+        header: tuple[str, ...] = (
+            "MIRROR", "TOPIC", "PARTITION", "SOURCE-OFFSET", "DESTINATION-OFFSET", "LAG",
+        )  # fmt: skip
+        prefixes = await _prefixes(s, sorted({str(r[0]) for r in rows}))
+        if any(prefixes.values()):  # a prefixed mirror: the source's name of each topic, last
+            rows = [(*r, _unprefixed(prefixes.get(str(r[0]), ""), str(r[1]))) for r in rows]
+            header = (*header, "STATE", "SOURCE-AGE", "SOURCE-TOPIC")
+            _table(header, rows, out)
+        else:
+            _table((*header, "STATE", "SOURCE-AGE"), rows, out)
         if notes:
             print("\nNotes:", file=out)
             for note in notes:

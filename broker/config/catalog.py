@@ -429,6 +429,8 @@ TOPIC_KEYS: dict[str, TopicKey] = {
         _t("remote.log.delete.on.disable", _CT.BOOLEAN, "false"),
         # KIP-1279 topic keys.
         _t("mirror.name", _CT.STRING, None, origin=Origin.KIP_1279, hidden=True),
+        # kmirror: the cluster ids a mirror topic's records came through (loop prevention)
+        _t("mirror.source.cluster.ids", _CT.LIST, None, origin=Origin.KIP_1279),
         _t("mirror.replication.throttled.replicas", _CT.LIST, "", origin=Origin.KIP_1279),
         _t("mirror.support.unclean.leader.election", _CT.BOOLEAN, "false", origin=Origin.KIP_1279),
     )

@@ -11,12 +11,13 @@ from protocol.errors import MirrorErrorCode
 
 from ..config import group_configs
 from ..config.group_configs import GROUP_RESOURCE, GroupConfigDefaults, GroupConfigError
+from ..metadata import mirror_names
 from ..metadata.image import BROKER_RESOURCE, MIRROR_RESOURCE, TOPIC_RESOURCE
 from ..metadata.mirror_states import MIRROR_NAME_CONFIG
 from . import mirror_config
 from .controller_base import ControllerBase
 from .record_types import ConfigRecord
-from .validators import _MIRROR_NAME_ONLY, ConfigValidationError
+from .validators import _MIRROR_NAME_ONLY, _ORIGIN_ONLY, ConfigValidationError
 
 # Incremental config operations (IncrementalAlterConfigs).
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -93,6 +94,9 @@ class ConfigRequestsMixin(ControllerBase):
                     if any(key == MIRROR_NAME_CONFIG for key, _op, _v in ch.ops):
                         res.error, res.message = ErrorCode.invalid_config, _MIRROR_NAME_ONLY
                         continue
+                    if any(k == mirror_names.SOURCE_CLUSTER_IDS_CONFIG for k, _o, _v in ch.ops):
+                        res.error, res.message = ErrorCode.invalid_config, _ORIGIN_ONLY
+                        continue
                 elif ch.resource_type == MIRROR_RESOURCE:
                     if not img.config(MIRROR_RESOURCE, ch.resource_name):
                         res.error = MirrorErrorCode.UNKNOWN_MIRROR
@@ -123,13 +127,15 @@ class ConfigRequestsMixin(ControllerBase):
                 # replacing AlterConfigs reaches them too
                 current = dict(img.stored_config(ch.resource_type, ch.resource_name))
                 wanted = {} if ch.replace_all else dict(current)
-                if MIRROR_NAME_CONFIG in current and ch.resource_type == TOPIC_RESOURCE:
-                    wanted[MIRROR_NAME_CONFIG] = current[
-                        MIRROR_NAME_CONFIG
-                    ]  # AlterConfigs keeps it
+                if ch.resource_type == TOPIC_RESOURCE:  # AlterConfigs keeps the mirror's keys
+                    for key in (MIRROR_NAME_CONFIG, mirror_names.SOURCE_CLUSTER_IDS_CONFIG):
+                        if key in current:
+                            wanted[key] = current[key]
                 if ch.resource_type == MIRROR_RESOURCE:  # and the mirror's bookkeeping
                     wanted.update(
-                        (k, v) for k, v in current.items() if mirror_config.is_internal(k)
+                        (k, v)
+                        for k, v in current.items()
+                        if mirror_config.is_internal(k) or k in mirror_names.IMMUTABLE_KEYS
                     )
                 try:
                     for key, op, value in ch.ops:
@@ -157,7 +163,18 @@ class ConfigRequestsMixin(ControllerBase):
                         else:
                             raise ConfigValidationError(f"Unknown config operation {op}")
                     if ch.resource_type == MIRROR_RESOURCE:
-                        why = mirror_config.missing_required(wanted)
+                        why = mirror_config.missing_required(wanted) or next(
+                            (
+                                w
+                                for k in sorted(mirror_names.IMMUTABLE_KEYS)
+                                if (
+                                    w := mirror_names.change_error(
+                                        ch.resource_name, k, current.get(k), wanted.get(k)
+                                    )
+                                )
+                            ),
+                            None,
+                        )
                         if why:
                             raise ConfigValidationError(why)
                     if ch.resource_type == GROUP_RESOURCE:

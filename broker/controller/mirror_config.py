@@ -8,6 +8,7 @@ A mirror's configs are the client settings used to reach its source cluster plus
 from collections.abc import Mapping
 from typing import Any, Final
 
+from ..metadata import mirror_names
 from .topics import topic_name_error
 
 BOOTSTRAP_SERVERS: Final = "bootstrap.servers"
@@ -29,6 +30,8 @@ DEFAULTS: Final[Mapping[str, str]] = {
     TOPIC_PROPERTIES_EXCLUDE: DEFAULT_TOPIC_EXCLUDES,
     GROUPS_INCLUDE: ".*",
     ACL_INCLUDE: "*",
+    mirror_names.TOPIC_PREFIX_KEY: "",
+    mirror_names.GROUP_PREFIX_ENABLE_KEY: "false",
 }
 
 # Client settings a source connection may use besides the sasl.*/ssl.*/socket.* families.
@@ -65,7 +68,9 @@ INTERNAL_PREFIX: Final = "internal."
 SOURCE_CLUSTER_ID_KEY: Final = INTERNAL_PREFIX + "source.cluster.id"
 # Topic configs that describe this (destination) cluster: never copied from the source nor
 # deleted because the source lacks them.
-DESTINATION_TOPIC_KEYS: Final = frozenset({"mirror.name", "mirror.replication.throttled.replicas"})
+DESTINATION_TOPIC_KEYS: Final = frozenset(
+    {"mirror.name", "mirror.replication.throttled.replicas", mirror_names.SOURCE_CLUSTER_IDS_CONFIG}
+)
 LIST_KEYS: Final = frozenset({BOOTSTRAP_SERVERS, TOPIC_PROPERTIES_EXCLUDE, GROUPS_INCLUDE})
 SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _INT_KEYS: Final = frozenset(
@@ -142,6 +147,8 @@ def config_error(key: str, value: str | None) -> str | None:
         return f"Invalid value {value} for configuration security.protocol: expected one of {', '.join(SECURITY_PROTOCOLS)}"
     elif key in _INT_KEYS and not value.strip().lstrip("-").isdigit():
         return f"Invalid value {value} for configuration {key}: not a number"
+    elif key in mirror_names.IMMUTABLE_KEYS:
+        return mirror_names.config_error(key, value)
     return None
 
 

@@ -18,6 +18,7 @@ from protocol.errors import MirrorErrorCode
 from protocol.metadata_records import latest_type
 
 from ..metadata.image import MIRROR_RESOURCE, TOPIC_RESOURCE, MetadataImage
+from ..metadata.mirror_names import SOURCE_CLUSTER_IDS_CONFIG
 from ..metadata.mirror_states import (
     MIRROR_NAME_CONFIG,
     MIRROR_STATE_TOPIC,
@@ -211,12 +212,16 @@ class MirrorController:
         *,
         patterns: Sequence[str] = (),
         create_only: bool = False,
+        origins: Mapping[str, str] | None = None,
     ) -> MirrorTopicsOutcome:
         """Put topics in ``mirror``. Names missing locally are created from ``new_topics`` (the
         source's topic id, partition count and configs) in the same batch as their
         ``mirror.name``, so no local write can slip in between. ``patterns`` are kept with the
         mirror (`mirror_patterns`) in the same batch. ``create_only`` (pattern discovery) only
-        creates topics: a name that exists here or was removed from the mirror is refused."""
+        creates topics: a name that exists here or was removed from the mirror is refused.
+        ``origins`` (topic -> cluster id chain) is stored as each new topic's
+        ``mirror.source.cluster.ids`` (`mirror_names`: loop prevention)."""
+        origins = origins or {}
         new_topics = new_topics or {}
         async with self._c.lock:
             img = self._c.current_image()
@@ -266,6 +271,15 @@ class MirrorController:
                     if spec.topic_id is not None:
                         new_ids.add(spec.topic_id)
                     records.extend(topic_records)
+                    if origins.get(name):
+                        records.append(
+                            ConfigRecord(
+                                resource_type=TOPIC_RESOURCE,
+                                resource_name=name,
+                                name=SOURCE_CLUSTER_IDS_CONFIG,
+                                value=origins[name],
+                            )
+                        )
                 else:
                     res.error = ErrorCode.unknown_topic_or_partition
                     res.message = f"Topic {name} does not exist."

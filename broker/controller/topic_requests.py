@@ -11,12 +11,13 @@ from kio.schema.errors import ErrorCode
 
 from ..metadata.image import TOPIC_RESOURCE, MetadataImage
 from ..metadata.internal_topics import is_internal_topic
+from ..metadata.mirror_names import SOURCE_CLUSTER_IDS_CONFIG
 from ..metadata.mirror_states import MIRROR_NAME_CONFIG
 from .controller_base import ControllerBase
 from .fd_budget import BudgetCheck
 from .record_types import ConfigRecord, PartitionRecord, RemoveTopicRecord, TopicRecord
 from .topics import assign_replicas, topic_name_error
-from .validators import _MIRROR_NAME_ONLY, ConfigValidationError
+from .validators import _MIRROR_NAME_ONLY, _ORIGIN_ONLY, ConfigValidationError
 
 # Each partition is a directory with open files: a forged CreateTopics/CreatePartitions asking for
 # millions would stall the node (Kafka has no cap; we choose one and say so in the error).
@@ -133,6 +134,9 @@ class TopicRequestsMixin(ControllerBase):
         for key, value in spec.configs.items():
             if key == MIRROR_NAME_CONFIG:
                 res.error, res.message = ErrorCode.invalid_config, _MIRROR_NAME_ONLY
+                return res, []
+            if key == SOURCE_CLUSTER_IDS_CONFIG:
+                res.error, res.message = ErrorCode.invalid_config, _ORIGIN_ONLY
                 return res, []
             if value is None:
                 res.error, res.message = (

@@ -10,6 +10,9 @@ from .fd_budget import ReplicaBudget
 
 # mirror.name is internal (KIP-1279): only the mirror RPCs set or clear it.
 _MIRROR_NAME_ONLY: Final = "mirror.name can only be set through the mirror APIs (kafka-mirrors.sh)"
+_ORIGIN_ONLY: Final = (
+    "mirror.source.cluster.ids is set by the mirror that creates the topic (its origin chain)"
+)
 
 
 class ConfigValidationError(Exception):

@@ -1,13 +1,17 @@
 """Refresh step 4, ACLs: the source's ACLs that ``mirror.acl.include`` selects (`acl_rules`)
 are created here, and those this mirror created that the source no longer has (or the rules no
-longer select) are deleted. A source without an authorizer is a skip, not an error.
+longer select) are deleted. A source without an authorizer is a skip, not an error. A
+prefixed mirror stores topic (and, with the group prefix, group) ACLs under the prefixed names
+(`mirror_names.acl_resource`).
 """
 
+import dataclasses
 import logging
 from collections.abc import Mapping
 from typing import Final
 
 from ..controller import mirror_config
+from ..metadata import mirror_names
 from .core.acl_rules import AclRuleError, binding_from_codes, included, parse_acl_include
 from .metadata_sync_interfaces import AclStore, SyncSource
 from .metadata_sync_state import SyncReport
@@ -72,6 +76,17 @@ class AclSync:
                 ),
             )
         }
+        naming = mirror_names.naming(config)
+        if naming.prefix:  # the rules match the source's names; stored under ours
+            wanted = {
+                dataclasses.replace(a, resource_name=n, pattern_type=pt)
+                for a in wanted
+                for n, pt in [
+                    mirror_names.acl_resource(
+                        naming, a.resource_type, a.resource_name, a.pattern_type
+                    )
+                ]
+            }
         out = await self._acls.sync_mirror_acls(mirror, wanted)
         for acl, why in out.refused:
             self._report.error(mirror, "acls", f"cannot store {acl.describe()}: {why}")

@@ -118,7 +118,7 @@ class LeaderAssignment:
                     await asyncio.wait_for(m.refresh.wait(), max(timeout, 0.001))
                 continue
             try:
-                topics = await m.source.topics(sorted({p.topic for p in due}))
+                topics = await m.source.topics(sorted({p.source_topic for p in due}))
             except (SourceError, NetworkError) as e:
                 for p in due:
                     park(p, f"metadata: {e}")
@@ -131,7 +131,7 @@ class LeaderAssignment:
             for p in due:
                 if p.removed or p.fetcher is not None:
                     continue
-                t = topics.get(p.topic)
+                t = topics.get(p.source_topic)
                 if t is None:
                     park(p, "topic not found at the source")
                     continue

@@ -53,8 +53,8 @@ class OffsetReconciler:
                 if target is not None:
                     self._truncate(p, target)
                 return
-            start, _ = await m.source.list_offsets(p.topic, p.partition, EARLIEST_TIMESTAMP)
-            end, _ = await m.source.list_offsets(p.topic, p.partition, LATEST_TIMESTAMP)
+            start, _ = await m.source.list_offsets(p.source_topic, p.partition, EARLIEST_TIMESTAMP)
+            end, _ = await m.source.list_offsets(p.source_topic, p.partition, LATEST_TIMESTAMP)
             plog = self._live_log(p)
             if plog is None:
                 return
@@ -106,7 +106,7 @@ class OffsetReconciler:
         if end_offset < 0 and epoch >= 0:
             try:
                 epoch, end_offset = await m.source.offset_for_leader_epoch(
-                    p.topic, p.partition, epoch
+                    p.source_topic, p.partition, epoch
                 )
             except NetworkError as e:  # the source lacks OffsetForLeaderEpoch
                 log.warning("mirror %s: %s: %s; truncating to the source end", m.name, p, e)

@@ -106,9 +106,18 @@ class FetcherHandle(Protocol):
 class FetchPartition:
     """One mirrored partition; a new object each time the partition is added."""
 
-    def __init__(self, mirror: str, topic: str, partition: int, topic_id: uuid.UUID | None) -> None:
+    def __init__(
+        self,
+        mirror: str,
+        topic: str,
+        partition: int,
+        topic_id: uuid.UUID | None,
+        source_topic: str | None = None,
+    ) -> None:
         self.mirror = mirror
         self.topic = topic
+        # the source's name for it: ``topic`` minus the mirror's mirror.topic.prefix
+        self.source_topic = source_topic or topic
         self.partition = partition
         self.topic_id = topic_id
         self.leader_id = -1

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from ..log.clock import Clock
 from ..log.partition_log import PartitionLog
+from ..metadata import mirror_names
 from ..replication.partition import Partition
 from .fetch_append import BatchAppender
 from .fetch_assignment import FetchParking, LeaderAssignment
@@ -144,7 +145,8 @@ class MirrorFetcherManager:
                 continue
             if old is not None:
                 await self._parking.detach(old)
-            p = m.partitions[key] = FetchPartition(mirror, key[0], key[1], topic_id)
+            source_topic = mirror_names.naming(m.config).source_topic(key[0])
+            p = m.partitions[key] = FetchPartition(mirror, key[0], key[1], topic_id, source_topic)
             p.throttled = self._throttled(*key)
         m.refresh.set()
 

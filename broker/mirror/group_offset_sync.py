@@ -1,7 +1,8 @@
 """Refresh step 3, group offsets: the committed offsets of the source's consumer groups that
 ``mirror.groups.include`` selects are committed here (admin commits), and the start offsets of
 its share groups are set here, so groups resume where they were after a failover. A group with
-members here is left alone.
+members here is left alone. A prefixed mirror commits them under the prefixed topic names, and
+with ``mirror.group.prefix.enable=true`` under the prefixed group name (`mirror_names`).
 """
 
 import logging
@@ -15,6 +16,7 @@ from ..controller import mirror_config
 from ..coordinator.group.shard import CommitItem, CommitParams
 from ..coordinator.runtime import CoordinatorError
 from ..coordinator.share.state_records import ShareKey
+from ..metadata import mirror_names
 from ..metadata.image import MIRROR_RESOURCE, MetadataImage
 from .metadata_sync_interfaces import Groups, ShareOffsets, SyncSource
 from .metadata_sync_state import SyncReport, compile_patterns
@@ -89,7 +91,11 @@ class GroupOffsetSync:
         except re.error as e:
             self._report.error(mirror, "groups", f"bad {mirror_config.GROUPS_INCLUDE}: {e}")
             return
-        topics = {n: sorted(src.partitions) for n, src in present.items()}
+        # asked at the source under its names; applied here under ours (prefixed topics, and
+        # prefixed groups with mirror.group.prefix.enable)
+        naming = mirror_names.naming(mcfg)
+        to_local = {(getattr(src, "name", n) or n): n for n, src in present.items()}
+        topics = {s: sorted(present[n].partitions) for s, n in to_local.items()}
         try:
             listed = [
                 g
@@ -122,12 +128,13 @@ class GroupOffsetSync:
                 except Exception as e:
                     self._report.error(mirror, kind, f"{rpc} {gid}: {e or type(e).__name__}")
                     continue
-                if not offsets:
+                local = {(to_local[t], p): o for (t, p), o in offsets.items() if t in to_local}
+                if not local:
                     continue
                 if not ensured and self._ensure_offsets_topic is not None:
                     await self._ensure_offsets_topic()
                     ensured = True
-                await apply(mirror, gid, offsets)
+                await apply(mirror, naming.local_group(gid), local)
 
     async def _alter_share_group(
         self, mirror: str, gid: str, starts: Mapping[tuple[str, int], int]

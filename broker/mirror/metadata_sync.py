@@ -125,6 +125,7 @@ class MirrorMetadataSync:
         now_ms: Callable[[], int] | None = None,
         acls: AclStore | None = None,
         share_offsets: ShareOffsets | None = None,
+        own_cluster_id: str = "",
     ) -> None:
         self._image = image
         self._default_interval = default_interval_ms
@@ -141,7 +142,7 @@ class MirrorMetadataSync:
         self.skipped = self._report.skipped
         self.last_refresh_ms: dict[str, int] = {}
         # the steps of a refresh, in order
-        self._topics = TopicSync(self._report, image, controller, mirrors)
+        self._topics = TopicSync(self._report, image, controller, mirrors, own_cluster_id)
         self._configs = TopicConfigSync(self._report, image, controller)
         self._groups = GroupOffsetSync(
             self._report, image, groups, share_offsets, ensure_offsets_topic

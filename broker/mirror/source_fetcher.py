@@ -192,7 +192,7 @@ class SourceFetcher:
         self.failures = 0
         throttled_bytes = appended_bytes = 0
         for tkey, data in resp.partitions:
-            name = id_map.get(tkey) if isinstance(tkey, uuid.UUID) else tkey
+            name = id_map.get(tkey)
             if name is None:
                 continue
             s = sent.get((name, data.partition))
@@ -242,7 +242,7 @@ class SourceFetcher:
 
     def _build(
         self, version: int, by_id: bool, throttle_delay: float = 0.0
-    ) -> tuple[bytes, dict[Key, SentFetch], dict[uuid.UUID, str]]:
+    ) -> tuple[bytes, dict[Key, SentFetch], dict[uuid.UUID | str, str]]:
         """The Fetch request. Throttled partitions ask for at most the throttle's burst, and are
         left out (forgotten by the session) while ``throttle_delay`` > 0; the wait for data is
         then cut to that delay so they are back in time."""
@@ -254,7 +254,7 @@ class SourceFetcher:
         max_bytes = m.max_bytes if cap is None or not only_throttled else min(m.max_bytes, cap)
         sent: dict[Key, SentFetch] = {}
         wanted: list[FetchPartitionRequest] = []
-        id_map: dict[uuid.UUID, str] = {}
+        id_map: dict[uuid.UUID | str, str] = {}
         # Each partition's entry is reused while its fields stay the same: a fetcher of
         # thousands of idle partitions rebuilt all of them twice a second.
         cache = self._entries
@@ -269,6 +269,7 @@ class SourceFetcher:
                 continue
             if p.topic_id is not None:
                 id_map[p.topic_id] = p.topic
+            id_map[p.source_topic] = p.topic  # by name: the source's name (a prefix differs)
             epoch = plog.latest_epoch
             last_epoch = -1 if epoch is None else epoch
             leo = plog.log_end_offset
@@ -282,7 +283,7 @@ class SourceFetcher:
             else:
                 s = SentFetch(p, leo, p.leader_epoch, last_epoch, part_max)
                 fpr = FetchPartitionRequest(
-                    p.topic,
+                    p.source_topic,
                     p.topic_id,
                     p.partition,
                     leo,

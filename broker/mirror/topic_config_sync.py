@@ -60,20 +60,24 @@ class TopicConfigSync:
                 mirror, "topic_configs", f"bad {mirror_config.TOPIC_PROPERTIES_EXCLUDE}: {e}"
             )
             return
+        # present: local name -> the source's topic (its name is the source's, e.g. unprefixed)
+        src_name = {n: getattr(t, "name", n) or n for n, t in present.items()}
         try:
-            source = await self._report.call(client.topic_configs(sorted(present)))
+            source = await self._report.call(client.topic_configs(sorted(set(src_name.values()))))
         except Exception as e:
             self._report.error(mirror, "topic_configs", f"DescribeConfigs: {e or type(e).__name__}")
             return
         img = self._image()
         changes = []
         for name in sorted(present):
-            if name not in source or name not in img.topics:
+            if src_name[name] not in source or name not in img.topics:
                 continue  # the source could not describe it: leave ours as is
             local = img.config(TOPIC_RESOURCE, name)
             if split_mirror_name(local.get(MIRROR_NAME_CONFIG, ""))[0] != mirror:
                 continue  # left the mirror meanwhile
-            ops = config_ops(source[name], local, patterns, self._controller.validate_topic_config)
+            ops = config_ops(
+                source[src_name[name]], local, patterns, self._controller.validate_topic_config
+            )
             if ops:
                 changes.append(ConfigChange(TOPIC_RESOURCE, name, ops))
         if not changes:

@@ -7,7 +7,8 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..metadata.image import MetadataImage
+from ..metadata import mirror_names
+from ..metadata.image import MIRROR_RESOURCE, MetadataImage
 from . import topic_discovery
 from .metadata_sync_interfaces import MirrorTopics, SyncSource, TopicController
 from .metadata_sync_state import SyncReport
@@ -25,11 +26,13 @@ class TopicSync:
         image: Callable[[], MetadataImage],
         controller: TopicController,
         mirrors: MirrorTopics,
+        own_cluster_id: str = "",
     ) -> None:
         self._report = report
         self._image = image
         self._controller = controller
         self._mirrors = mirrors
+        self._own_cluster_id = own_cluster_id  # loop prevention (`mirror_names.loops_back`)
 
     async def sync(
         self,
@@ -44,10 +47,19 @@ class TopicSync:
         names = active + paused
         if not names:
             return {}
+        # local name -> source name (a prefixed mirror stores source topic t as <prefix>t)
+        naming = mirror_names.naming(img.config(MIRROR_RESOURCE, mirror))
+        to_source = {n: naming.source_topic(n) for n in names}
         try:
-            found = dict(await self._report.call(client.topics(names)))
+            asked = dict(await self._report.call(client.topics(sorted(set(to_source.values())))))
+            found = {n: asked[s] for n, s in to_source.items() if s in asked}
             absent = [n for n in names if n not in found]
-            gone = set(await self._report.call(client.missing_topics(absent))) if absent else set()
+            missing = (
+                set(await self._report.call(client.missing_topics([to_source[n] for n in absent])))
+                if absent
+                else set()
+            )
+            gone = {n for n in absent if to_source[n] in missing}
         except Exception as e:
             self._report.error(mirror, "metadata", f"source metadata: {e or type(e).__name__}")
             return None
@@ -94,12 +106,21 @@ class TopicSync:
                 self._mirrors,
                 can_describe_configs=DESCRIBE_CONFIGS in versions,
                 call=self._report.call,
+                own_cluster_id=self._own_cluster_id,
             )
         except Exception as e:
             self._report.error(
                 mirror, "topic_discovery", f"listing source topics: {e or type(e).__name__}"
             )
             return
+        if found.looped:
+            self._report.skip(
+                mirror,
+                "loop",
+                f"source topic(s) {', '.join(found.looped)} are mirrors of this cluster "
+                f"({self._own_cluster_id} in their {mirror_names.SOURCE_CLUSTER_IDS_CONFIG}); "
+                "not mirrored back",
+            )
         if found.configs_skipped:
             self._report.skip(
                 mirror, "topic_configs", "the source does not support DescribeConfigs"

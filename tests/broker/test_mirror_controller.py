@@ -393,7 +393,12 @@ def test_add_topics_handler_creates_from_source() -> None:
     assert src.closed
     foo = q.image.topics["foo"]
     assert foo.topic_id == ids["foo"] and len(foo.partitions) == 3
-    assert dict(q.image.config(TOPIC_RESOURCE, "foo")) == {"retention.ms": "77", "mirror.name": "m"}
+    # the origin chain (loop prevention) names the source cluster
+    assert dict(q.image.config(TOPIC_RESOURCE, "foo")) == {
+        "retention.ms": "77",
+        "mirror.name": "m",
+        "mirror.source.cluster.ids": "src-cluster",
+    }
     resp = _add(api, "m", "clash", "local", "nowhere")
     assert [(t.name, int(t.error_code)) for t in resp.topics] == [
         ("clash", ErrorCode.inconsistent_topic_id.value),
@@ -470,3 +475,76 @@ def test_create_mirror_fails_when_the_state_topic_cannot_exist() -> None:
     assert code == ErrorCode.invalid_replication_factor
     assert why is not None and "__mirror_state" in why and "mirror.topic.replication.factor" in why
     assert not q.image.config(64, "m")  # nothing committed
+
+
+def test_add_topics_with_prefix_maps_names_and_refuses_bad_ones() -> None:
+    """mirror.topic.prefix: source names in, prefixed names made (same topic ids, origin chain);
+    a loop, an over-long name, two names colliding and an existing non-mirror topic are refused
+    naming the mirror and the topic; the prefix cannot be altered afterwards."""
+    q, c, mc = _setup()
+    cfg = {**SRC, "mirror.topic.prefix": "east.", "mirror.group.prefix.enable": "true"}
+    assert asyncio.run(mc.create_mirror("pm", cfg)) == (ErrorCode.none, None)
+    asyncio.run(c.create_topics([TopicSpec("east.mine", 1)], False))
+    long = "l" * 245
+    names = ("orders", "a.b", "a_b", "mine", long, "west.orders")
+    ids = {n: uuid.uuid4() for n in names}
+    src = FakeSource(
+        {n: FakeTopic(n, ids[n], {0: None}) for n in names},
+        {"west.orders": {"mirror.source.cluster.ids": "x,c"}},  # "c": this cluster
+    )
+    services = Services(
+        node_id=1,
+        cluster_id="c",
+        image=lambda: q.image,
+        controller=c,
+        replicas=None,
+        log_manager=None,
+        config=None,
+        now_ms=lambda: 0,
+    )
+    api = MirrorApi(services, mc, source_client=lambda cfg, cid: src)
+    # a pattern passes over the loop silently
+    resp = _add(api, "pm", "ord.*|west.*")
+    assert [(t.name, int(t.error_code)) for t in resp.topics] == [("east.orders", 0)]
+    made = q.image.topics["east.orders"]
+    assert made.topic_id == ids["orders"]
+    assert q.image.config(TOPIC_RESOURCE, "east.orders")["mirror.source.cluster.ids"] == (
+        "src-cluster"
+    )
+    assert "orders" not in q.image.topics
+    resp = _add(api, "pm", "west.orders", "a.b", "a_b", "mine", long)
+    got = {t.name: int(t.error_code) for t in resp.topics}
+    messages = (resp.error_message or "").split("; ")  # one per refused topic
+    for name, needle in (
+        ("east.west.orders", "itself a mirror of this cluster"),
+        ("east.a.b", "under one name"),
+        ("east.a_b", "under one name"),
+        ("east.mine", "is not a mirror topic"),
+        ("east." + long, "longer than 249"),
+    ):
+        source = name.removeprefix("east.")
+        said = [m for m in messages if needle in m and source in m]
+        assert got[name] != 0 and said and "pm" in said[0], (name, messages)
+    assert "east.west.orders" not in q.image.topics
+    # fixed at creation
+    out = asyncio.run(
+        c.alter_configs(
+            [ConfigChange(MIRROR_RESOURCE, "pm", [("mirror.topic.prefix", 0, "x.")])], False
+        )
+    )
+    assert out[0].error == ErrorCode.invalid_config and "pm" in (out[0].message or "")
+    out = asyncio.run(
+        c.alter_configs(
+            [ConfigChange(MIRROR_RESOURCE, "pm", [("mirror.group.prefix.enable", 1, None)])],
+            False,
+        )
+    )
+    assert out[0].error == ErrorCode.invalid_config
+    # and the origin chain is not a client's to set
+    out = asyncio.run(
+        c.alter_configs(
+            [ConfigChange(TOPIC_RESOURCE, "east.orders", [("mirror.source.cluster.ids", 0, "")])],
+            False,
+        )
+    )
+    assert out[0].error == ErrorCode.invalid_config
