@@ -200,7 +200,8 @@ class FetchApi:
             for tkey, parts in topics.items()
         ]
         if self._on_bytes_out is not None and total:
-            self._on_bytes_out(total)
+            # as Kafka's BytesOut: consumers only; followers' bytes count as replication
+            self._on_bytes_out(total, replication=follower is not None)
         if client is not None:
             served = sum(_size(r) for _k, r in rows if FOLLOWER_READ in r)
             if served:

@@ -283,6 +283,12 @@ class BrokerMetrics:
             "Bytes fetched by consumers",
             registry=self.registry,
         )
+        # Kafka's ReplicationBytesOutPerSec: follower fetches, kept out of bytes_out
+        self.replication_bytes_out = Counter(
+            "kafka_server_brokertopicmetrics_replication_bytes_out",
+            "Bytes fetched by follower replicas",
+            registry=self.registry,
+        )
         # KIP-392: consumer fetches this node served as a follower, and the leader's answers
         # sending a consumer to another replica
         self.follower_fetches = Counter(
@@ -329,8 +335,8 @@ class BrokerMetrics:
     def on_bytes_in(self, topic: str, n: int) -> None:
         self.bytes_in.labels(topic).inc(n)
 
-    def on_bytes_out(self, n: int) -> None:
-        self.bytes_out.inc(n)
+    def on_bytes_out(self, n: int, *, replication: bool = False) -> None:
+        (self.replication_bytes_out if replication else self.bytes_out).inc(n)
 
     def on_follower_read(self, n: int) -> None:
         self.follower_fetches.inc()
