@@ -11,7 +11,8 @@ always returned whole (KIP-74). READ_COMMITTED reads stop at the last stable off
 aborted transactions overlapping the returned data (the log's .txnindex); every response carries
 the real LSO. With an authorizer, partitions of a topic
 the principal may not READ get TOPIC_AUTHORIZATION_FAILED (a topic id this node does not know
-stays UNKNOWN_TOPIC_ID). Sessions: see `fetch_sessions`.
+stays UNKNOWN_TOPIC_ID). Sessions: see `fetch_sessions`. A kmirror mirror's Fetch reports what its
+destination committed (synchronous mirroring, tag 1279): see `fetch_sync`.
 """
 
 import logging
@@ -42,6 +43,7 @@ from .client_throttle import (
 from .context import RequestContext
 from .dispatcher import Api
 from .fetch_sessions import FetchSessionCache, SessionError, SessionPartition
+from .fetch_sync import note_foreign_mirror, report_commits
 from .services import Services
 
 log = logging.getLogger(__name__)
@@ -120,11 +122,18 @@ class FetchApi:
                     p.current_leader_epoch,
                     p.last_fetched_epoch,
                     p.log_start_offset,
+                    mirror_committed=p.mirror_committed_offset,
                 )
         for ft in req.forgotten_topics_data:
             fkey: Any = ft.topic_id if by_id else ft.topic
             for part in ft.partitions:
                 wanted.pop((fkey, part), None)
+        sync = self.s.mirror_sync
+        if sync is not None and req.replica_id < 0:
+            if req.mirror_sync_id is not None:
+                report_commits(self.s, sync, req.mirror_sync_id, wanted, by_id)
+            elif "-mirror-" in ctx.client_id:
+                note_foreign_mirror(self.s, sync, ctx.client_id, wanted, by_id)
 
         deadline = time.monotonic() + max(0, req.max_wait_ms) / 1000
         committed = req.isolation_level == READ_COMMITTED

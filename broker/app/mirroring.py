@@ -49,6 +49,7 @@ def build_mirroring(
     coordinators: Coordinators,
     cluster_view: ClusterView,
     apis: Apis,
+    cluster_id: str,
 ) -> Mirroring:
     """Fetchers, the state driver, the metadata sync and the throttle of KIP-1279 mirrors."""
     mirrors: MirrorManager | None = None
@@ -63,6 +64,7 @@ def build_mirroring(
         clock,
         on_failed=on_failed,
         num_fetchers=max(1, config.mirror_num_replica_fetchers),
+        cluster_id=cluster_id,
     )
     mirror_api = apis.mirror_api
     sources = MirrorSources(

@@ -165,6 +165,7 @@ class Node:
             coordinators,
             cluster_view,
             apis,
+            cluster_id,
         )
         self.parts = NodeParts(
             storage,

@@ -18,6 +18,7 @@ from ..coordinator.txn.remote import TxnVerification
 from ..log.clock import Clock
 from ..log.manager import LogManager
 from ..metadata.image import TOPIC_RESOURCE, MetadataImage
+from ..mirror.sync_acks import SyncAcks
 from ..quorum.node_quorum import MetadataQuorum
 from ..replication.replica_manager import ReplicaManager
 from ..security.authorizer import Authorizer, build_authorizer
@@ -71,6 +72,7 @@ def build_services(
             image().config(GROUP_RESOURCE, name), group_defaults
         ),
         mirror_writable=mirror_writable,
+        mirror_sync=SyncAcks(),
         authorizer=authorizer,
         controller_endpoints=lambda: _controller_endpoints(config, quorum),
         active_controller=lambda: quorum.leader_id,

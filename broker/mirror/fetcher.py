@@ -64,10 +64,14 @@ class MirrorFetcherManager(BatchAppender, OffsetReconciler):
         on_appended: Callable[[str, int], None] | None = None,
         num_fetchers: int = 1,
         monotonic: Callable[[], float] = time.monotonic,
+        cluster_id: str = "",
     ) -> None:
         if num_fetchers < 1:
             raise ValueError("num_fetchers must be at least 1")
         self.node_id = node_id
+        self.cluster_id = (
+            cluster_id  # names our mirrors to a kmirror source (synchronous mirroring)
+        )
         self.get_partition = get_partition
         self.clock = clock
         self.on_failed = on_failed
