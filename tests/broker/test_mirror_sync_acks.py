@@ -206,3 +206,13 @@ def test_foreign_mirror_is_logged_once_naming_mirror_and_topic(
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 1 and "mirror dr" in lines[0] and "orders" in lines[0]
     assert sync.metrics_snapshot().foreign_mirrors == 1
+
+
+def test_sync_keys_are_never_copied_to_or_deleted_from_a_mirror_topic() -> None:
+    """They describe a cluster's wait for its own mirrors (docs/mirroring.md)."""
+    from broker.mirror.core.config_filter import config_ops
+
+    source = {"mirror.sync.enable": "true", "mirror.sync.on.timeout": "async", "retention.ms": "9"}
+    assert config_ops(source, {}, [], lambda k, v: v) == [("retention.ms", 0, "9")]
+    local = {"mirror.sync.enable": "true", "mirror.sync.timeout.ms": "100"}
+    assert config_ops({}, local, [], lambda k, v: v) == []
