@@ -122,7 +122,6 @@ class FetchApi:
                     p.current_leader_epoch,
                     p.last_fetched_epoch,
                     p.log_start_offset,
-                    mirror_committed=p.mirror_committed_offset,
                 )
         for ft in req.forgotten_topics_data:
             fkey: Any = ft.topic_id if by_id else ft.topic
@@ -131,7 +130,7 @@ class FetchApi:
         sync = self.s.mirror_sync
         if sync is not None and req.replica_id < 0:
             if req.mirror_sync_id is not None:
-                report_commits(self.s, sync, req.mirror_sync_id, wanted, by_id)
+                report_commits(self.s, sync, req, by_id)
             elif "-mirror-" in ctx.client_id:
                 note_foreign_mirror(self.s, sync, ctx.client_id, wanted, by_id)
 

@@ -40,8 +40,6 @@ class SessionPartition:
     last_hw: int = -1
     last_lso: int = -1
     last_log_start: int = -1
-    # a kmirror mirror's destination high watermark (synchronous mirroring), -1: not sent
-    mirror_committed: int = -1
     # a follower's partition found caught up with nothing to answer: (the partition, its
     # ``change_seq`` then); until that moves, the session's fetches skip it (FetchApi._read)
     quiet: Any = None

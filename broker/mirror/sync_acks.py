@@ -56,11 +56,22 @@ class SyncAcks:
         self._wait_buckets = [0] * (len(WAIT_BUCKETS) + 1)
         self._wait_sum = 0.0
         self._foreign: set[tuple[str, str]] = set()
+        self._seen: dict[str, int] = {}  # mirror id -> its last Fetch (ms)
 
     def now_ms(self) -> int:
         return self._now_ms()
 
     # -- the Fetch handler's side --------------------------------------------------------------
+    def seen(self, mirror: str) -> None:
+        """A Fetch from ``mirror``: it is alive for every partition it reported before."""
+        self._seen[mirror] = self._now_ms()
+
+    def drop(self, topic: str, partition: int, mirror: str) -> None:
+        """``mirror``'s session forgot the partition: it no longer reports it."""
+        st = self._parts.get((topic, partition))
+        if st is not None and st.mirrors.pop(mirror, None) is not None:
+            log.info("mirror.sync: mirror %s stopped fetching %s-%d", mirror, topic, partition)
+
     def report(
         self, topic: str, partition: int, mirror: str, committed: int, hw: int, policy: SyncPolicy
     ) -> None:
@@ -69,7 +80,7 @@ class SyncAcks:
         key = (topic, partition)
         st = self._state(key, hw, policy)
         now = self._now_ms()
-        for gone in st.expire(now, policy.timeout_ms):
+        for gone in st.expire(now, policy.timeout_ms, self._seen):
             log.warning(
                 "mirror.sync: mirror %s of %s-%d silent for over %d ms: no longer waited for",
                 gone, topic, partition, policy.timeout_ms,
@@ -143,7 +154,8 @@ class SyncAcks:
         loop = asyncio.get_running_loop()
         while True:
             now = self._now_ms()
-            st.expire(now, policy.timeout_ms)  # a silent member may be all that holds us back
+            # a silent member may be all that holds us back
+            st.expire(now, policy.timeout_ms, self._seen)
             if st.covered(required):
                 self._observe((now - start) / 1000)
                 return _DONE
@@ -154,8 +166,9 @@ class SyncAcks:
             if now >= sync_deadline:
                 return self._timed_out(st, key, required, policy, now)
             wake_at = min(sync_deadline, request_deadline_ms)
-            for p in st.members():  # its expiry may let the others' progress count
-                wake_at = min(wake_at, p.last_seen_ms + policy.timeout_ms + 1)
+            for m, p in st.mirrors.items():  # its expiry may let the others' progress count
+                if p.in_sync:
+                    wake_at = min(wake_at, st.last_seen_ms(m, self._seen) + policy.timeout_ms + 1)
             fut: asyncio.Future[None] = loop.create_future()
             self._waiters.setdefault(key, set()).add(fut)
             timer = loop.call_later(max(0, wake_at - now) / 1000, _resolve, fut)
@@ -216,7 +229,7 @@ class SyncAcks:
         now = self._now_ms()
         rows = []
         for (topic, partition), st in sorted(self._parts.items()):
-            st.expire(now, self._timeouts.get((topic, partition), 0) or 1)
+            st.expire(now, self._timeouts.get((topic, partition), 0) or 1, self._seen)
             rows.append(
                 SyncPartitionRow(
                     topic, partition, st.degraded, st.degraded_seconds(now), len(st.members())

@@ -216,3 +216,21 @@ def test_sync_keys_are_never_copied_to_or_deleted_from_a_mirror_topic() -> None:
     assert config_ops(source, {}, [], lambda k, v: v) == [("retention.ms", 0, "9")]
     local = {"mirror.sync.enable": "true", "mirror.sync.timeout.ms": "100"}
     assert config_ops({}, local, [], lambda k, v: v) == []
+
+
+def test_a_mirror_that_keeps_fetching_stays_known_and_a_forgotten_partition_goes() -> None:
+    """An incremental Fetch names only the partitions whose commit moved: any Fetch of the
+    mirror keeps its other partitions in sync; the session forgetting one drops it."""
+    clock = _Clock()
+    sync = SyncAcks(clock)
+    policy = SyncPolicy(100, False)
+    sync.report("t", 0, "b/dr", 5, 5, policy)
+    for _ in range(5):
+        clock.ms += 60
+        sync.seen("b/dr")
+    assert sync.metrics_snapshot().partitions[0].in_sync_mirrors == 1
+    clock.ms += 150  # silent now
+    assert sync.metrics_snapshot().partitions[0].in_sync_mirrors == 0
+    sync.report("t", 0, "b/dr", 5, 5, policy)
+    sync.drop("t", 0, "b/dr")
+    assert sync.metrics_snapshot().partitions[0].in_sync_mirrors == 0

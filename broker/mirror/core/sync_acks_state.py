@@ -15,6 +15,7 @@ Times are the caller's milliseconds (any monotonic clock).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Final
@@ -82,12 +83,19 @@ class PartitionSync:
     degraded_end: int = 0
     catch_up_target: int = 0
 
-    def expire(self, now_ms: int, timeout_ms: int) -> list[str]:
-        """Forget mirrors silent for longer than ``timeout_ms``; their ids."""
-        gone = [m for m, p in self.mirrors.items() if now_ms - p.last_seen_ms > timeout_ms]
+    def expire(
+        self, now_ms: int, timeout_ms: int, seen: Mapping[str, int] | None = None
+    ) -> list[str]:
+        """Forget mirrors silent for longer than ``timeout_ms``; their ids. ``seen``: each
+        mirror's last Fetch of any partition (an incremental Fetch names only what changed)."""
+        gone = [m for m in self.mirrors if now_ms - self.last_seen_ms(m, seen) > timeout_ms]
         for m in gone:
             del self.mirrors[m]
         return gone
+
+    def last_seen_ms(self, mirror: str, seen: Mapping[str, int] | None = None) -> int:
+        own = self.mirrors[mirror].last_seen_ms
+        return own if seen is None else max(own, seen.get(mirror, own))
 
     def members(self) -> list[MirrorProgress]:
         return [p for p in self.mirrors.values() if p.in_sync]
