@@ -180,7 +180,8 @@ def main() -> None:
             }
             result[topic] = row
             print(
-                f"{topic:>5}: n={row['n']} p50 {row['p50_ms']:.2f} ms, p99 {row['p99_ms']:.2f} ms, max {row['max_ms']:.2f} ms"
+                f"{topic:>5}: n={row['n']} p50 {row['p50_ms']:.2f} ms, "
+                f"p99 {row['p99_ms']:.2f} ms, max {row['max_ms']:.2f} ms"
             )
         s = scrape(src)
         count = total(s, "kmirror_mirror_sync_wait_seconds_count")
@@ -189,13 +190,16 @@ def main() -> None:
         result["added_p50_ms"] = result["sync"]["p50_ms"] - result["async"]["p50_ms"]
         result["added_p99_ms"] = result["sync"]["p99_ms"] - result["async"]["p99_ms"]
         print(
-            f"added by sync: p50 {result['added_p50_ms']:+.2f} ms, p99 {result['added_p99_ms']:+.2f} ms; source's mean wait for the mirror {mean_wait * 1000:.2f} ms over {count:.0f}"
+            f"added by sync: p50 {result['added_p50_ms']:+.2f} ms, "
+            f"p99 {result['added_p99_ms']:+.2f} ms; the source's mean wait for the mirror "
+            f"{mean_wait * 1000:.2f} ms over {count:.0f} produces"
         )
         for name, cfg in (("kill-async", {}), ("kill-sync", {"mirror.sync.enable": "true"})):
             acked, lost = _kill_round(base, dst, cfg, name, args.rate * 2)
             result[name] = {"acknowledged": acked, "lost": lost}
             print(
-                f"{name}: {acked} acknowledged before kill -9, {lost} missing on the destination after failover"
+                f"{name}: {acked} acknowledged before kill -9, "
+                f"{lost} missing on the destination after failover"
             )
     finally:
         dst.kill()

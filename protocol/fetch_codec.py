@@ -219,8 +219,9 @@ def encode_fetch_request(
     """A Fetch request body: a consumer's (replica id -1) or a follower's (its broker id and,
     from v15, its broker epoch in ReplicaState). Written by hand (every fetcher round sends
     one); tests/protocol/test_fetch_request_encoder.py checks it byte for byte against kio's.
-    ``mirror_sync_id`` (a kmirror mirror fetcher, v19): tag 1279 names the mirror, and each partition
-    with a ``mirror_committed_offset`` carries it in its own tag 1279 (docs/protocol.md)."""
+    ``mirror_sync_id`` (a kmirror mirror fetcher, v19): tag 1279 names the mirror, and each
+    partition with a ``mirror_committed_offset`` carries it in its own tag 1279
+    (docs/protocol.md)."""
     flexible = version >= 12
     by_id = version >= 13 and by_topic_id
     out = bytearray()

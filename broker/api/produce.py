@@ -106,7 +106,7 @@ class ProduceApi:
         )
         sync = s.mirror_sync
         started_ms = sync.now_ms() if sync is not None else 0
-        # acks=all on mirror.sync.enable topics: (row, partition, required, policy), see `_wait_for_mirrors`
+        # acks=all on mirror.sync.enable topics (`_wait_for_mirrors`): row, partition, end, policy
         syncs: list[tuple[dict[str, Any], Any, int, SyncPolicy]] = []
         verified: dict[tuple[str, int], ErrorCode] = {}
         if req.transactional_id is not None and s.verify_txn is not None and not txn_denied:
