@@ -36,6 +36,7 @@ REFUSE = "sync-refuse"
 ASYNC = "sync-async"
 TIMEOUT_MS = 1500
 SYNC_CONFIG = {"mirror.sync.enable": "true", "mirror.sync.timeout.ms": str(TIMEOUT_MS)}
+ROUNDS = int(os.environ.get("KMIRROR_SYNC_ROUNDS", "3"))
 
 
 def _in_sync(src: Node, topic: str) -> float:
@@ -272,8 +273,9 @@ def _one_round(base: Path, dst: Node, r: int, rng: random.Random) -> tuple[int, 
     return len(acked), len(got)
 
 
+@pytest.mark.timeout(120 + 60 * ROUNDS)  # a round takes 15-25 s on a loaded machine
 def test_kill_source_at_random_moments_loses_nothing_acknowledged(tmp_path: Path) -> None:
-    rounds = int(os.environ.get("KMIRROR_SYNC_ROUNDS", "3"))
+    rounds = ROUNDS
     seed = int(os.environ.get("KMIRROR_SYNC_SEED", str(random.randrange(1 << 30))))
     print(f"sync failover rounds: {rounds}, seed {seed}")
     rng = random.Random(seed)
