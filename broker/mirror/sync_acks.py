@@ -48,8 +48,15 @@ def _monotonic_ms() -> int:
 
 
 class SyncAcks:
-    def __init__(self, now_ms: Callable[[], int] = _monotonic_ms) -> None:
+    def __init__(
+        self,
+        now_ms: Callable[[], int] = _monotonic_ms,
+        active: Callable[[str, int], bool] = lambda _topic, _partition: True,
+    ) -> None:
+        """``active``: whether this node still leads the partition of a sync topic; the state
+        of one that is not is dropped (a former leader must not report it degraded forever)."""
         self._now_ms = now_ms
+        self._active = active
         self._parts: dict[Key, PartitionSync] = {}
         self._timeouts: dict[Key, int] = {}  # the last policy's timeout, for expiry on report
         self._waiters: dict[Key, set[asyncio.Future[None]]] = {}
@@ -216,11 +223,6 @@ class SyncAcks:
         self._timeouts[key] = policy.timeout_ms
         return st
 
-    def forget(self, topic: str, partition: int) -> None:
-        """The partition is no longer a sync partition led here."""
-        self._parts.pop((topic, partition), None)
-        self._timeouts.pop((topic, partition), None)
-
     def _observe(self, seconds: float) -> None:
         self._wait_buckets[bisect.bisect_left(WAIT_BUCKETS, seconds)] += 1
         self._wait_sum += seconds
@@ -229,6 +231,10 @@ class SyncAcks:
         now = self._now_ms()
         rows = []
         for (topic, partition), st in sorted(self._parts.items()):
+            if not self._active(topic, partition) and (topic, partition) not in self._waiters:
+                del self._parts[(topic, partition)]  # led elsewhere now, or no longer sync
+                self._timeouts.pop((topic, partition), None)
+                continue
             st.expire(now, self._timeouts.get((topic, partition), 0) or 1, self._seen)
             rows.append(
                 SyncPartitionRow(

@@ -234,3 +234,15 @@ def test_a_mirror_that_keeps_fetching_stays_known_and_a_forgotten_partition_goes
     sync.report("t", 0, "b/dr", 5, 5, policy)
     sync.drop("t", 0, "b/dr")
     assert sync.metrics_snapshot().partitions[0].in_sync_mirrors == 0
+
+
+def test_a_partition_led_elsewhere_leaves_the_metrics() -> None:
+    """A former leader must not report a partition degraded (and alert) forever."""
+    leading = {("t", 0): True}
+    clock = _Clock()
+    sync = SyncAcks(clock, active=lambda t, p: leading.get((t, p), False))
+    st_policy = SyncPolicy(100, True)
+    sync.report("t", 0, "b/dr", 5, 5, st_policy)
+    assert [r.partition for r in sync.metrics_snapshot().partitions] == [0]
+    leading[("t", 0)] = False
+    assert sync.metrics_snapshot().partitions == ()
