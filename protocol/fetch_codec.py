@@ -34,6 +34,8 @@ _PART_V4: Final = struct.Struct(">ihqq")  # partition, error_code, high_watermar
 _PART_V5: Final = struct.Struct(">ihqqq")  # ... + log_start_offset
 _EPOCH_END: Final = struct.Struct(">iq")  # diverging_epoch: epoch, end_offset
 _LEADER: Final = struct.Struct(">ii")  # current_leader: leader_id, leader_epoch
+# kmirror's synchronous mirroring tag (1279, far above Kafka's own) as a uvarint
+_SYNC_TAG: Final = b"\xff\x09"
 
 
 @dataclass(slots=True)
@@ -72,6 +74,9 @@ class FetchPartitionRequest:
     log_start_offset: int
     max_bytes: int
     mirror_leader_epoch: int = -1  # v19 tag 2 (KIP-1279): a mirror partition's follower
+    # v19 tag 1279 (kmirror synchronous mirroring, with the request's ``mirror_sync_id``):
+    # what the destination committed of this partition, -1: not sent
+    mirror_committed_offset: int = -1
 
 
 class _Cursor:
@@ -209,10 +214,14 @@ def encode_fetch_request(
     isolation_level: int = READ_COMMITTED,
     replica_id: int = CONSUMER_REPLICA_ID,
     replica_epoch: int = -1,
+    mirror_sync_id: str | None = None,
 ) -> bytes:
     """A Fetch request body: a consumer's (replica id -1) or a follower's (its broker id and,
     from v15, its broker epoch in ReplicaState). Written by hand (every fetcher round sends
-    one); tests/protocol/test_fetch_request_encoder.py checks it byte for byte against kio's."""
+    one); tests/protocol/test_fetch_request_encoder.py checks it byte for byte against kio's.
+    ``mirror_sync_id`` (a kmirror mirror fetcher, v19): tag 1279 names the mirror, and each
+    partition with a ``mirror_committed_offset`` carries it in its own tag 1279
+    (docs/protocol.md)."""
     flexible = version >= 12
     by_id = version >= 13 and by_topic_id
     out = bytearray()
@@ -239,10 +248,15 @@ def encode_fetch_request(
                 out += _I64.pack(p.log_start_offset)
             out += _I32.pack(p.max_bytes)
             if flexible:
-                if version >= 19 and p.mirror_leader_epoch != -1:
-                    out += b"\x01\x02\x04" + _I32.pack(p.mirror_leader_epoch)  # tag 2, 4 bytes
-                else:
-                    out += b"\x00"
+                epoch = version >= 19 and p.mirror_leader_epoch != -1
+                synced = (
+                    version >= 19 and p.mirror_committed_offset >= 0 and mirror_sync_id is not None
+                )
+                out.append(epoch + synced)  # the tag count (ascending tags follow)
+                if epoch:
+                    out += b"\x02\x04" + _I32.pack(p.mirror_leader_epoch)  # tag 2, 4 bytes
+                if synced:
+                    out += _SYNC_TAG + b"\x08" + _I64.pack(p.mirror_committed_offset)
         if flexible:
             out += b"\x00"
     if version >= 7:
@@ -260,10 +274,19 @@ def encode_fetch_request(
     if version >= 11:
         out += b"\x01" if flexible else b"\x00\x00"  # rack_id ""
     if flexible:
-        if version >= 15 and (replica_id != -1 or replica_epoch != -1):
-            out += b"\x01\x01\x0d" + _I32.pack(replica_id) + _I64.pack(replica_epoch) + b"\x00"
-        else:
-            out += b"\x00"
+        state = version >= 15 and (replica_id != -1 or replica_epoch != -1)
+        named = version >= 19 and mirror_sync_id is not None
+        out.append(state + named)  # the tag count
+        if state:
+            out += b"\x01\x0d" + _I32.pack(replica_id) + _I64.pack(replica_epoch) + b"\x00"
+        if named and mirror_sync_id is not None:
+            raw = mirror_sync_id.encode()
+            body = bytearray()
+            _uvarint(body, len(raw) + 1)
+            body += raw
+            out += _SYNC_TAG
+            _uvarint(out, len(body))
+            out += body
     return bytes(out)
 
 

@@ -11,7 +11,8 @@ always returned whole (KIP-74). READ_COMMITTED reads stop at the last stable off
 aborted transactions overlapping the returned data (the log's .txnindex); every response carries
 the real LSO. With an authorizer, partitions of a topic
 the principal may not READ get TOPIC_AUTHORIZATION_FAILED (a topic id this node does not know
-stays UNKNOWN_TOPIC_ID). Sessions: see `fetch_sessions`.
+stays UNKNOWN_TOPIC_ID). Sessions: see `fetch_sessions`. A kmirror mirror's Fetch reports what its
+destination committed (synchronous mirroring, tag 1279): see `fetch_sync`.
 
 KIP-392 (v11+, which carries the consumer's ``rack_id``): a consumer may read from a follower,
 which serves up to its own high watermark (as it last heard it from the leader), never
@@ -49,6 +50,7 @@ from .client_throttle import (
 from .context import RequestContext
 from .dispatcher import Api
 from .fetch_sessions import FetchSessionCache, SessionError, SessionPartition
+from .fetch_sync import note_foreign_mirror, report_commits
 from .follower_reads import preferred_replica_for
 from .services import Services
 
@@ -146,6 +148,12 @@ class FetchApi:
             fkey: Any = ft.topic_id if by_id else ft.topic
             for part in ft.partitions:
                 wanted.pop((fkey, part), None)
+        sync = self.s.mirror_sync
+        if sync is not None and req.replica_id < 0:
+            if req.mirror_sync_id is not None:
+                report_commits(self.s, sync, req, by_id)
+            elif "-mirror-" in ctx.client_id:
+                note_foreign_mirror(self.s, sync, ctx.client_id, wanted, by_id)
 
         deadline = time.monotonic() + max(0, req.max_wait_ms) / 1000
         committed = req.isolation_level == READ_COMMITTED

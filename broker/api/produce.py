@@ -24,11 +24,14 @@ NOT_ENOUGH_REPLICAS (retriable for every client); another epoch: INVALID_PRODUCE
 Appends go through the partition (`broker.replication.partition`): acks=all is refused with
 NOT_ENOUGH_REPLICAS while the ISR is under min.insync.replicas, and once appended waits (within
 the request's timeout) until every ISR member holds the records. acks=1 is answered once the
-log writer (broker/log/log_writer) has put the records in the file, never before.
+log writer (broker/log/log_writer) has put the records in the file, never before. On a topic with
+``mirror.sync.enable=true``, acks=all then waits for the destination mirrors to commit the records
+as well (synchronous mirroring: `_wait_for_mirrors`, docs/mirroring.md).
 """
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -41,6 +44,9 @@ from protocol.records import BatchView
 from protocol.records.batch import HEADER_SIZE
 
 from ..log.file_cache import is_fd_exhaustion, note_fd_exhaustion
+from ..metadata.image import TOPIC_RESOURCE
+from ..mirror.core.sync_acks_state import SyncPolicy, policy_of
+from ..mirror.sync_acks import SyncAcks
 from ..security.acls import AclOperation, ResourceType
 from .authz import allowed
 from .client_throttle import (
@@ -98,6 +104,10 @@ class ProduceApi:
                 authz, ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id
             )
         )
+        sync = s.mirror_sync
+        started_ms = sync.now_ms() if sync is not None else 0
+        # acks=all on mirror.sync.enable topics (`_wait_for_mirrors`): row, partition, end, policy
+        syncs: list[tuple[dict[str, Any], Any, int, SyncPolicy]] = []
         verified: dict[tuple[str, int], ErrorCode] = {}
         if req.transactional_id is not None and s.verify_txn is not None and not txn_denied:
             verified = await self._verify_txn(req, img)
@@ -182,6 +192,8 @@ class ProduceApi:
                     continue
                 if acks == -1 and result.last_offset >= 0:
                     waits.append((row, hosted, result.last_offset + 1))
+                    if sync is not None and (policy := policy_of(img.config(TOPIC_RESOURCE, name))):
+                        syncs.append((row, hosted, result.last_offset + 1, policy))
                 elif acks == 1 and result.last_offset >= 0:
                     writes.append((row, hosted, result.last_offset + 1))
                 row["base_offset"] = result.first_offset
@@ -192,6 +204,8 @@ class ProduceApi:
             topics_out.append({"name": name, "topic_id": t.topic_id, "partitions": parts_out})
         if waits:
             await _wait_for_isr(waits, req.timeout_ms / 1000)
+        if syncs and sync is not None:
+            await _wait_for_mirrors(sync, syncs, started_ms, started_ms + max(0, req.timeout_ms))
         if writes:
             await _wait_written(writes, req.timeout_ms / 1000)
         throttle_ms = 0
@@ -256,6 +270,41 @@ async def _wait_for_isr(waits: list[tuple[dict[str, Any], Any, int]], timeout_s:
             row["error_code"] = code
             row["base_offset"] = -1
             row["log_append_time"] = -1
+
+
+async def _wait_for_mirrors(
+    sync: SyncAcks,
+    syncs: list[tuple[dict[str, Any], Any, int, SyncPolicy]],
+    appended_ms: int,
+    deadline_ms: int,
+) -> None:
+    """acks=all of a ``mirror.sync.enable`` topic, once its ISR holds the records: until the
+    in-sync destination mirrors committed them too (synchronous mirroring, `SyncAcks.wait`);
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND after ``mirror.sync.timeout.ms`` with the ``refuse``
+    policy, success without them with ``async``."""
+    for row, partition, required, policy in syncs:
+        if row.get("error_code", ErrorCode.none) != ErrorCode.none:
+            continue  # the ISR wait already failed it
+        outcome = await sync.wait(
+            partition.topic,
+            partition.partition,
+            required,
+            partition.leader.high_watermark,
+            policy,
+            appended_ms,
+            deadline_ms,
+            partition_leads(partition),
+        )
+        if outcome.error != ErrorCode.none:
+            row["error_code"] = outcome.error
+            if outcome.message is not None:
+                row["error_message"] = outcome.message
+            row["base_offset"] = -1
+            row["log_append_time"] = -1
+
+
+def partition_leads(partition: Any) -> Callable[[], bool]:
+    return lambda: bool(partition.is_leader)
 
 
 # acks=1 waits for the log writer at least this long, whatever the request's timeout (Kafka

@@ -8,6 +8,7 @@ from kio.schema.errors import ErrorCode
 
 from ..metadata.image import TOPIC_RESOURCE, MetadataImage
 from ..metadata.mirror_states import MIRROR_NAME_CONFIG
+from ..mirror.sync_acks import SyncAcks
 
 
 @dataclass(slots=True)
@@ -29,6 +30,8 @@ class Services:
     # (topic, partition) -> may Produce/DeleteRecords write there? Replaced by the mirror
     # manager's state-aware check; None: any topic with a mirror.name is read-only.
     mirror_writable: Callable[[str, int], bool] | None = None
+    # synchronous mirroring on the source (issue 30): Fetch reports, acks=all waits
+    mirror_sync: SyncAcks | None = None
     # broker.security.authorizer.Authorizer when authorizer.class.name is set; None: allow all
     authorizer: Any = None
     # KIP-890 (transaction.partition.verification.enable): asks the transaction coordinator

@@ -52,6 +52,9 @@ def serve_metrics(
             "mirror metrics",
         )
     )
+    sync = parts.services.services.mirror_sync
+    if sync is not None:
+        metrics.watch_mirror_sync(read_on_loop(loop, sync.metrics_snapshot, "mirror sync metrics"))
     metrics.watch_quorum(
         read_on_loop(
             loop,

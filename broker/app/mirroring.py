@@ -64,6 +64,7 @@ def build_mirroring(
         clock,
         on_failed=on_failed,
         num_fetchers=max(1, config.mirror_num_replica_fetchers),
+        cluster_id=cluster_id,
     )
     mirror_api = apis.mirror_api
     sources = MirrorSources(

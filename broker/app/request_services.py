@@ -18,6 +18,8 @@ from ..coordinator.txn.remote import TxnVerification
 from ..log.clock import Clock
 from ..log.manager import LogManager
 from ..metadata.image import TOPIC_RESOURCE, MetadataImage
+from ..mirror.core.sync_acks_state import policy_of
+from ..mirror.sync_acks import SyncAcks
 from ..quorum.node_quorum import MetadataQuorum
 from ..replication.replica_manager import ReplicaManager
 from ..security.authorizer import Authorizer, build_authorizer
@@ -71,6 +73,7 @@ def build_services(
             image().config(GROUP_RESOURCE, name), group_defaults
         ),
         mirror_writable=mirror_writable,
+        mirror_sync=SyncAcks(active=lambda topic, p: _leads_sync(image(), replicas, topic, p)),
         authorizer=authorizer,
         controller_endpoints=lambda: _controller_endpoints(config, quorum),
         active_controller=lambda: quorum.leader_id,
@@ -82,6 +85,16 @@ def build_services(
         ),
     )
     return RequestServices(authorizer, services)
+
+
+def _leads_sync(img: MetadataImage, replicas: ReplicaManager, topic: str, partition: int) -> bool:
+    """This node leads ``topic``-``partition`` and the topic has ``mirror.sync.enable``."""
+    hosted = replicas.get(topic, partition)
+    return (
+        hosted is not None
+        and hosted.is_leader
+        and policy_of(img.config(TOPIC_RESOURCE, topic)) is not None
+    )
 
 
 def _controller_endpoints(

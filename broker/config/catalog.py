@@ -433,6 +433,16 @@ TOPIC_KEYS: dict[str, TopicKey] = {
         _t("mirror.source.cluster.ids", _CT.LIST, None, origin=Origin.KIP_1279),
         _t("mirror.replication.throttled.replicas", _CT.LIST, "", origin=Origin.KIP_1279),
         _t("mirror.support.unclean.leader.election", _CT.BOOLEAN, "false", origin=Origin.KIP_1279),
+        # Synchronous mirroring on the source (ours, docs/mirroring.md).
+        _t("mirror.sync.enable", _CT.BOOLEAN, "false", origin=Origin.KMIRROR),
+        _t("mirror.sync.timeout.ms", _CT.LONG, "30000", v=Range(1), origin=Origin.KMIRROR),
+        _t(
+            "mirror.sync.on.timeout",
+            _CT.STRING,
+            "refuse",
+            v=AnyOf(("refuse", "async")),
+            origin=Origin.KMIRROR,
+        ),
     )
 }
 

@@ -68,8 +68,16 @@ INTERNAL_PREFIX: Final = "internal."
 SOURCE_CLUSTER_ID_KEY: Final = INTERNAL_PREFIX + "source.cluster.id"
 # Topic configs that describe this (destination) cluster: never copied from the source nor
 # deleted because the source lacks them.
+# The mirror.sync.* keys describe a source's wait for its own mirrors (synchronous mirroring).
 DESTINATION_TOPIC_KEYS: Final = frozenset(
-    {"mirror.name", "mirror.replication.throttled.replicas", mirror_names.SOURCE_CLUSTER_IDS_CONFIG}
+    {
+        "mirror.name",
+        "mirror.replication.throttled.replicas",
+        "mirror.sync.enable",
+        "mirror.sync.timeout.ms",
+        "mirror.sync.on.timeout",
+        mirror_names.SOURCE_CLUSTER_IDS_CONFIG,
+    }
 )
 LIST_KEYS: Final = frozenset({BOOTSTRAP_SERVERS, TOPIC_PROPERTIES_EXCLUDE, GROUPS_INCLUDE})
 SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")

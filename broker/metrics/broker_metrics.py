@@ -25,6 +25,7 @@ from .group_metrics import GroupCollector, GroupSnapshot
 from .image_metrics import ImageCollector, ImageInfo
 from .log_file_metrics import LogFileCollector, LogFileStats
 from .mirror_metrics import MirrorCollector, MirrorSnapshot
+from .mirror_sync_metrics import MirrorSyncCollector, SyncSnapshot
 from .quota_metrics import QuotaCollector, QuotaSnapshot
 from .raft_metrics import QuorumCollector, QuorumSnapshot
 from .retry_metrics import RetryCollector, RetrySnapshot
@@ -352,6 +353,10 @@ class BrokerMetrics:
     def watch_mirrors(self, read: Callable[[], MirrorSnapshot | None]) -> None:
         """The ``kafka_server_mirror_*`` series, from the snapshot ``read`` returns per scrape."""
         self.registry.register(MirrorCollector(read))
+
+    def watch_mirror_sync(self, read: Callable[[], SyncSnapshot | None]) -> None:
+        """The ``kmirror_mirror_sync_*`` series (synchronous mirroring on the source)."""
+        self.registry.register(MirrorSyncCollector(read))
 
     def watch_cleaner(self, read: Callable[[], CleanerSnapshot | None]) -> None:
         """The log cleaner's ``kafka_log_logcleaner*`` gauges, from ``read`` per scrape."""

@@ -49,6 +49,7 @@ class FetcherServices:
     """What every fetch loop of a node shares."""
 
     node_id: int
+    cluster_id: str  # names our mirrors to a kmirror source (synchronous mirroring)
     logs: LocalLogs
     parking: Parking
     appender: Appender

@@ -73,6 +73,7 @@ class MirrorFetcherManager:
         on_appended: Callable[[str, int], None] | None = None,
         num_fetchers: int = 1,
         monotonic: Callable[[], float] = time.monotonic,
+        cluster_id: str = "",
     ) -> None:
         if num_fetchers < 1:
             raise ValueError("num_fetchers must be at least 1")
@@ -90,6 +91,7 @@ class MirrorFetcherManager:
         self._parking = FetchParking(self._mirrors, on_failed, monotonic, rng)
         self._services = FetcherServices(
             node_id,
+            cluster_id,
             self._logs,
             self._parking,
             BatchAppender(get_partition, clock.now_ms, self._parking, on_appended),

@@ -14,6 +14,7 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping
+from typing import Final
 
 from protocol.errors import ProtocolError
 from protocol.fetch_codec import (
@@ -45,6 +46,10 @@ from .source import SourceError
 # (logger) of log lines stay the same.
 log = logging.getLogger("broker.mirror.fetcher")
 
+# The longest a Fetch waits at the source while our high watermark is behind our log end
+# (synchronous mirroring: the source's acks=all waits for the commit the next Fetch reports).
+COMMIT_POLL_MS: Final = 10
+
 
 class SourceFetcher:
     """One task fetching a mirror's partitions led by one source broker."""
@@ -62,13 +67,16 @@ class SourceFetcher:
         self.fetcher_id = fetcher_id
         self.node = node
         self.client_id = f"broker-{services.node_id}-fetcher-{fetcher_id}-mirror-{m.name}"
+        # synchronous mirroring: who we are to a kmirror source, which waits for our commits
+        self.sync_id = f"{services.cluster_id}/{m.name}"
         self.parts: dict[Key, FetchPartition] = {}
         self.wake = asyncio.Event()
         self.session = FetchSessionBuilder()
         self.session_by_id: bool | None = None
         # per partition: (its state, the fields its entry was built from, SentFetch, entry)
         self._entries: dict[
-            Key, tuple[FetchPartition, tuple[int, int, int, int], SentFetch, FetchPartitionRequest]
+            Key,
+            tuple[FetchPartition, tuple[int, int, int, int, int], SentFetch, FetchPartitionRequest],
         ] = {}
         self.reconcile: set[FetchPartition] = set()
         self.diverged: dict[FetchPartition, tuple[int, int]] = {}
@@ -258,6 +266,7 @@ class SourceFetcher:
         # Each partition's entry is reused while its fields stay the same: a fetcher of
         # thousands of idle partitions rebuilt all of them twice a second.
         cache = self._entries
+        committing = False
         for key, p in self.parts.items():
             if p.throttled and held:
                 continue
@@ -273,11 +282,14 @@ class SourceFetcher:
             epoch = plog.latest_epoch
             last_epoch = -1 if epoch is None else epoch
             leo = plog.log_end_offset
+            # what this cluster committed, for a kmirror source's synchronous mirroring
+            hw = plog.high_watermark
+            committing = committing or hw < leo
             hit = cache.get(key)
             if (
                 hit is not None
                 and hit[0] is p
-                and hit[1] == (leo, p.leader_epoch, last_epoch, part_max)
+                and hit[1] == (leo, p.leader_epoch, last_epoch, part_max, hw)
             ):
                 s, fpr = hit[2], hit[3]  # unchanged: the session builder sees the same entry
             else:
@@ -291,13 +303,18 @@ class SourceFetcher:
                     last_epoch,
                     -1,
                     part_max,
+                    mirror_committed_offset=hw,
                 )
-                cache[key] = (p, (leo, p.leader_epoch, last_epoch, part_max), s, fpr)
+                cache[key] = (p, (leo, p.leader_epoch, last_epoch, part_max, hw), s, fpr)
             sent[key] = s
             wanted.append(fpr)
         if len(cache) > len(sent):  # partitions gone or left out: their entries go
             for key in [k for k in cache if k not in sent]:
                 del cache[key]
+        if committing:
+            # appended records wait for this cluster's high watermark (the log writer, the
+            # followers): ask again soon, so a source waiting for our commit hears of it
+            max_wait_ms = min(max_wait_ms, COMMIT_POLL_MS)
         fetch = self.session.build(wanted)
         body = encode_fetch_request(
             version,
@@ -309,5 +326,6 @@ class SourceFetcher:
             partitions=fetch.partitions,
             forgotten=fetch.forgotten,
             by_topic_id=by_id,
+            mirror_sync_id=self.sync_id,
         )
         return body, sent, id_map

@@ -17,6 +17,8 @@ from .request_readers import I32, read_count, read_text, topic_id_of
 
 MIN_VERSION: Final = 4
 MAX_VERSION: Final = 19
+# kmirror's synchronous mirroring fields (docs/protocol.md): far above Kafka's own tags
+MIRROR_SYNC_TAG: Final = 1279
 _I8: Final = struct.Struct(">b")
 _I16: Final = struct.Struct(">h")
 _I64: Final = struct.Struct(">q")
@@ -34,6 +36,7 @@ class FetchPartitionView:
     last_fetched_epoch: int = -1
     log_start_offset: int = -1
     mirror_leader_epoch: int = -1  # v19 tag 2 (KIP-1279)
+    mirror_committed_offset: int = -1  # v19 tag 1279 (kmirror synchronous mirroring)
 
 
 @dataclass(slots=True)
@@ -64,6 +67,7 @@ class FetchRequestView:
     rack_id: str = ""
     cluster_id: str | None = None
     replica_epoch: int = -1  # ReplicaState.ReplicaEpoch (v15+): the follower's broker epoch
+    mirror_sync_id: str | None = None  # v19 tag 1279: a kmirror mirror reporting its commits
 
 
 def parse_fetch_request(buf: Buffer, offset: int, version: int) -> FetchRequestView:
@@ -94,7 +98,7 @@ def _uuid(mv: memoryview, pos: int, n: int) -> tuple[uuid.UUID | None, int]:
     return (None if raw == bytes(16) else topic_id_of(raw)), pos + 16
 
 
-def _partition_tags(mv: memoryview, pos: int, n: int, p: FetchPartitionView) -> int:
+def _partition_tags(mv: memoryview, pos: int, n: int, p: FetchPartitionView, version: int) -> int:
     if pos < n and mv[pos] == 0:
         return pos + 1
     count, pos = read_uvarint(mv, pos, "partition tagged field count")
@@ -105,6 +109,8 @@ def _partition_tags(mv: memoryview, pos: int, n: int, p: FetchPartitionView) -> 
             raise TruncatedError(f"partition tagged field {tag} of {size} bytes runs past the end")
         if tag == 2 and size == 4:
             p.mirror_leader_epoch = I32.unpack_from(mv, pos)[0]
+        elif tag == MIRROR_SYNC_TAG and size == 8 and version >= 19:
+            p.mirror_committed_offset = _I64.unpack_from(mv, pos)[0]
         pos += size
     return pos
 
@@ -147,7 +153,7 @@ def _parse(buf: Buffer, pos: int, version: int) -> FetchRequestView:
                 partition, cur, off, last, start, pmax = _PART_V12.unpack_from(mv, pos)
                 pos += _PART_V12.size
                 p = FetchPartitionView(partition, off, pmax, cur, last, start)
-                pos = _partition_tags(mv, pos, n, p)
+                pos = _partition_tags(mv, pos, n, p, version)
             else:
                 partition, pos = read_fixed(I32, mv, pos, "partition")
                 cur = -1
@@ -188,6 +194,7 @@ def _parse(buf: Buffer, pos: int, version: int) -> FetchRequestView:
         rack_or_none, pos = _string(mv, pos, n, flexible, "rack_id")
         rack = rack_or_none or ""
     cluster_id: str | None = None
+    sync_id: str | None = None
     if flexible:
         tcount, pos = read_uvarint(mv, pos, "request tagged field count")
         for _ in range(tcount):
@@ -203,6 +210,8 @@ def _parse(buf: Buffer, pos: int, version: int) -> FetchRequestView:
             elif tag == 1 and size >= 12:  # ReplicaState (v15+): ReplicaId, ReplicaEpoch
                 replica_id = I32.unpack_from(mv, pos)[0]
                 replica_epoch = _I64.unpack_from(mv, pos + 4)[0]
+            elif tag == MIRROR_SYNC_TAG and version >= 19:
+                sync_id, _ = _string(mv[:end], pos, end, True, "mirror_sync_id")
             pos = end
     return FetchRequestView(
         replica_id,
@@ -217,4 +226,5 @@ def _parse(buf: Buffer, pos: int, version: int) -> FetchRequestView:
         rack,
         cluster_id,
         replica_epoch,
+        sync_id,
     )

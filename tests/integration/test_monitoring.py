@@ -248,6 +248,8 @@ def test_a_killed_node_fires_the_under_replicated_alert(tmp_path: Path, cluster:
 # activecontrollercount (on controllers; the node is one).
 CONDITIONAL: dict[str, str] = {
     "up": "added by Prometheus to every scrape target, not served by a node",
+    "kmirror_mirror_sync_degraded": "only on a source leading a mirror.sync.enable partition "
+    "(tests/integration/test_mirror_sync.py scrapes it)",
 }
 
 

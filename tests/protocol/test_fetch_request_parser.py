@@ -44,6 +44,7 @@ def test_agrees_with_schema_types(data: st.DataObject, version: int, prefix: byt
     assert got.replica_id == replica
     assert got.rack_id == getattr(req, "rack_id", "")
     assert got.cluster_id == getattr(req, "cluster_id", None)
+    assert got.mirror_sync_id == getattr(req, "mirror_sync_id", None)
     assert len(got.topics) == len(req.topics)
     for gt, rt in zip(got.topics, req.topics, strict=True):
         if version >= 13:
@@ -60,6 +61,7 @@ def test_agrees_with_schema_types(data: st.DataObject, version: int, prefix: byt
             assert gp.last_fetched_epoch == getattr(rp, "last_fetched_epoch", -1)
             assert gp.log_start_offset == getattr(rp, "log_start_offset", -1)
             assert gp.mirror_leader_epoch == getattr(rp, "mirror_leader_epoch", -1)
+            assert gp.mirror_committed_offset == getattr(rp, "mirror_committed_offset", -1)
     forgotten = getattr(req, "forgotten_topics_data", ())
     assert [list(f.partitions) for f in got.forgotten_topics_data] == [
         list(f.partitions) for f in forgotten

@@ -57,6 +57,8 @@ class FetchPartition:
     """High watermark known to the fetching replica: -1 when unknown, 9223372036854775807 when the replica does not track it."""
     mirror_leader_epoch: i32 = field(metadata={"kafka_type": "int32", "tag": 2}, default=i32(-1))
     """Mirror leader epoch the fetching replica knows for this partition, or -1 (KIP-1279; used by replication inside the destination cluster)."""
+    mirror_committed_offset: i64 = field(metadata={"kafka_type": "int64", "tag": 1279}, default=i64(-1))
+    """kmirror extension (synchronous mirroring): the fetching mirror's destination high watermark for this partition, or -1; read by a kmirror source when MirrorSyncId is set, skipped by any other broker."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -114,3 +116,5 @@ class FetchRequest:
     """Partitions to drop from an incremental fetch session."""
     rack_id: str = field(metadata={"kafka_type": "string"}, default='')
     """Rack of the fetching consumer, used to pick a nearby read replica."""
+    mirror_sync_id: str | None = field(metadata={"kafka_type": "string", "tag": 1279}, default=None)
+    """kmirror extension (synchronous mirroring): identity of the fetching kmirror mirror, <destination cluster id>/<mirror name>, or null; with it each partition's MirrorCommittedOffset reports what the destination committed."""
