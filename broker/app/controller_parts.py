@@ -107,6 +107,7 @@ def build_controller(
         config.broker_session_timeout_ms,
         next_offset=lambda: quorum.end_offset,
         unclean=UncleanElection(config.unclean_leader_election_enable, config.node_id),
+        silent_for=quorum.silent_for,
     )
     duties = ActiveControllerDuties(
         config.node_id,

@@ -54,8 +54,16 @@ from .replicas import compare_replicas
 from .workload import MetadataWatch, SeqProducerProcess, create_topics, read_partitions
 
 SEED = fault_seed()
-ROUNDS = fault_rounds(2)
-LONG = ROUNDS > 2
+# KMIRROR_ISOLATION_PLAN="in:other:10,both:leader:13" replaces the rounds with these faults
+# (direction : the quorum "leader" or an "other" node : cut seconds), to replay one kind
+PLAN = [
+    (d, who, float(s))
+    for d, who, s in (
+        item.split(":") for item in os.environ.get("KMIRROR_ISOLATION_PLAN", "").split(",") if item
+    )
+]
+ROUNDS = len(PLAN) or fault_rounds(2)
+LONG = ROUNDS > 2 and not PLAN
 TOPIC, PARTITIONS = "isolated", 3
 SESSION_MS = 6000
 SETTINGS = {
@@ -124,6 +132,9 @@ def measure(producer: SeqProducerProcess, fault: Fault) -> tuple[float, float]:
 def plan(fc: FaultCluster, r: int, controller: int) -> tuple[int, str, float]:
     """(node, direction, cut seconds) of round ``r``: the short form's two faults, else random."""
     others = sorted({1, 2, 3} - {controller})
+    if PLAN:
+        direction, who, seconds = PLAN[r]
+        return (controller if who == "leader" else fc.rng.choice(others)), direction, seconds
     if not LONG:
         if r == 0:
             return controller, "both", 13.0
