@@ -24,14 +24,18 @@ lets the controller fence the node and move its partitions before the heal, so w
 heal is the broker's doing; before issue 31's fixes the quorum leader's 13 s isolation left
 producers stalled about 12 s after the heal (the healed node held the high watermark while its
 fetch waited for TCP's retransmission at 25.4 s). An "in" cut (the node still sends, hears
-nothing) gets ``CLIENT_BOUND_S``: its heartbeats still arrive now and then, so it is fenced and
-unfenced again, and put back in ISRs by its stale Fetches, and after the heal its connections
-(its heartbeats', the clients' to it) stay silent until TCP retransmits; a long run saw it hold
-a partition's high watermark until it was fenced again 7 s after the heal (not fixed yet: the
-broker's heartbeat waits on a silent connection for the request timeout).
+nothing) gets ``CLIENT_BOUND_S``: the clients' own connections to it stay silent after the heal
+until TCP retransmits. Before the heartbeat fixes (seed 4242, 3 rounds) an "in" cut was
+never fenced (its heartbeats, retried on the same connection, kept arriving: 13.2 s without an
+ack for a 12 s cut), and an isolated quorum leader was fenced an election plus a session after
+the cut (9.2-10.5 s); now a heartbeat attempt reconnects after its bound (a new connection does
+not open during a cut), a broker fenced for silence stays fenced until it has heard the
+fencing, and a new controller counts the old leader's silence from its last answer.
 
 CI runs the short form: the quorum leader isolated both ways for 13 s, then another node one way
-(what it sends is lost) for 10 s (about 80 s with the cluster's start). The long form: ``KMIRROR_FAULT_ROUNDS=<n>`` rounds of a random node (the quorum leader
+(what it sends is lost) for 10 s, then one way the other way (it hears nothing) for 10 s (about
+110 s with the cluster's start). ``KMIRROR_ISOLATION_PLAN`` (below) runs chosen faults. The
+long form: ``KMIRROR_FAULT_ROUNDS=<n>`` rounds of a random node (the quorum leader
 half the time), a random direction and a random cut of 3-15 s. ``KMIRROR_FAULT_SEED=<n>`` replays
 a run's choices; every failure names its seed.
 """
@@ -62,8 +66,8 @@ PLAN = [
         item.split(":") for item in os.environ.get("KMIRROR_ISOLATION_PLAN", "").split(",") if item
     )
 ]
-ROUNDS = len(PLAN) or fault_rounds(2)
-LONG = ROUNDS > 2 and not PLAN
+ROUNDS = len(PLAN) or fault_rounds(3)
+LONG = ROUNDS > 3 and not PLAN
 TOPIC, PARTITIONS = "isolated", 3
 SESSION_MS = 6000
 SETTINGS = {
@@ -138,7 +142,7 @@ def plan(fc: FaultCluster, r: int, controller: int) -> tuple[int, str, float]:
     if not LONG:
         if r == 0:
             return controller, "both", 13.0
-        return fc.rng.choice(others), "out", 10.0
+        return fc.rng.choice(others), ("out" if r == 1 else "in"), 10.0
     node = controller if fc.rng.random() < 0.5 else fc.rng.choice(others)
     return node, fc.rng.choice(["both", "out", "in"]), fc.rng.uniform(3.0, 15.0)
 
