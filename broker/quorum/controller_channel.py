@@ -125,9 +125,11 @@ class ControllerChannel:
             else:
                 node, host, port = endpoint
                 client = self._client(node, host, port)
-                attempt = remaining
-                if self.attempt_timeout_ms is not None:
-                    attempt = min(attempt, self.attempt_timeout_ms / 1000)
+                # an attempt's bound: the channel's, else the client's own request timeout
+                bound_ms = self.attempt_timeout_ms
+                if bound_ms is None:
+                    bound_ms = client.request_timeout_ms
+                attempt = min(remaining, bound_ms / 1000)
                 send = asyncio.ensure_future(
                     self._send(client, api_key, body, version, max(1, int(attempt * 1000)))
                 )
