@@ -19,7 +19,10 @@ and after all faults: no acknowledged record lost or duplicated, every replica b
 
 The goals are printed for every fault and enforced with ``KMIRROR_FAULT_STRICT=1``. Without it
 the run asserts what the broker alone can promise under TCP's retransmission: no stall after the
-heal longer than ``RESUME_BOUND_S``, and no outage longer than the cut plus that. A cut of 13 s
+heal longer than ``RESUME_BOUND_S``, and no outage longer than the cut plus that, nor longer than
+the outage goal plus ``OUTAGE_SLACK_S``. The resume goal is missed after cuts shorter than the
+session (the node is not fenced): the clients' and followers' connections to it stay silent
+until TCP's next retransmission, up to 1.75 s after the heal in the runs so far. A cut of 13 s
 lets the controller fence the node and move its partitions before the heal, so what follows the
 heal is the broker's doing; before issue 31's fixes the quorum leader's 13 s isolation left
 producers stalled about 12 s after the heal (the healed node held the high watermark while its
@@ -81,6 +84,9 @@ SETTINGS = {
 }
 OUTAGE_GOAL_S = SESSION_MS / 1000 + 2.0
 RESUME_GOAL_S = 1.0
+# enforced without KMIRROR_FAULT_STRICT: the outage goal plus slack for a loaded machine (18 rounds
+# after the heartbeat fixes: at most 7.75 s; before them 9.2-13.2 s for a leader or an "in" cut)
+OUTAGE_SLACK_S = 1.0
 RESUME_BOUND_S = 3.0
 CLIENT_BOUND_S = 6.0  # after an "in" cut: the clients' own connections to the node are silent
 STRICT = os.environ.get("KMIRROR_FAULT_STRICT") == "1"
@@ -202,6 +208,7 @@ def test_no_stall_outlives_a_node_isolation(tmp_path: Path) -> None:
                 bound = CLIENT_BOUND_S if direction == "in" else RESUME_BOUND_S
                 checks = [
                     (worst, OUTAGE_GOAL_S, "session timeout + 2 s", STRICT),
+                    (worst, OUTAGE_GOAL_S + OUTAGE_SLACK_S, "the outage goal + slack", True),
                     (after, RESUME_GOAL_S, "resumed within 1 s of the heal", STRICT),
                     (worst, cut_s + bound, "the cut + the resume bound", True),
                     (after, bound, "the resume bound", True),
