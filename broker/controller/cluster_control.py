@@ -21,13 +21,13 @@ session (``became_active``), so a failover does not fence the whole cluster at o
   reached the offset of its RegisterBrokerRecord; UNFENCED + WantShutDown -> CONTROLLED_SHUTDOWN
   while it leads partitions (leadership moved away), SHUTDOWN_NOW when it leads none and every
   active broker has seen the records that moved it; WantFence or SHUTDOWN_NOW fence it.
-- expire_sessions: an unfenced broker silent for longer than the session timeout is fenced, one
-  broker per commit so each fencing's elections see the previous ones.
-  A broker fenced so is caught up again (may be unfenced) only once it reports the offset of the
-  records that fenced it, not just its RegisterBrokerRecord's: one whose heartbeats still arrive
-  but which hears nothing (a one-way cut) reports a metadata offset from before the cut, and
+- caught up after a fencing for silence: the broker must report the offset of the records
+  that fenced it, not just its RegisterBrokerRecord's: one whose heartbeats still arrive but
+  which hears nothing (a one-way cut) reports a metadata offset from before the cut, and
   unfencing it would put it back in ISRs and under leaderships it cannot serve. So too every
   broker already fenced when this controller became active, up to the offset it had then.
+- expire_sessions: an unfenced broker silent for longer than the session timeout is fenced, one
+  broker per commit so each fencing's elections see the previous ones.
 
 Fencing, controlled shutdown and unfencing move partition leadership through
 ``partition_change`` (another in-sync replica, or no leader: a one-replica partition goes
