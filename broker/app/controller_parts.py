@@ -32,7 +32,10 @@ from ..mirror.node_view import THROTTLED_REPLICAS_KEY
 from ..quorum.controller_channel import ControllerChannel
 from ..quorum.node_quorum import MetadataQuorum
 
-SESSION_CHECK_INTERVAL_S = 1.0
+# how often the active controller looks for expired sessions: a fencing comes at most this long
+# after the session timeout (Kafka schedules it at the expiry itself); a look costs a scan of
+# the registered brokers
+SESSION_CHECK_INTERVAL_S = 0.25
 LIST_CONFIG_KEYS = frozenset(  # list-type topic keys: APPEND/SUBTRACT work on them
     {
         "cleanup.policy",
@@ -107,6 +110,7 @@ def build_controller(
         config.broker_session_timeout_ms,
         next_offset=lambda: quorum.end_offset,
         unclean=UncleanElection(config.unclean_leader_election_enable, config.node_id),
+        silent_for=quorum.silent_for,
     )
     duties = ActiveControllerDuties(
         config.node_id,

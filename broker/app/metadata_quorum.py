@@ -17,6 +17,7 @@ from ..log.manager import LogManager
 from ..metadata.image import METADATA_TOPIC, METADATA_TOPIC_ID
 from ..network.node_server import SECURITY_PROTOCOL_IDS
 from ..quorum.bootstrap_voters import controller_endpoints
+from ..quorum.broker_lifecycle import heartbeat_attempt_ms
 from ..quorum.controller_channel import ControllerChannel
 from ..quorum.controller_registration import ControllerRegistrar
 from ..quorum.node_quorum import (
@@ -159,11 +160,14 @@ def build_quorum(
         quorum=quorum,
         controller_channel=controller_channel,
         # Kafka gives the lifecycle RPCs their own channel, bounded by half a session
-        # (KAFKA-14392)
+        # (KAFKA-14392); each attempt by less, on a new connection after one timed out
         lifecycle_channel=ControllerChannel(
             quorum.leader_endpoint,
             peers.controller,
             timeout_ms=config.broker_session_timeout_ms // 2,
+            attempt_timeout_ms=heartbeat_attempt_ms(
+                config.broker_heartbeat_interval_ms, config.broker_session_timeout_ms
+            ),
         ),
         controller_registrar=registrar,
     )

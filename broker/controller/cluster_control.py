@@ -21,6 +21,11 @@ session (``became_active``), so a failover does not fence the whole cluster at o
   reached the offset of its RegisterBrokerRecord; UNFENCED + WantShutDown -> CONTROLLED_SHUTDOWN
   while it leads partitions (leadership moved away), SHUTDOWN_NOW when it leads none and every
   active broker has seen the records that moved it; WantFence or SHUTDOWN_NOW fence it.
+- caught up after a fencing for silence: the broker must report the offset of the records
+  that fenced it, not just its RegisterBrokerRecord's: one whose heartbeats still arrive but
+  which hears nothing (a one-way cut) reports a metadata offset from before the cut, and
+  unfencing it would put it back in ISRs and under leaderships it cannot serve. So too every
+  broker already fenced when this controller became active, up to the offset it had then.
 - expire_sessions: an unfenced broker silent for longer than the session timeout is fenced, one
   broker per commit so each fencing's elections see the previous ones.
 
@@ -114,25 +119,45 @@ class ClusterControl:
         session_timeout_ms: int,
         next_offset: Callable[[], int] | None = None,
         unclean: UncleanElection = CLEAN_ONLY,
+        silent_for: Callable[[int], int | None] = lambda _node: None,
     ) -> None:
         """``next_offset``: the offset the next appended record gets (the quorum's log end
         offset, Kafka's nextWriteOffset); without it, one past the last offset known here.
-        ``unclean``: which topics may elect a leader from outside the ISR."""
+        ``unclean``: which topics may elect a leader from outside the ISR. ``silent_for``:
+        milliseconds since a node last answered this one's quorum requests (None: unknown),
+        the evidence of life a new controller has of the previous one (``became_active``)."""
         self._core = core
         self._unclean = unclean
         self._cluster_id = cluster_id
         self._timeout_ms = session_timeout_ms
         self._next_offset = next_offset
+        self._silent_for = silent_for
         self._last_offset = -1  # of the last commit made here
         self._sessions: dict[int, _Session] = {}
+        # broker id -> (its epoch, the metadata offset it must report to count as caught up,
+        # beyond its registration): set when it was fenced for silence (see above)
+        self._fenced_at: dict[int, tuple[int, int]] = {}
 
     # -- activation ----------------------------------------------------------------------
 
     def became_active(self, now_ms: int) -> None:
         """This node now leads the quorum: every registered broker gets a fresh session and no
-        controlled shutdown is in progress (the soft state of the previous controller is lost)."""
+        controlled shutdown is in progress (the soft state of the previous controller is lost).
+
+        A fresh session counts from the last evidence that the broker's node was alive when
+        there is some (it answered this node's quorum requests: the previous leader, whose
+        silence is what elected this one), but never less than half a session from now, so a
+        live node still has time to find this controller; else from now. Counting the previous
+        leader's silence from the election instead fenced it only after the election plus a
+        whole session (issue 31)."""
         img = self._core.current_image()
-        self._sessions = {b.broker_id: _Session(b.epoch, now_ms) for b in img.brokers.values()}
+        self._sessions = {
+            b.broker_id: _Session(b.epoch, self._session_start(b.broker_id, now_ms))
+            for b in img.brokers.values()
+        }
+        self._fenced_at = {
+            b.broker_id: (b.epoch, img.offset) for b in img.brokers.values() if b.fenced
+        }
 
     # -- registration --------------------------------------------------------------------
 
@@ -265,7 +290,7 @@ class ClusterControl:
                 return HeartbeatResult(ErrorCode.stale_broker_epoch)
             session = self._session(b, now_ms)
             registered_at = b.registered_offset if b.registered_offset >= 0 else b.epoch
-            caught_up = current_metadata_offset >= registered_at
+            caught_up = current_metadata_offset >= max(registered_at, self._fenced_offset(b))
             current = self._state_of(b, session)
             after = self._next_state(current, img, b, session, caught_up, want_fence, want_shutdown)
             records: list[Any] = []
@@ -357,13 +382,25 @@ class ClusterControl:
                     stale.broker_id,
                     self._timeout_ms,
                 )
-                await self._commit(_fence_records(img, stale, self._unclean))
+                last = await self._commit(_fence_records(img, stale, self._unclean))
+                self._fenced_at[stale.broker_id] = (stale.epoch, last)
                 self._sessions.pop(stale.broker_id, None)
 
     def _expired(self, b: BrokerImage, now_ms: int) -> bool:
         if b.fenced:
             return False
         return self._session(b, now_ms).last_contact_ms + self._timeout_ms < now_ms
+
+    def _session_start(self, broker_id: int, now_ms: int) -> int:
+        silent = self._silent_for(broker_id)
+        if silent is None:
+            return now_ms
+        return now_ms - min(max(0, silent), self._timeout_ms // 2)
+
+    def _fenced_offset(self, b: BrokerImage) -> int:
+        """The offset ``b`` must have applied to be unfenced, beyond its registration."""
+        epoch, offset = self._fenced_at.get(b.broker_id, (-1, -1))
+        return offset if epoch == b.epoch else -1
 
     def _has_live_session(self, b: BrokerImage, now_ms: int) -> bool:
         """Kafka 4.1's test for refusing another incarnation: a heartbeat within the session

@@ -13,7 +13,10 @@ down (WantShutDown) and waits until the controller has moved every partition lea
 answers ShouldShutDown; a broker that is not RUNNING skips that and shuts down at once.
 
 Failures: ``send`` raising (no controller reachable, timeout) or an error answer is retried with
-Kafka's backoff (100 ms doubling up to the session timeout); NOT_CONTROLLER is retried after
+Kafka's backoff (100 ms doubling up to the session timeout; a registered broker's heartbeats up
+to the heartbeat interval only: an attempt that timed out already took seconds, and a broker
+that waited longer than its interval to try again after a heal would lose its session for
+nothing); NOT_CONTROLLER is retried after
 100 ms without growing it (``send`` looks for the new controller). STALE_BROKER_EPOCH (or
 BROKER_ID_NOT_REGISTERED) means the controller no longer knows this registration: register
 again. Nothing registered within ``initial.broker.registration.timeout.ms`` (60 s) stops the
@@ -50,6 +53,17 @@ INITIAL_BACKOFF_MS: Final = 100
 STARTING_HEARTBEAT_MS: Final = 10  # while catching up (Kafka's)
 FIRST_SHUTDOWN_HEARTBEAT_MS: Final = 50  # after the first "not yet" to WantShutDown (Kafka's)
 REGISTRATION_TIMEOUT_MS: Final = 60_000  # Kafka's initial.broker.registration.timeout.ms
+MIN_ATTEMPT_MS: Final = 1000
+
+
+def heartbeat_attempt_ms(interval_ms: int, session_timeout_ms: int) -> int:
+    """How long one registration/heartbeat attempt waits for its answer before the connection
+    is dropped and the next attempt reconnects (issue 31): two heartbeat intervals (at least
+    1 s, a loaded controller answers late), at most half the session, so that a broker whose
+    answer sits in a silent connection (a link that healed, TCP not yet retransmitting) tries a
+    new one well before the controller fences it."""
+    return max(1, min(session_timeout_ms // 2, max(2 * interval_ms, MIN_ATTEMPT_MS)))
+
 
 _REREGISTER: Final = frozenset(
     {int(ErrorCode.stale_broker_epoch), int(ErrorCode.broker_id_not_registered)}
@@ -263,7 +277,8 @@ class BrokerLifecycleManager:
 
     def _after_failure(self) -> int:
         self._retry_report.failed(self.last_error or "no answer")
-        delay = min(INITIAL_BACKOFF_MS * (1 << self._failures), self._max_backoff_ms)
+        cap = self._interval_ms if self._registered else self._max_backoff_ms
+        delay = min(INITIAL_BACKOFF_MS * (1 << self._failures), max(INITIAL_BACKOFF_MS, cap))
         self._failures = min(self._failures + 1, 32)
         self._wake.clear()  # never at once after a failure
         return delay

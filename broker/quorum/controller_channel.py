@@ -12,7 +12,12 @@ request is retried, as Kafka's NodeToControllerRequestThread does, when
   frozen or cut off, and would hold it until the timeout): send it to the new one, as Kafka's
   channel does when it disconnects from a controller that lost the leadership;
 
-until the channel's timeout from the first attempt, then `TimeoutError`. The pause between
+until the channel's timeout from the first attempt, then `TimeoutError`. With
+``attempt_timeout_ms`` each attempt also gives up after that long, and its connection is closed:
+the next attempt reconnects. A connection that carried a request into a cut link stays silent
+after the heal until TCP retransmits (seconds), and a request abandoned on it (a timeout, a
+leader move) would leave the next one waiting there too; a new connection either works at once
+or, during a cut, never completes. The pause between
 attempts doubles from ``retry_backoff_ms`` up to ``retry_backoff_max_ms`` while attempts keep
 failing (reset by any answer); ``retries`` counts them, and a WARN names the request and what
 went wrong at most once a minute. Any other answer, errors included, is the caller's; a
@@ -54,6 +59,9 @@ NOT_CONTROLLER: Final = int(ErrorCode.not_controller)
 DEFAULT_RETRY_BACKOFF_MS: Final = 100  # Kafka's wait when no controller is known
 DEFAULT_RETRY_BACKOFF_MAX_MS: Final = 1000  # Kafka's retry.backoff.max.ms
 LEADER_CHECK_S: Final = 0.1  # how often a waiting request looks for a new leader
+# past an attempt's bound, before the channel gives up on it itself (the connection's timer, at
+# the bound, closes the connection first; this catches a connect that is still pending)
+ANSWER_GRACE_S: Final = 0.05
 
 
 class _LeaderMoved(Exception):
@@ -67,6 +75,7 @@ class ControllerChannel:
         client_factory: ClientFactory,
         timeout_ms: int,
         *,
+        attempt_timeout_ms: int | None = None,
         retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS,
         retry_backoff_max_ms: int = DEFAULT_RETRY_BACKOFF_MAX_MS,
         registry: Registry = REGISTRY,
@@ -75,6 +84,7 @@ class ControllerChannel:
         self._leader = leader
         self._client_factory = client_factory
         self.timeout_ms = timeout_ms
+        self.attempt_timeout_ms = attempt_timeout_ms
         self._backoff = RetryBackoff(
             "request to the active controller",
             retry_backoff_ms,
@@ -115,16 +125,26 @@ class ControllerChannel:
             else:
                 node, host, port = endpoint
                 client = self._client(node, host, port)
-                send = asyncio.ensure_future(self._send(client, api_key, body, version))
+                # an attempt's bound: the channel's, else the client's own request timeout
+                bound_ms = self.attempt_timeout_ms
+                if bound_ms is None:
+                    bound_ms = client.request_timeout_ms
+                attempt = min(remaining, bound_ms / 1000)
+                send = asyncio.ensure_future(
+                    self._send(client, api_key, body, version, max(1, int(attempt * 1000)))
+                )
                 try:
-                    response = await self._answer(send, endpoint, remaining)
+                    response = await self._answer(send, endpoint, attempt + ANSWER_GRACE_S)
                 except UnsupportedVersionError:
                     raise
                 except _LeaderMoved:
+                    self._drop(node)  # the request waits on it: a stuck link, not a reusable one
                     last = f"controller {node} lost the leadership while the request waited"
                     log.info("%s: %s; sending it to the new controller", name, last)
                     continue
                 except (NetworkError, TimeoutError) as e:
+                    if isinstance(e, TimeoutError):
+                        self._drop(node)  # still connecting, or no timer of its own
                     last = f"controller {node} at {host}:{port}: {e or type(e).__name__}"
                     log.debug("%s to the controller: %s; retrying", name, last)
                 else:
@@ -160,13 +180,27 @@ class ControllerChannel:
             send.cancel()  # no-op once done
 
     async def _send(
-        self, client: ReconnectingClient, api_key: int, body: Any, version: int | None
+        self,
+        client: ReconnectingClient,
+        api_key: int,
+        body: Any,
+        version: int | None,
+        timeout_ms: int,
     ) -> Any:
+        """The connection's own timer bounds the request: when it lapses the connection is
+        closed (`RequestTimeoutError`), so the next attempt opens a new one."""
         if isinstance(body, Mapping):
             if version is None:
                 version = await client.version_for(api_key)
             body = build(self._registry.spec(api_key).request_type(version), body)
-        return await client.send(body, version)
+        return await client.send(body, version, timeout_ms=timeout_ms)
+
+    def _drop(self, node: int) -> None:
+        """Close ``node``'s client (its requests fail and are retried): the next one connects
+        again."""
+        known = self._clients.pop(node, None)
+        if known is not None:
+            known[2].close()
 
     def _client(self, node: int, host: str, port: int) -> ReconnectingClient:
         known = self._clients.get(node)

@@ -115,6 +115,7 @@ class QuorumDriver:
         self._timer: asyncio.Task[None] | None = None
         self._closed = False
         self._foreign: set[int] = set()  # voters that answered INCONSISTENT_CLUSTER_ID
+        self._heard: dict[int, int] = {}  # node id -> when it last answered (see silent_for)
         self._refusals = PeerRefusals("quorum")  # voters that refuse this node, logged once
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -210,6 +211,12 @@ class QuorumDriver:
             return await asyncio.wait_for(asyncio.shield(fut), timeout_ms / 1000 + 1.0)
         except TimeoutError:
             return m.REQUEST_TIMED_OUT, "Timed out waiting for the voter change to commit"
+
+    def silent_for(self, node_id: int) -> int | None:
+        """Milliseconds since a request of this node's was last answered by ``node_id`` (it was
+        alive then, counted from the request's sending); None: never answered."""
+        heard = self._heard.get(node_id)
+        return None if heard is None else max(0, self._now_ms() - heard)
 
     def describe(self) -> QuorumDescription | NotLeader:
         """DescribeQuorum's data, as the core answers it now."""
@@ -316,6 +323,7 @@ class QuorumDriver:
 
     async def _send_request(self, out: Send) -> None:
         key, encode = _ENCODE[type(out.message)]
+        sent = self._now_ms()
         try:
             client = self._client(out.dest)
             version = await client.version_for(key)
@@ -325,6 +333,9 @@ class QuorumDriver:
                 timeout = fetch_timeout_ms(out.message.max_wait_ms, client.request_timeout_ms)
             body = await client.send(build(cls, encode(out.message)), version, timeout_ms=timeout)
             response = _DECODE[key](body)
+            # the peer was alive after ``sent``: a new active controller counts its broker's
+            # silence from there (``silent_for``)
+            self._heard[out.dest] = max(sent, self._heard.get(out.dest, sent))
             for node_id, host, port in wire.node_endpoints(body, self._listener_name):
                 self.learn_endpoint(node_id, host, port)
         except asyncio.CancelledError:

@@ -146,6 +146,10 @@ class MetadataQuorum:
     def end_offset(self) -> int:
         return self._log.end_offset
 
+    def silent_for(self, node_id: int) -> int | None:
+        """Milliseconds since ``node_id`` last answered this node's quorum (None: never)."""
+        return self.driver.silent_for(node_id)
+
     def leader_endpoint(self) -> tuple[int, str, int] | None:
         """(id, host, port) of the current leader's controller listener, if one is known."""
         leader = self.leader_id

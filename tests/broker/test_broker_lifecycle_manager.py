@@ -224,6 +224,28 @@ def test_backoff_stops_at_the_session_timeout() -> None:
     asyncio.run(main())
 
 
+def test_failed_heartbeats_back_off_up_to_the_interval_only() -> None:
+    """Issue 31: a registered broker whose heartbeats fail (each timed-out attempt already took
+    seconds) tries again at least every heartbeat interval, so one that heals is heard before
+    its session ends; registrations still back off up to the session timeout (above)."""
+
+    async def main() -> None:
+        clock, ctl = FakeClock(), ScriptedController()
+        m = _manager(ctl.send, clock, session_timeout_ms=9000)
+        m.start()
+        await m.wait_unfenced()
+        n0 = len(clock.sleeps)
+        ctl.fail = [TimeoutError()] * 6
+        clock.advance(INTERVAL)  # the next heartbeat, and its failures
+        for n in range(1, 7):
+            await _until(lambda n=n: len(clock.sleeps) == n0 + n, f"backoff {n}")  # type: ignore[misc]
+            clock.advance(clock.sleeps[-1])
+        assert clock.sleeps[n0 : n0 + 6] == [100, 200, 400, 800, 1600, INTERVAL]
+        await m.close()
+
+    asyncio.run(main())
+
+
 def test_not_controller_is_retried_promptly() -> None:
     async def main() -> None:
         clock, ctl = FakeClock(), ScriptedController()

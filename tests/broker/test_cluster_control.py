@@ -253,13 +253,45 @@ def test_single_replica_partition_goes_offline_and_its_broker_leads_it_again() -
     p = _part(core, "solo", 0)
     assert (p.leader, p.isr, p.leader_epoch) == (-1, (1,), 1)
     assert _part(core, "solo", 1).leader == 2
-    # caught up means up to its RegisterBrokerRecord, not to the fencing
+    # caught up means past its RegisterBrokerRecord (and, fenced for silence, its fencing)
     res = _beat(cc, core, 1, 9500, offset=core.image.brokers[1].registered_offset - 1)
     assert res.is_fenced and _part(core, "solo", 0).leader == -1
     res = _beat(cc, core, 1, 9600)
     assert not res.is_fenced
     p = _part(core, "solo", 0)
     assert (p.leader, p.isr, p.leader_epoch) == (1, (1,), 2)
+
+
+def test_a_broker_fenced_for_silence_is_caught_up_only_past_its_fencing() -> None:
+    """Issue 31: a node cut off one way (it sends, hears nothing) still gets a heartbeat through
+    now and then, reporting the metadata offset it had before the cut. Unfencing it then put it
+    back under leaderships and in ISRs it could not serve; it stays fenced until it reports the
+    offset of the records that fenced it."""
+    core = _core()
+    cc = ClusterControl(core, CLUSTER, TIMEOUT)
+    _running(core, cc, 1, 2, 3)
+    _topic(core, "t", ([1, 2, 3], [1, 2, 3]))
+    before_cut = core.offset  # what broker 1 has applied when it stops hearing
+    for b in (2, 3):
+        _beat(cc, core, b, 8000)
+    run(cc.expire_sessions(9001))
+    assert core.image.brokers[1].fenced
+    fenced_at = core.offset
+    assert fenced_at > before_cut
+    for now, offset in ((9500, before_cut), (10_000, fenced_at - 1)):
+        res = _beat(cc, core, 1, now, offset=offset)
+        assert res.is_fenced and not res.is_caught_up, offset
+        assert core.image.brokers[1].fenced and 1 not in _part(core, "t", 0).isr
+    res = _beat(cc, core, 1, 10_500, offset=fenced_at)
+    assert not res.is_fenced and not core.image.brokers[1].fenced
+    # a new controller does not know where it was fenced: the offset it had when it took over
+    run(cc.expire_sessions(10_500 + TIMEOUT + 1))
+    assert core.image.brokers[1].fenced
+    new = ClusterControl(core, CLUSTER, TIMEOUT)
+    new.became_active(20_000)
+    taken_over_at = core.image.offset
+    assert _beat(new, core, 1, 20_100, offset=taken_over_at - 1).is_fenced
+    assert not _beat(new, core, 1, 20_200, offset=taken_over_at).is_fenced
 
 
 def test_expiry_fences_each_stale_broker_against_the_previous_fencing() -> None:
@@ -334,6 +366,31 @@ def test_new_active_controller_gives_every_broker_a_fresh_session() -> None:
     run(new.expire_sessions(100_000 + TIMEOUT + 1))
     assert core.image.brokers[1].fenced and not core.image.brokers[2].fenced
     assert _part(core, "t", 0).leader == 2
+
+
+def test_new_active_controller_counts_the_old_leaders_silence_from_its_last_answer() -> None:
+    """Issue 31: the node that led the quorum is cut off; the new controller last heard from it
+    (a quorum answer) 2.5 s before it took over. Its broker's session counts from then, never
+    from more than half a session back, so it is fenced a session after it fell silent, not a
+    session after the election; a broker with no such evidence gets the full session."""
+    core = _core()
+    old = ClusterControl(core, CLUSTER, TIMEOUT)
+    _running(core, old, 1, 2, 3)
+    _topic(core, "t", ([1, 2, 3], [1, 2, 3]))
+    silent = {1: 2500, 2: 20_000}  # node 2 answered long ago: half a session at most
+    new = ClusterControl(core, CLUSTER, TIMEOUT, silent_for=silent.get)
+    new.became_active(100_000)
+    half = TIMEOUT // 2
+    run(new.expire_sessions(100_000 + half))
+    assert not any(b.fenced for b in core.image.brokers.values())
+    run(new.expire_sessions(100_000 + half + 1))
+    assert core.image.brokers[2].fenced and not core.image.brokers[1].fenced
+    _beat(new, core, 3, 100_000 + half + 1)
+    run(new.expire_sessions(100_000 + TIMEOUT - 2500))  # a session after node 1 fell silent
+    assert not core.image.brokers[1].fenced
+    run(new.expire_sessions(100_000 + TIMEOUT - 2500 + 1))
+    assert core.image.brokers[1].fenced and _part(core, "t", 0).leader == 3
+    assert not core.image.brokers[3].fenced
 
 
 def test_new_active_controller_sessions_block_duplicates() -> None:

@@ -132,12 +132,21 @@ def test_three_voters_elect_commit_fail_over_and_catch_up(tmp_path: Path) -> Non
             )
             assert all(v.committed_payloads() == voters[0].committed_payloads() for v in voters)
 
+            # the followers have heard from the leader (the new controller's evidence, issue 31)
+            for v in voters:
+                if v is not first:
+                    assert v.driver is not None and v.driver.silent_for(first.node_id) is not None
             # the leader crashes: the other two elect a new one and go on
+            crashed_at = now_ms()
             await first.crash()
             rest = [v for v in voters if v is not first]
             await wait_for_async(lambda: leader_of(rest) is not None, 15, "a new leader")
             second = leader_of(rest)
             assert second is not None and second.driver is not None
+            # silent since before the crash: its last answer was to a request sent before it
+            silent = second.driver.silent_for(first.node_id)
+            since = now_ms() - crashed_at
+            assert silent is not None and since <= silent < since + 5000, (silent, since)
             assert second.driver.core.epoch > epoch1
             try:
                 await asyncio.wait_for(first_append_refused(first), 1)

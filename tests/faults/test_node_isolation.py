@@ -19,19 +19,26 @@ and after all faults: no acknowledged record lost or duplicated, every replica b
 
 The goals are printed for every fault and enforced with ``KMIRROR_FAULT_STRICT=1``. Without it
 the run asserts what the broker alone can promise under TCP's retransmission: no stall after the
-heal longer than ``RESUME_BOUND_S``, and no outage longer than the cut plus that. A cut of 13 s
+heal longer than ``RESUME_BOUND_S``, and no outage longer than the cut plus that, nor longer than
+the outage goal plus ``OUTAGE_SLACK_S``. The resume goal is missed after cuts shorter than the
+session (the node is not fenced): the clients' and followers' connections to it stay silent
+until TCP's next retransmission, up to 1.75 s after the heal in the runs so far. A cut of 13 s
 lets the controller fence the node and move its partitions before the heal, so what follows the
 heal is the broker's doing; before issue 31's fixes the quorum leader's 13 s isolation left
 producers stalled about 12 s after the heal (the healed node held the high watermark while its
 fetch waited for TCP's retransmission at 25.4 s). An "in" cut (the node still sends, hears
-nothing) gets ``CLIENT_BOUND_S``: its heartbeats still arrive now and then, so it is fenced and
-unfenced again, and put back in ISRs by its stale Fetches, and after the heal its connections
-(its heartbeats', the clients' to it) stay silent until TCP retransmits; a long run saw it hold
-a partition's high watermark until it was fenced again 7 s after the heal (not fixed yet: the
-broker's heartbeat waits on a silent connection for the request timeout).
+nothing) gets ``CLIENT_BOUND_S``: the clients' own connections to it stay silent after the heal
+until TCP retransmits. Before the heartbeat fixes (seed 4242, 3 rounds) an "in" cut was
+never fenced (its heartbeats, retried on the same connection, kept arriving: 13.2 s without an
+ack for a 12 s cut), and an isolated quorum leader was fenced an election plus a session after
+the cut (9.2-10.5 s); now a heartbeat attempt reconnects after its bound (a new connection does
+not open during a cut), a broker fenced for silence stays fenced until it has heard the
+fencing, and a new controller counts the old leader's silence from its last answer.
 
 CI runs the short form: the quorum leader isolated both ways for 13 s, then another node one way
-(what it sends is lost) for 10 s (about 80 s with the cluster's start). The long form: ``KMIRROR_FAULT_ROUNDS=<n>`` rounds of a random node (the quorum leader
+(what it sends is lost) for 10 s, then one way the other way (it hears nothing) for 10 s (about
+110 s with the cluster's start). ``KMIRROR_ISOLATION_PLAN`` (below) runs chosen faults. The
+long form: ``KMIRROR_FAULT_ROUNDS=<n>`` rounds of a random node (the quorum leader
 half the time), a random direction and a random cut of 3-15 s. ``KMIRROR_FAULT_SEED=<n>`` replays
 a run's choices; every failure names its seed.
 """
@@ -54,8 +61,16 @@ from .replicas import compare_replicas
 from .workload import MetadataWatch, SeqProducerProcess, create_topics, read_partitions
 
 SEED = fault_seed()
-ROUNDS = fault_rounds(2)
-LONG = ROUNDS > 2
+# KMIRROR_ISOLATION_PLAN="in:other:10,both:leader:13" replaces the rounds with these faults
+# (direction : the quorum "leader" or an "other" node : cut seconds), to replay one kind
+PLAN = [
+    (d, who, float(s))
+    for d, who, s in (
+        item.split(":") for item in os.environ.get("KMIRROR_ISOLATION_PLAN", "").split(",") if item
+    )
+]
+ROUNDS = len(PLAN) or fault_rounds(3)
+LONG = ROUNDS > 3 and not PLAN
 TOPIC, PARTITIONS = "isolated", 3
 SESSION_MS = 6000
 SETTINGS = {
@@ -69,6 +84,9 @@ SETTINGS = {
 }
 OUTAGE_GOAL_S = SESSION_MS / 1000 + 2.0
 RESUME_GOAL_S = 1.0
+# enforced without KMIRROR_FAULT_STRICT: the outage goal plus slack for a loaded machine (18 rounds
+# after the heartbeat fixes: at most 7.75 s; before them 9.2-13.2 s for a leader or an "in" cut)
+OUTAGE_SLACK_S = 1.0
 RESUME_BOUND_S = 3.0
 CLIENT_BOUND_S = 6.0  # after an "in" cut: the clients' own connections to the node are silent
 STRICT = os.environ.get("KMIRROR_FAULT_STRICT") == "1"
@@ -124,10 +142,13 @@ def measure(producer: SeqProducerProcess, fault: Fault) -> tuple[float, float]:
 def plan(fc: FaultCluster, r: int, controller: int) -> tuple[int, str, float]:
     """(node, direction, cut seconds) of round ``r``: the short form's two faults, else random."""
     others = sorted({1, 2, 3} - {controller})
+    if PLAN:
+        direction, who, seconds = PLAN[r]
+        return (controller if who == "leader" else fc.rng.choice(others)), direction, seconds
     if not LONG:
         if r == 0:
             return controller, "both", 13.0
-        return fc.rng.choice(others), "out", 10.0
+        return fc.rng.choice(others), ("out" if r == 1 else "in"), 10.0
     node = controller if fc.rng.random() < 0.5 else fc.rng.choice(others)
     return node, fc.rng.choice(["both", "out", "in"]), fc.rng.uniform(3.0, 15.0)
 
@@ -187,6 +208,7 @@ def test_no_stall_outlives_a_node_isolation(tmp_path: Path) -> None:
                 bound = CLIENT_BOUND_S if direction == "in" else RESUME_BOUND_S
                 checks = [
                     (worst, OUTAGE_GOAL_S, "session timeout + 2 s", STRICT),
+                    (worst, OUTAGE_GOAL_S + OUTAGE_SLACK_S, "the outage goal + slack", True),
                     (after, RESUME_GOAL_S, "resumed within 1 s of the heal", STRICT),
                     (worst, cut_s + bound, "the cut + the resume bound", True),
                     (after, bound, "the resume bound", True),
