@@ -50,7 +50,9 @@ def test_a_new_leader_cuts_only_once_its_hw_reached_its_epoch_start(
         # nothing cut (an LSO from HW 2 would take offsets 2-3, the committed marker too)
         assert plog.log_end_offset == 4 and len(_markers(plog)) == 1
         assert world["states"].states[key] == MirrorState.STOPPING
-        assert "high watermark (2) to reach 4" in (m.reason("t", 0) or "")
+        reason = m.reason("t", 0) or ""
+        assert "waiting for the high watermark to reach 4" in reason
+        assert "(high watermark 2, ISR [1, 2, 3])" in reason
         for follower in (2, 3):  # the followers fetch in the new epoch: the HW reaches 4
             hosted.on_follower_fetch(
                 follower, 4, last_fetched_epoch=8, current_leader_epoch=0, broker_epoch=1,
