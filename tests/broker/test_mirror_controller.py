@@ -357,8 +357,9 @@ class _Ctx:
     api_version = 0
 
 
-def _services(q: Any, c: Any) -> Services:
-    """The handlers' services over the controller ``c`` and the image ``q`` follows."""
+def _services(q: Any, c: Any, authorizer: Any = None) -> Services:
+    """The handlers' services over the controller ``c`` and the image ``q`` follows (checking
+    ACLs with ``authorizer``, when given)."""
     return Services(
         node_id=1,
         cluster_id="c",
@@ -368,6 +369,7 @@ def _services(q: Any, c: Any) -> Services:
         log_manager=None,
         config=None,
         now_ms=lambda: 0,
+        authorizer=authorizer,
     )
 
 
