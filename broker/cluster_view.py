@@ -133,7 +133,9 @@ class PeerClients:
             request_timeout_ms=PEER_REQUEST_TIMEOUT_MS,
         )
 
-    def broker(self, host: str, port: int) -> ReconnectingClient:
+    def broker(
+        self, host: str, port: int, *, connect_timeout_ms: int = 10_000
+    ) -> ReconnectingClient:
         return self._client(
             self.links.inter_broker,
             "broker",
@@ -141,6 +143,7 @@ class PeerClients:
             port,
             f"broker-{self._node_id}",
             request_timeout_ms=PEER_REQUEST_TIMEOUT_MS,
+            connect_timeout_ms=connect_timeout_ms,
         )
 
     def replica_fetch(self, host: str, port: int) -> ReconnectingClient:
@@ -149,17 +152,9 @@ class PeerClients:
         Fetch, if less): the fetcher tries again at once, so a link that heals is found within
         about that, where an attempt started during the cut sat out its SYN retransmissions
         for up to 10 s after the heal."""
-        return self._client(
-            self.links.inter_broker,
-            "broker",
-            host,
-            port,
-            f"broker-{self._node_id}",
-            request_timeout_ms=PEER_REQUEST_TIMEOUT_MS,
-            connect_timeout_ms=min(
-                REPLICA_CONNECT_TIMEOUT_MS,
-                fetch_timeout_ms(self._fetch_wait_ms, PEER_REQUEST_TIMEOUT_MS),
-            ),
+        connect_ms = fetch_timeout_ms(self._fetch_wait_ms, PEER_REQUEST_TIMEOUT_MS)
+        return self.broker(
+            host, port, connect_timeout_ms=min(REPLICA_CONNECT_TIMEOUT_MS, connect_ms)
         )
 
     def _client(

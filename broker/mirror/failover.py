@@ -106,17 +106,15 @@ class Failover:
         if truncation.leader_hw_ready(state.high_watermark, start, end):
             return True
         target = min(start, end)
-        error = await hosted.wait_committed(target, LEADER_HW_WAIT_S)
-        # NOT_ENOUGH_REPLICAS_AFTER_APPEND: the HW got there, the ISR shrank under the minimum
-        if error in (ErrorCode.none, ErrorCode.not_enough_replicas_after_append):
-            return True
-        info.note = (
-            f"waiting for the high watermark ({state.high_watermark}) to reach {target}, where "
-            f"leader epoch {hosted.leader_epoch} started, before truncating (ISR "
-            f"{sorted(state.isr)}): {error.name}"
+        return await _committed(
+            key,
+            info,
+            hosted,
+            target,
+            LEADER_HW_WAIT_S,
+            f"waiting for the high watermark to reach {target}, where leader epoch "
+            f"{hosted.leader_epoch} started, before truncating",
         )
-        log.info("mirror %s: %s-%d %s", info.mirror, *key, info.note)
-        return False
 
     def truncate_to_lso(self, key: Key, info: PartitionInfo, hosted: Any) -> None:
         topic, partition = key
@@ -221,18 +219,13 @@ class Failover:
         if pending is None or pending[0] != hosted.leader_epoch:
             return False  # appended under another epoch: the plan appends a new one
         end = pending[1]
-        error = await hosted.wait_committed(end, MARKER_COMMIT_WAIT_S)
-        # NOT_ENOUGH_REPLICAS_AFTER_APPEND: committed, the ISR shrank under min.insync.replicas
-        if error in (ErrorCode.none, ErrorCode.not_enough_replicas_after_append):
-            del self._markers[key]
-            return True
-        info.note = (
-            f"failover: waiting for the MIRROR_PID_RESET marker at offset {end - 1} to be "
-            f"committed (high watermark {hosted.leader.high_watermark}, ISR "
-            f"{sorted(hosted.leader.isr)}): {error.name}"
+        waiting = (
+            f"failover: waiting for the MIRROR_PID_RESET marker at offset {end - 1} to be committed"
         )
-        log.info("mirror %s: %s-%d %s", info.mirror, *key, info.note)
-        return False
+        if not await _committed(key, info, hosted, end, MARKER_COMMIT_WAIT_S, waiting):
+            return False
+        del self._markers[key]
+        return True
 
     async def maybe_clear(self, topic: str, mirror: str) -> None:
         img = self._image()
@@ -246,6 +239,24 @@ class Failover:
             for p in t.partitions
         ):
             await self._clear(topic)
+
+
+async def _committed(
+    key: Key, info: PartitionInfo, hosted: Any, offset: int, timeout_s: float, waiting: str
+) -> bool:
+    """Until the leader's HW reaches ``offset`` (bounded). When it does not, ``waiting`` (what the
+    partition waits for), the HW, the ISR and the error the wait ended with become its note."""
+    error = await hosted.wait_committed(offset, timeout_s)
+    # NOT_ENOUGH_REPLICAS_AFTER_APPEND: the HW got there, the ISR shrank under the minimum
+    if error in (ErrorCode.none, ErrorCode.not_enough_replicas_after_append):
+        return True
+    leader = hosted.leader
+    info.note = (
+        f"{waiting} (high watermark {leader.high_watermark}, ISR {sorted(leader.isr)}): "
+        f"{error.name}"
+    )
+    log.info("mirror %s: %s-%d %s", info.mirror, *key, info.note)
+    return False
 
 
 def _warn_truncation(mirror: str, topic: str, partition: int, plog: Any, lso: int) -> str:

@@ -37,10 +37,10 @@ builds them and is what the rest of the node calls.
 """
 
 import time
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..metadata.image import TOPIC_RESOURCE, Delta, MetadataImage
+from ..metadata.image import TOPIC_RESOURCE, MetadataImage
 from ..metadata.mirror_states import MIRROR_NAME_CONFIG, MirrorState
 from .core import truncation_wait
 from .core.states import PartitionInfo, Wanted, next_state, wanted_from_config
@@ -48,6 +48,7 @@ from .failover import EPOCH_APPLY_WAIT_S, EPOCH_RECHECK_S, Failover
 from .fetcher_control import FetcherControl
 from .manager_interfaces import Fetchers, Key, Replicas, SourceRefused, StateStore
 from .partition_book import PartitionBook
+from .partition_parts import PartitionParts
 from .partition_steps import TRUNCATION_WAIT_S, UNCLEAN_CONFIG, PartitionStepper
 from .reconcile_scheduling import FULL_SWEEP_S, ReconcileScheduling
 
@@ -103,21 +104,21 @@ class MirrorManager:
             now_ms=now_ms,
             monotonic=monotonic,
         )
+        parts = PartitionParts(image, replicas, states, self._book, fetcher, self._failover)
         self._stepper = PartitionStepper(
-            image,
-            replicas,
-            states,
-            self._book,
-            fetcher,
-            self._failover,
+            parts,
             align_with_source=align_with_source,
             monotonic=monotonic,
             truncation_timeout_ms=truncation_timeout_ms,
             truncation_attempt_s=truncation_attempt_s,
         )
-        self._scheduling = ReconcileScheduling(
-            image, replicas, states, self._book, fetcher, self._failover, self._stepper, monotonic
-        )
+        self._scheduling = ReconcileScheduling(parts, self._stepper, monotonic)
+        # reacting, as the node calls it: `ReconcileScheduling` starts the tasks (reconcile_all
+        # is the periodic retry, every second)
+        self.on_metadata = self._scheduling.on_metadata
+        self.reconcile_all = self._scheduling.reconcile_all
+        self.reconcile_topic = self._scheduling.reconcile_topic
+        self.on_fetch_failed = self._scheduling.on_fetch_failed
         # per mirror: partitions failed because replicas did not truncate in time (a metric)
         self.truncation_timeouts = self._stepper.truncation_timeouts
 
@@ -152,30 +153,6 @@ class MirrorManager:
     async def drain(self) -> None:
         """Until the tasks under way now are done (their exceptions are raised here)."""
         await self._scheduling.drain()
-
-    # -- reacting (`reconcile_scheduling` starts the tasks) -----------------------------------
-
-    def on_metadata(self, image: MetadataImage, delta: Delta) -> None:
-        self._scheduling.on_metadata(image, delta)
-
-    def reconcile_all(self) -> None:
-        """The periodic retry (every second): see `ReconcileScheduling.reconcile_all`."""
-        self._scheduling.reconcile_all()
-
-    def reconcile_topic(
-        self,
-        image: MetadataImage,
-        name: str,
-        *,
-        only_unsettled: bool = False,
-        partitions: Collection[int] | None = None,
-    ) -> None:
-        self._scheduling.reconcile_topic(
-            image, name, only_unsettled=only_unsettled, partitions=partitions
-        )
-
-    def on_fetch_failed(self, mirror: str, topic: str, partition: int, reason: str) -> None:
-        self._scheduling.on_fetch_failed(mirror, topic, partition, reason)
 
     async def close(self) -> None:
         self._stepper.close()

@@ -12,16 +12,14 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..metadata.image import TOPIC_RESOURCE, MetadataImage
+from ..metadata.image import TOPIC_RESOURCE
 from ..metadata.mirror_states import MIRROR_NAME_CONFIG, MirrorState
 from .core import truncation_wait
 from .core.states import PartitionInfo, Wanted, current, next_state, wanted_from_config
 from .core.transitions import Step, plan
 from .core.truncation_wait import Outcome
-from .failover import Failover
-from .fetcher_control import FetcherControl
-from .manager_interfaces import Key, Replicas, SourceRefused, StateStore
-from .partition_book import PartitionBook
+from .manager_interfaces import Key, SourceRefused
+from .partition_parts import PartitionParts
 
 # The name the code logged under before manager.py was split: KMIRROR_LOG_LEVELS lines and the
 # (logger) of log lines stay the same.
@@ -39,24 +37,14 @@ class PartitionStepper:
 
     def __init__(
         self,
-        image: Callable[[], MetadataImage],
-        replicas: Replicas,
-        states: StateStore,
-        book: PartitionBook,
-        fetcher: FetcherControl,
-        failover: Failover,
+        parts: PartitionParts,
         *,
         align_with_source: Callable[[str, str, int, Any], Awaitable[str | None]] | None,
         monotonic: Callable[[], float],
         truncation_timeout_ms: int,
         truncation_attempt_s: float,
     ) -> None:
-        self._image = image
-        self._replicas = replicas
-        self._states = states
-        self._book = book
-        self._fetcher = fetcher
-        self._failover = failover
+        self._parts = parts
         self._align = align_with_source
         self._monotonic = monotonic
         self._truncation_timeout_ms = truncation_timeout_ms
@@ -71,24 +59,26 @@ class PartitionStepper:
         self._closed = True
 
     async def step(self, key: Key, topic_id: uuid.UUID) -> None:
-        async with self._book.lock(key):
+        async with self._parts.book.lock(key):
             for _ in range(16):  # every chain of transitions is shorter than this
                 wanted = wanted_from_config(
-                    self._image().config(TOPIC_RESOURCE, key[0]).get(MIRROR_NAME_CONFIG)
+                    self._parts.image().config(TOPIC_RESOURCE, key[0]).get(MIRROR_NAME_CONFIG)
                 )
                 if wanted is None or self._closed:
                     return
-                hosted = self._replicas.get(*key)
+                hosted = self._parts.replicas.get(*key)
                 if hosted is None or not hosted.is_leader:
                     return  # led elsewhere: that node drives it
-                info = self._book.info.get(key)
+                info = self._parts.book.info.get(key)
                 if info is None or not current(info, wanted.mirror, topic_id, hosted.leader_epoch):
-                    state, lme = await self._states.read_state(wanted.mirror, topic_id, key[1])
+                    state, lme = await self._parts.states.read_state(
+                        wanted.mirror, topic_id, key[1]
+                    )
                     fresh = PartitionInfo(wanted.mirror, topic_id, state, lme)
                     fresh.leader_epoch = hosted.leader_epoch
                     if info is not None and info.mirror == wanted.mirror:
                         fresh.note, fresh.error = info.note, info.error  # for --describe
-                    info = self._book.info[key] = fresh
+                    info = self._parts.book.info[key] = fresh
                 if info.state == wanted.state:
                     await self._settle(key, info, wanted)
                     return
@@ -104,18 +94,18 @@ class PartitionStepper:
 
     async def _settle(self, key: Key, info: PartitionInfo, wanted: Wanted) -> None:
         """Make the side effects of a stable state true (e.g. after a restart)."""
-        if info.state == MirrorState.MIRRORING and not self._fetcher.fetching(key):
-            await self._fetcher.start(key, info)
+        if info.state == MirrorState.MIRRORING and not self._parts.fetcher.fetching(key):
+            await self._parts.fetcher.start(key, info)
         elif info.state == MirrorState.STOPPED and wanted.state == MirrorState.STOPPED:
-            await self._failover.maybe_clear(key[0], info.mirror)
+            await self._parts.failover.maybe_clear(key[0], info.mirror)
 
     async def _enter(self, key: Key, info: PartitionInfo, new: MirrorState, wanted: Wanted) -> None:
         """One transition: the steps `transitions.plan` gives, carried out in order. A step that
         cannot complete yet stops here, the partition staying where it was (retried later)."""
-        hosted = self._replicas.get(*key)
+        hosted = self._parts.replicas.get(*key)
         if hosted is None or not hosted.is_leader:
             return
-        failover = self._failover
+        failover = self._parts.failover
         steps = plan(
             info.state,
             new,
@@ -128,7 +118,7 @@ class PartitionStepper:
             if step == Step.CHECK_SOURCE:
                 # PREPARING is left only once aligned with the source: a failed attempt
                 # (source unreachable) stays in PREPARING and is retried, also after a restart.
-                if not await self._fetcher.source_ok(key, info):
+                if not await self._parts.fetcher.source_ok(key, info):
                     return
             elif step == Step.LME_TRUNCATE:
                 if not await self._lme_truncate(key, info, hosted):
@@ -139,7 +129,7 @@ class PartitionStepper:
                 if not await self._replicas_truncated(key, info, hosted, self._aligned_ms[key]):
                     return
             elif step == Step.STOP_FETCHER:
-                await self._fetcher.stop(key, info.mirror)
+                await self._parts.fetcher.stop(key, info.mirror)
             elif step == Step.AWAIT_LEADER_HW:
                 if not await failover.await_leader_hw(key, info, hosted):
                     return
@@ -160,7 +150,7 @@ class PartitionStepper:
                 await self._write(key, info, new, lme)
                 info.leader_epoch = hosted.leader_epoch  # ours, bumped or not: still current
             elif step == Step.START_FETCHER:
-                await self._fetcher.start(key, info)
+                await self._parts.fetcher.start(key, info)
             elif step == Step.CLEAR_NAME:
                 await failover.maybe_clear(key[0], info.mirror)
 
@@ -173,7 +163,7 @@ class PartitionStepper:
         try:
             note = await self._align(info.mirror, key[0], key[1], hosted)
         except SourceRefused as e:  # who answered the align itself is not the source
-            await self._book.mark_failed(key, info, str(e))
+            await self._parts.book.mark_failed(key, info, str(e))
             return False
         info.note = note or info.note
         return True
@@ -183,10 +173,12 @@ class PartitionStepper:
     ) -> None:
         topic, partition = key
         if new == MirrorState.STOPPING:
-            await self._states.write_partition(info.mirror, info.topic_id, partition, new, lme)
+            await self._parts.states.write_partition(
+                info.mirror, info.topic_id, partition, new, lme
+            )
             info.last_mirror_epoch = lme if lme is not None else info.last_mirror_epoch
         else:
-            await self._states.write_state(info.mirror, info.topic_id, partition, new)
+            await self._parts.states.write_state(info.mirror, info.topic_id, partition, new)
         log.info(
             "mirror %s: %s-%d %s -> %s", info.mirror, topic, partition, info.state.name, new.name
         )
@@ -204,7 +196,7 @@ class PartitionStepper:
         PREPARING (tried again on the next reconcile) with the reason shown by ``--describe``,
         or, once ``mirror.truncation.timeout.ms`` has passed with enough ISR, FAILED
         (`core.truncation_wait` has the rule and why)."""
-        topic_config = self._image().config(TOPIC_RESOURCE, key[0])
+        topic_config = self._parts.image().config(TOPIC_RESOURCE, key[0])
         all_replicas = topic_config.get(UNCLEAN_CONFIG, "false").lower() == "true"
         timeout_s = self._truncation_timeout_ms / 1000
         first = self._monotonic()
@@ -232,7 +224,7 @@ class PartitionStepper:
                 reason = truncation_wait.failure_reason(
                     behind, all_replicas, self._truncation_timeout_ms
                 )
-                await self._book.mark_failed(key, info, reason)
+                await self._parts.book.mark_failed(key, info, reason)
                 # counted once written (a failed write is tried again, and counted then)
                 self.truncation_timeouts[info.mirror] = (
                     self.truncation_timeouts.get(info.mirror, 0) + 1

@@ -13,10 +13,8 @@ from typing import Any
 from ..metadata.image import MIRROR_RESOURCE, TOPIC_RESOURCE, Delta, MetadataImage
 from ..metadata.mirror_states import MIRROR_NAME_CONFIG, MirrorState
 from .core.states import Wanted, current, wanted_from_config
-from .failover import Failover
-from .fetcher_control import FetcherControl
-from .manager_interfaces import Key, Replicas, StateStore, Stepper
-from .partition_book import PartitionBook
+from .manager_interfaces import Key, Stepper
+from .partition_parts import PartitionParts
 
 # The name the code logged under before manager.py was split: KMIRROR_LOG_LEVELS lines and the
 # (logger) of log lines stay the same.
@@ -31,22 +29,12 @@ class ReconcileScheduling:
 
     def __init__(
         self,
-        image: Callable[[], MetadataImage],
-        replicas: Replicas,
-        states: StateStore,
-        book: PartitionBook,
-        fetcher: FetcherControl,
-        failover: Failover,
+        parts: PartitionParts,
         stepper: Stepper,
         monotonic: Callable[[], float],
     ) -> None:
-        self._image = image
-        self._replicas = replicas
-        self._states = states
-        self._book = book
-        self._info = book.info
-        self._fetcher = fetcher
-        self._failover = failover
+        self._parts = parts
+        self._info = parts.book.info
         self._stepper = stepper
         self._monotonic = monotonic
         self._tasks: set[asyncio.Task[None]] = set()
@@ -93,20 +81,20 @@ class ReconcileScheduling:
         # at all the topic's partitions for each was thousands of tasks per batch)
         changed: dict[str, list[int]] = {}
         for name, p in delta.changed_partitions:
-            self._failover.epoch_applied((name, p))
+            self._parts.failover.epoch_applied((name, p))
             if name not in topics:
                 changed.setdefault(name, []).append(p)
         for gone in delta.deleted_topics:
             for p in gone.partitions:
                 self._info.pop((gone.name, p), None)
         for m in list(mirrors_changed):
-            if not self._fetcher.settings_changed(image, m):
+            if not self._parts.fetcher.settings_changed(image, m):
                 mirrors_changed.discard(m)  # never started, or bookkeeping keys only
         if mirrors_changed:
             # a mirror's connection settings changed: restart its fetchers so they reconnect
             for key, info in list(self._info.items()):
-                if info.mirror in mirrors_changed and self._fetcher.fetching(key):
-                    self._spawn(self._fetcher.restart(key, info), key)
+                if info.mirror in mirrors_changed and self._parts.fetcher.fetching(key):
+                    self._spawn(self._parts.fetcher.restart(key, info), key)
         for name in topics:
             self.reconcile_topic(image, name)
         for name, partitions in changed.items():
@@ -118,7 +106,7 @@ class ReconcileScheduling:
         changes reach their topics through ``on_metadata``), and only those not yet where they
         are wanted get a task: stable mirrored partitions cost nothing per second. Every
         ``FULL_SWEEP_S`` every topic is looked at too, as a backstop."""
-        img = self._image()
+        img = self._parts.image()
         now = self._monotonic()
         if now - self._last_sweep >= FULL_SWEEP_S:
             self._last_sweep = now
@@ -153,7 +141,7 @@ class ReconcileScheduling:
             if p not in topic.partitions:
                 continue
             key = (name, p)
-            hosted = self._replicas.get(name, p)
+            hosted = self._parts.replicas.get(name, p)
             if hosted is not None and hosted.is_leader:
                 if only_unsettled and self._settled(
                     key, topic.topic_id, wanted, hosted.leader_epoch
@@ -174,20 +162,20 @@ class ReconcileScheduling:
             return wanted.state != MirrorState.STOPPED  # stays FAILED until removed
         if info.state != wanted.state:
             return False
-        return info.state != MirrorState.MIRRORING or self._fetcher.fetching(key)
+        return info.state != MirrorState.MIRRORING or self._parts.fetcher.fetching(key)
 
     async def _step_down(self, key: Key) -> None:
         """This node no longer leads ``key``: its fetcher stops, and the state stays with the
         coordinator for the new leader (nothing is written from here)."""
-        async with self._book.lock(key):
-            hosted = self._replicas.get(*key)
+        async with self._parts.book.lock(key):
+            hosted = self._parts.replicas.get(*key)
             if hosted is not None and hosted.is_leader:
                 return  # leading again by the time the lock was free
             info = self._info.pop(key, None)
             self._last_error.pop(key, None)
-            self._failover.cancel_bump(key)  # the new leader bumps for itself
+            self._parts.failover.cancel_bump(key)  # the new leader bumps for itself
             if info is not None:
-                await self._fetcher.stop(key, info.mirror)
+                await self._parts.fetcher.stop(key, info.mirror)
                 log.info(
                     "mirror %s: %s-%d is led elsewhere now; fetcher stopped", info.mirror, *key
                 )
@@ -218,12 +206,14 @@ class ReconcileScheduling:
             log.error("mirror reconcile failed", exc_info=task.exception())
 
     async def _fail(self, key: Key, reason: str) -> None:
-        async with self._book.lock(key):
+        async with self._parts.book.lock(key):
             info = self._info.get(key)
             if info is None or info.state == MirrorState.FAILED:
                 return
-            await self._fetcher.stop(key, info.mirror)
-            await self._states.write_state(info.mirror, info.topic_id, key[1], MirrorState.FAILED)
+            await self._parts.fetcher.stop(key, info.mirror)
+            await self._parts.states.write_state(
+                info.mirror, info.topic_id, key[1], MirrorState.FAILED
+            )
             info.state = MirrorState.FAILED
             info.error = reason
 

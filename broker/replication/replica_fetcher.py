@@ -24,7 +24,7 @@ import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -38,6 +38,7 @@ from protocol.fetch_codec import (
 from protocol.fetch_session import SESSION_ERRORS, FetchSessionBuilder
 
 from ..log.file_cache import is_fd_exhaustion, note_fd_exhaustion
+from ..network.broker_clients import BrokerClients
 from ..network.fetch_timeout import fetch_timeout_ms
 from ..network.peer_refusals import REFUSALS, PeerRefusals
 from .follower_state import (
@@ -61,30 +62,6 @@ _RESET = FetchPartition(-1, -1, -1, -1)
 _NO_ENTRY = FetchPartitionRequest("", None, -1, -1, -1, -1, -1, 0)
 
 
-class LeaderClients(Protocol):
-    """``BrokerClients``: requests to another broker's inter-broker listener."""
-
-    async def version_for(self, broker_id: int, api_key: int) -> int: ...
-
-    async def send_raw(
-        self,
-        broker_id: int,
-        api_key: int,
-        version: int,
-        body: bytes | bytearray | memoryview,
-        *,
-        timeout_ms: int | None = None,
-    ) -> memoryview: ...
-
-    def request_timeout_ms(self, broker_id: int) -> int: ...
-
-    async def request(
-        self, broker_id: int, api_key: int, body: Any, version: int | None = None
-    ) -> Any: ...
-
-    async def close(self) -> None: ...
-
-
 @dataclass(frozen=True, slots=True)
 class FetcherConfig:
     """The ``replica.fetch.*`` and ``num.replica.fetchers`` broker configs."""
@@ -106,7 +83,7 @@ class ReplicaFetchers:
     def __init__(
         self,
         local_id: int,
-        clients: Callable[[], LeaderClients],
+        clients: Callable[[], BrokerClients],
         config: FetcherConfig,
         broker_epoch: Callable[[], int],
     ) -> None:
@@ -161,7 +138,7 @@ class ReplicaFetcher:
         self,
         key: tuple[int, int],
         local_id: int,
-        clients: LeaderClients,
+        clients: BrokerClients,
         config: FetcherConfig,
         broker_epoch: Callable[[], int],
     ) -> None:

@@ -28,7 +28,7 @@ from protocol.build import build
 from protocol.errors import MirrorErrorCode
 from protocol.registry import REGISTRY
 
-from .test_mirror_controller import _with_topics
+from .test_mirror_controller import _services, _with_topics
 
 Op, Res = AclOperation, ResourceType
 ME = "User:ANONYMOUS"
@@ -53,18 +53,7 @@ def _setup(*acls: Acl) -> tuple[Any, Any, Services]:
     q, c, mc = _with_topics("a", "b", "c")
     asyncio.run(mc.add_topics("m", ["a", "b"]))
     asyncio.run(AclController(c).create_acls(list(acls)))
-    services = Services(
-        node_id=1,
-        cluster_id="c",
-        image=lambda: q.image,
-        controller=c,
-        replicas=None,
-        log_manager=None,
-        config=None,
-        now_ms=lambda: 0,
-        authorizer=Authorizer(lambda: q.image.acls),
-    )
-    return q, mc, services
+    return q, mc, _services(q, c, Authorizer(lambda: q.image.acls))
 
 
 def run(coro: Any) -> Any:

@@ -22,7 +22,6 @@ from broker.api.context import RequestContext
 from broker.api.dispatcher import Api, Dispatcher
 from broker.api.envelope import EnvelopeApi
 from broker.api.forwarding import FORWARDED_APIS, Forwarder
-from broker.api.services import Services
 from broker.api.topics import TopicsApi
 from broker.controller.controller import Controller
 from broker.metadata.image import MetadataImage
@@ -42,7 +41,7 @@ from protocol.registry import REGISTRY
 
 from .network_support import RawConn, run
 from .test_controller_image import MemoryQuorum
-from .test_mirror_controller import _setup
+from .test_mirror_controller import _services, _setup
 
 CREATE_TOPICS = 19
 ENVELOPE = 58
@@ -120,17 +119,7 @@ def controller_node(
     """A controller with a real Controller and TopicsApi, checking ACLs."""
     q, c, _mc = _setup()
     authorizer = Authorizer(lambda: dict(enumerate(acls)), super_users=super_users)
-    services = Services(
-        node_id=1,
-        cluster_id="c",
-        image=lambda: q.image,
-        controller=c,
-        replicas=None,
-        log_manager=None,
-        config=None,
-        now_ms=lambda: 0,
-        authorizer=authorizer,
-    )
+    services = _services(q, c, authorizer)
     topics = TopicsApi(services)
     seen: list[tuple[str, str, str | None, int]] = []
 

@@ -1,92 +1,28 @@
-"""`GroupShard` is composed of parts that never import it: no import cycle in the group package
-(counting TYPE_CHECKING imports, as `ruff analyze graph` does), and a part's timers run on the
-part of the shard current when they fire."""
+"""`GroupShard` is composed of parts that never import it (only the coordinator above does; the
+tree-wide cycle check is tests/test_import_cycles.py), and a part's timers run on the part of the
+shard current when they fire."""
 
-import json
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from broker.coordinator.group.timers import PartTimers
 from broker.coordinator.runtime import WriteResult
+from tests.test_import_cycles import PACKAGES, ROOT, import_graph
 
-ROOT = Path(__file__).resolve().parents[2]
-PACKAGE = "broker/coordinator/group/"
+GROUP = "broker.coordinator.group"
 
 
-def _group_graph() -> dict[str, set[str]]:
-    out = subprocess.run(
-        [sys.executable, "-m", "ruff", "analyze", "graph", "broker"],
-        cwd=ROOT,
-        capture_output=True,
-        check=True,
-        text=True,
-        timeout=120,
-    ).stdout
-    graph: dict[str, list[str]] = json.loads(out)
-    return {
-        src: {dst for dst in dsts if dst.startswith(PACKAGE)}
+def test_only_the_coordinator_imports_the_group_shard() -> None:
+    # the parts do not know their host (tests/test_import_cycles.py rules out cycles tree-wide)
+    graph = import_graph(ROOT, PACKAGES)
+    shard = GROUP + ".shard"
+    assert shard in graph
+    importers = {
+        src
         for src, dsts in graph.items()
-        if src.startswith(PACKAGE)
+        if (src == GROUP or src.startswith(GROUP + ".")) and shard in dsts
     }
-
-
-def _cycles(graph: dict[str, set[str]]) -> list[set[str]]:
-    """The strongly connected components of more than one module (Tarjan, iterative)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[set[str]] = []
-    for root in sorted(graph):
-        if root in index:
-            continue
-        work = [(root, iter(sorted(graph[root])))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, edges = work[-1]
-            nxt = next((w for w in edges if w in graph), None)
-            if nxt is not None:
-                if nxt not in index:
-                    index[nxt] = low[nxt] = len(index)
-                    stack.append(nxt)
-                    on_stack.add(nxt)
-                    work.append((nxt, iter(sorted(graph[nxt]))))
-                elif nxt in on_stack:
-                    low[node] = min(low[node], index[nxt])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[node])
-            if low[node] == index[node]:
-                component = set()
-                while True:
-                    w = stack.pop()
-                    on_stack.discard(w)
-                    component.add(w)
-                    if w == node:
-                        break
-                if len(component) > 1:
-                    found.append(component)
-    return found
-
-
-def test_cycle_finder_finds_a_cycle() -> None:
-    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
-    assert _cycles(graph) == [{"a", "b", "c"}]
-
-
-def test_group_package_has_no_import_cycle() -> None:
-    graph = _group_graph()
-    assert PACKAGE + "shard.py" in graph
-    assert _cycles(graph) == []
-    # the parts do not know their host: only the coordinator above imports the shard
-    importers = {src for src, dsts in graph.items() if PACKAGE + "shard.py" in dsts}
-    assert importers == {PACKAGE + "coordinator.py"}
+    assert importers == {GROUP + ".coordinator"}
 
 
 @dataclass

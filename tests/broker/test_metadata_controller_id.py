@@ -4,8 +4,7 @@ client that sends its controller requests there does not keep waiting on that no
 gone. Fenced brokers (and brokers without the client's listener) are never named."""
 
 import asyncio
-from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import cast
 
 from broker.api.context import RequestContext
 from broker.api.metadata import MetadataApi, controller_for_clients
@@ -15,32 +14,16 @@ from protocol.build import build
 from protocol.headers import RequestHeader
 from protocol.registry import REGISTRY
 
+from .test_metadata_topic_ids import FakeServices, Image
+
 
 def _broker(node_id: int, *, fenced: bool = False, listener: str = "PLAINTEXT") -> BrokerImage:
     ep = EndpointImage(listener, "127.0.0.1", 9000 + node_id, 0)
     return BrokerImage(node_id, 1, (ep,), None, fenced)
 
 
-@dataclass
-class Image:
-    brokers: dict[int, Any]
-    topics: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class FakeServices:
-    img: Image
-    authorizer: None = None
-    auto_create_topics: bool = False
-    node_id: int = 1
-    cluster_id: str = "c"
-
-    def image(self) -> Image:
-        return self.img
-
-
 def controller_ids(brokers: list[BrokerImage], asks: int = 60) -> set[int]:
-    s = FakeServices(Image({b.broker_id: b for b in brokers}))
+    s = FakeServices(Image(brokers={b.broker_id: b for b in brokers}))
     api = MetadataApi(cast(Services, s))
     header = RequestHeader(
         api_key=3, api_version=12, correlation_id=1, client_id="t", header_version=2

@@ -357,6 +357,22 @@ class _Ctx:
     api_version = 0
 
 
+def _services(q: Any, c: Any, authorizer: Any = None) -> Services:
+    """The handlers' services over the controller ``c`` and the image ``q`` follows (checking
+    ACLs with ``authorizer``, when given)."""
+    return Services(
+        node_id=1,
+        cluster_id="c",
+        image=lambda: q.image,
+        controller=c,
+        replicas=None,
+        log_manager=None,
+        config=None,
+        now_ms=lambda: 0,
+        authorizer=authorizer,
+    )
+
+
 def _add(api: MirrorApi, mirror: str, *names: str) -> Any:
     cls: Any = REGISTRY.spec(95).request_type(0)
     req = cls(
@@ -377,17 +393,7 @@ def test_add_topics_handler_creates_from_source() -> None:
         },
         {"foo": {"retention.ms": "77", "mirror.name": "evil"}},
     )
-    services = Services(
-        node_id=1,
-        cluster_id="c",
-        image=lambda: q.image,
-        controller=c,
-        replicas=None,
-        log_manager=None,
-        config=None,
-        now_ms=lambda: 0,
-    )
-    api = MirrorApi(services, mc, source_client=lambda cfg, cid: src)
+    api = MirrorApi(_services(q, c), mc, source_client=lambda cfg, cid: src)
     resp = _add(api, "m", "f.*|b.*")
     assert [(t.name, int(t.error_code)) for t in resp.topics] == [("bar", 0), ("foo", 0)]
     assert src.closed
@@ -435,17 +441,7 @@ def test_describe_configs_for_a_mirror_hides_secrets() -> None:
             [ConfigChange(MIRROR_RESOURCE, "m", [("sasl.jaas.config", SET, "secret!")])], False
         )
     )
-    services = Services(
-        node_id=1,
-        cluster_id="c",
-        image=lambda: q.image,
-        controller=c,
-        replicas=None,
-        log_manager=None,
-        config=None,
-        now_ms=lambda: 0,
-    )
-    api = ConfigsApi(services)
+    api = ConfigsApi(_services(q, c))
 
     class Ctx:
         api_version = 5
@@ -492,17 +488,7 @@ def test_add_topics_with_prefix_maps_names_and_refuses_bad_ones() -> None:
         {n: FakeTopic(n, ids[n], {0: None}) for n in names},
         {"west.orders": {"mirror.source.cluster.ids": "x,c"}},  # "c": this cluster
     )
-    services = Services(
-        node_id=1,
-        cluster_id="c",
-        image=lambda: q.image,
-        controller=c,
-        replicas=None,
-        log_manager=None,
-        config=None,
-        now_ms=lambda: 0,
-    )
-    api = MirrorApi(services, mc, source_client=lambda cfg, cid: src)
+    api = MirrorApi(_services(q, c), mc, source_client=lambda cfg, cid: src)
     # a pattern passes over the loop silently
     resp = _add(api, "pm", "ord.*|west.*")
     assert [(t.name, int(t.error_code)) for t in resp.topics] == [("east.orders", 0)]

@@ -12,7 +12,13 @@ from broker.metadata.mirror_states import MirrorState
 from broker.mirror import failover as failover_module
 from protocol.records import Record, build_batch, build_mirror_pid_reset
 
-from .test_mirror_manager import _markers, _set, _settle, _three_replicas
+from .test_mirror_manager import (
+    _followers_fetch,
+    _markers,
+    _removed,
+    _settle,
+    _three_replicas,
+)
 from .test_mirror_manager import world as world  # the fixture
 
 NOW = 1_700_000_000_000
@@ -38,24 +44,14 @@ def test_a_new_leader_cuts_only_once_its_hw_reached_its_epoch_start(
         assert (hosted.leader.epoch_start_offset, hosted.leader.high_watermark) == (4, 2)
         hosted.leader_epoch = 9  # elected after the old leader's bumped epoch 8
 
-        async def bump(topic: str, partition: int, min_epoch: int) -> None:
-            hosted.leader_epoch = min_epoch
-
-        m = world["make"](bump_leader_epoch=bump)
-        key = ("m", world["tid"], 0)
-        world["states"].states[key] = MirrorState.STOPPING
-        world["states"].lme[key] = 7
-        _set(world, "m.removed")
-        await _settle(m)
+        m, key = await _removed(world, hosted, MirrorState.STOPPING, lme=7)
         # nothing cut (an LSO from HW 2 would take offsets 2-3, the committed marker too)
         assert plog.log_end_offset == 4 and len(_markers(plog)) == 1
         assert world["states"].states[key] == MirrorState.STOPPING
-        assert "high watermark (2) to reach 4" in (m.reason("t", 0) or "")
-        for follower in (2, 3):  # the followers fetch in the new epoch: the HW reaches 4
-            hosted.on_follower_fetch(
-                follower, 4, last_fetched_epoch=8, current_leader_epoch=0, broker_epoch=1,
-                log_start_offset=0,
-            )  # fmt: skip
+        reason = m.reason("t", 0) or ""
+        assert "waiting for the high watermark to reach 4" in reason
+        assert "(high watermark 2, ISR [1, 2, 3])" in reason
+        _followers_fetch(hosted, 4, 8)  # the followers fetch in the new epoch: the HW reaches 4
         assert hosted.leader.high_watermark == 4
         m.reconcile_all()
         await _settle(m)
@@ -63,11 +59,7 @@ def test_a_new_leader_cuts_only_once_its_hw_reached_its_epoch_start(
         # is above every epoch in the log)
         markers = _markers(plog)
         assert [(b.base_offset, b.partition_leader_epoch) for b in markers] == [(3, 8), (4, 9)]
-        for follower in (2, 3):
-            hosted.on_follower_fetch(
-                follower, 5, last_fetched_epoch=9, current_leader_epoch=0, broker_epoch=1,
-                log_start_offset=0,
-            )  # fmt: skip
+        _followers_fetch(hosted, 5, 9)
         m.reconcile_all()
         await _settle(m)
         assert world["states"].states[key] == MirrorState.STOPPED, world["states"].history
@@ -94,22 +86,9 @@ def test_a_new_leader_bumps_above_the_mirrored_epochs_it_kept(
     async def run() -> None:
         hosted = _three_replicas(world, (1, 2, 3))
 
-        async def bump(topic: str, partition: int, min_epoch: int) -> None:
-            bumps.append(min_epoch)
-            hosted.leader_epoch = min_epoch
-
-        m = world["make"](bump_leader_epoch=bump)
-        key = ("m", world["tid"], 0)
-        world["states"].states[key] = MirrorState.STOPPING
-        world["states"].lme[key] = 7
-        _set(world, "m.removed")
-        await _settle(m)
+        m, _ = await _removed(world, hosted, MirrorState.STOPPING, lme=7, bumps=bumps)
         assert not bumps and plog.log_end_offset == 4  # waiting for the HW to reach 4
-        for follower in (2, 3):
-            hosted.on_follower_fetch(
-                follower, 4, last_fetched_epoch=9, current_leader_epoch=0, broker_epoch=1,
-                log_start_offset=0,
-            )  # fmt: skip
+        _followers_fetch(hosted, 4, 9)
         m.reconcile_all()
         await _settle(m)
         assert bumps == [10]

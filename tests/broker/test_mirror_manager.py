@@ -488,11 +488,7 @@ def test_prepare_waits_for_the_isr_to_truncate_before_mirroring(world: Any) -> N
         assert "[2, 3]" in (m.reason("t", 0) or "") and not world["fetchers"].active
         assert hosted.replicas_behind(0, all_replicas=False) == [2, 3]
         end = hosted.log.log_end_offset
-        for follower in (2, 3):  # both fetch again from the cut point
-            hosted.on_follower_fetch(
-                follower, end, last_fetched_epoch=-1, current_leader_epoch=0, broker_epoch=1,
-                log_start_offset=0,
-            )  # fmt: skip
+        _followers_fetch(hosted, end, -1)  # both fetch again from the cut point
         m.reconcile_all()
         await _settle(m)
         assert world["states"].states[key] == MirrorState.MIRRORING
@@ -720,6 +716,42 @@ def test_a_leader_that_lost_and_regained_the_partition_reads_its_state_again(wor
     asyncio.run(run())
 
 
+def _followers_fetch(hosted: Partition, offset: int, last_epoch: int) -> None:
+    """Followers 2 and 3 fetch from ``offset``, having last fetched ``last_epoch``."""
+    for follower in (2, 3):
+        hosted.on_follower_fetch(
+            follower, offset, last_fetched_epoch=last_epoch, current_leader_epoch=0,
+            broker_epoch=1, log_start_offset=0,
+        )  # fmt: skip
+
+
+async def _removed(
+    world: Any,
+    hosted: Partition,
+    state: MirrorState,
+    *,
+    lme: int | None = None,
+    bumps: list[int] | None = None,
+) -> tuple[Any, tuple[str, Any, int]]:
+    """A manager whose epoch bumps land on ``hosted`` (noted in ``bumps``), its partition
+    ``state`` (with ``lme``) in the coordinator, settled after the topic's ``mirror.name``
+    became ``m.removed``; the manager and the partition's state key."""
+
+    async def bump(topic: str, partition: int, min_epoch: int) -> None:
+        if bumps is not None:
+            bumps.append(min_epoch)
+        hosted.leader_epoch = min_epoch
+
+    m = world["make"](bump_leader_epoch=bump)
+    key = ("m", world["tid"], 0)
+    world["states"].states[key] = state
+    if lme is not None:
+        world["states"].lme[key] = lme
+    _set(world, "m.removed")
+    await _settle(m)
+    return m, key
+
+
 def _markers(plog: Any) -> list[Any]:
     raw = plog.read(0, 1 << 20, upper_bound=plog.log_end_offset).records[0]
     return [
@@ -747,14 +779,7 @@ def test_stopped_waits_until_the_marker_is_committed(
     async def run() -> None:
         hosted = _three_replicas(world, (1, 2, 3))
 
-        async def bump(topic: str, partition: int, min_epoch: int) -> None:
-            hosted.leader_epoch = min_epoch
-
-        m = world["make"](bump_leader_epoch=bump)
-        key = ("m", world["tid"], 0)
-        world["states"].states[key] = MirrorState.MIRRORING
-        _set(world, "m.removed")
-        await _settle(m)
+        m, key = await _removed(world, hosted, MirrorState.MIRRORING)
         plog = world["plog"]
         assert len(_markers(plog)) == 1
         assert world["states"].states[key] == MirrorState.STOPPING, world["states"].history
@@ -765,11 +790,7 @@ def test_stopped_waits_until_the_marker_is_committed(
         assert world["states"].states[key] == MirrorState.STOPPING
         assert len(_markers(plog)) == 1
         end = plog.log_end_offset
-        for follower in (2, 3):  # the followers copy the marker: the HW passes it
-            hosted.on_follower_fetch(
-                follower, end, last_fetched_epoch=8, current_leader_epoch=0, broker_epoch=1,
-                log_start_offset=0,
-            )  # fmt: skip
+        _followers_fetch(hosted, end, 8)  # the followers copy the marker: the HW passes it
         assert hosted.leader.high_watermark == end
         m.reconcile_all()
         await _settle(m)
@@ -792,14 +813,7 @@ def test_a_new_leader_in_stopping_appends_the_marker_again(
     async def run() -> None:
         hosted = _three_replicas(world, (1, 2, 3))
 
-        async def bump(topic: str, partition: int, min_epoch: int) -> None:
-            hosted.leader_epoch = min_epoch
-
-        m = world["make"](bump_leader_epoch=bump)
-        key = ("m", world["tid"], 0)
-        world["states"].states[key] = MirrorState.MIRRORING
-        _set(world, "m.removed")
-        await _settle(m)
+        m, key = await _removed(world, hosted, MirrorState.MIRRORING)
         plog = world["plog"]
         assert world["states"].states[key] == MirrorState.STOPPING
         first = _markers(plog)[0]
@@ -814,11 +828,7 @@ def test_a_new_leader_in_stopping_appends_the_marker_again(
         )
         assert world["states"].states[key] == MirrorState.STOPPING
         end = plog.log_end_offset
-        for follower in (2, 3):
-            hosted.on_follower_fetch(
-                follower, end, last_fetched_epoch=9, current_leader_epoch=0, broker_epoch=1,
-                log_start_offset=0,
-            )  # fmt: skip
+        _followers_fetch(hosted, end, 9)
         m.reconcile_all()
         await _settle(m)
         assert world["states"].states[key] == MirrorState.STOPPED, world["states"].history

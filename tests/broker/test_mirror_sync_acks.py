@@ -4,6 +4,8 @@ on a fake millisecond clock."""
 
 import asyncio
 import logging
+from collections.abc import Coroutine
+from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -11,7 +13,7 @@ from kio.schema.errors import ErrorCode
 from broker.config.server_config import ConfigError
 from broker.config.topic_validation import validate_topic_config
 from broker.mirror.core.sync_acks_state import Event, PartitionSync, SyncPolicy, policy_of
-from broker.mirror.sync_acks import SyncAcks
+from broker.mirror.sync_acks import SyncAcks, SyncOutcome
 
 
 def test_policy_of_topic_configs() -> None:
@@ -88,6 +90,14 @@ async def _step(clock: _Clock, ms: int) -> None:
     await asyncio.sleep(ms / 1000)
 
 
+async def _wait_past(clock: _Clock, ms: int, wait: Coroutine[Any, Any, SyncOutcome]) -> SyncOutcome:
+    """``wait``'s outcome, the clock moved ``ms`` on once it is waiting."""
+    task = asyncio.create_task(wait)
+    await asyncio.sleep(0)
+    clock.ms += ms
+    return await asyncio.wait_for(task, 2)
+
+
 def test_wait_returns_when_the_mirror_reports_the_commit() -> None:
     async def run() -> None:
         clock = _Clock()
@@ -118,12 +128,9 @@ def test_refuse_after_the_timeout_names_the_partition() -> None:
         policy = SyncPolicy(50, False)
         sync.report("t", 1, "b/dr", 5, 5, policy)
         start = clock.ms
-        task = asyncio.create_task(
-            sync.wait("t", 1, 9, 5, policy, start, start + 30000, lambda: True)
+        outcome = await _wait_past(
+            clock, 60, sync.wait("t", 1, 9, 5, policy, start, start + 30000, lambda: True)
         )
-        await asyncio.sleep(0)
-        clock.ms += 60
-        outcome = await asyncio.wait_for(task, 2)
         assert outcome.error == ErrorCode.not_enough_replicas_after_append
         assert outcome.message is not None
         assert "t-1" in outcome.message and "mirror.sync.timeout.ms=50" in outcome.message
@@ -136,12 +143,10 @@ def test_request_deadline_before_the_sync_timeout_is_request_timed_out() -> None
         clock = _Clock()
         sync = SyncAcks(clock)
         policy = SyncPolicy(60000, False)
-        task = asyncio.create_task(
-            sync.wait("t", 0, 9, 0, policy, clock.ms, clock.ms + 30, lambda: True)
+        outcome = await _wait_past(
+            clock, 40, sync.wait("t", 0, 9, 0, policy, clock.ms, clock.ms + 30, lambda: True)
         )
-        await asyncio.sleep(0)
-        clock.ms += 40
-        assert (await asyncio.wait_for(task, 2)).error == ErrorCode.request_timed_out
+        assert outcome.error == ErrorCode.request_timed_out
 
     asyncio.run(run())
 
@@ -152,12 +157,10 @@ def test_async_degrades_with_one_warning_and_recovers(caplog: pytest.LogCaptureF
         sync = SyncAcks(clock)
         policy = SyncPolicy(50, True)
         sync.report("t", 0, "b/dr", 5, 5, policy)
-        task = asyncio.create_task(
-            sync.wait("t", 0, 6, 5, policy, clock.ms, clock.ms + 9999, lambda: True)
+        outcome = await _wait_past(
+            clock, 60, sync.wait("t", 0, 6, 5, policy, clock.ms, clock.ms + 9999, lambda: True)
         )
-        await asyncio.sleep(0)
-        clock.ms += 60
-        assert (await asyncio.wait_for(task, 2)).error == ErrorCode.none
+        assert outcome.error == ErrorCode.none
         assert sync.metrics_snapshot().partitions[0].degraded
         # degraded: answered at once, no second warning
         for required in (7, 8):

@@ -52,22 +52,54 @@ def commit_error(exc: BaseException) -> ErrorCode:
     return append_error_code(exc)
 
 
-def _validate_commit(group: ClassicGroup, p: CommitParams) -> ErrorCode | None:
+def validate_commit(
+    group: ClassicGroup,
+    generation_id: int,
+    member_id: str,
+    group_instance_id: str | None,
+    *,
+    transactional: bool = False,
+) -> ErrorCode | None:
+    """Kafka's checks of a commit to a classic group. A transactional one (TxnOffsetCommit) has
+    its member validated when identified, but not the group's state (old clients send no member
+    id or generation)."""
     if group.is_in(GroupState.DEAD):
         return ErrorCode.coordinator_not_available
-    if p.generation_id < 0 and group.is_in(GroupState.EMPTY):
+    if generation_id < 0 and group.is_in(GroupState.EMPTY):
         return None  # a standalone (simple) commit
-    if p.generation_id >= 0 or p.member_id or p.group_instance_id is not None:
-        error = validate_member(group, p.member_id, p.group_instance_id)
+    if generation_id >= 0 or member_id or group_instance_id is not None:
+        error = validate_member(group, member_id, group_instance_id)
         if error is not None:
             return error
-        if p.generation_id != group.generation:
+        if generation_id != group.generation:
             return ErrorCode.illegal_generation
-    elif not group.is_in(GroupState.EMPTY):
+    elif not transactional and not group.is_in(GroupState.EMPTY):
         return ErrorCode.unknown_member_id
-    if group.is_in(GroupState.COMPLETING_REBALANCE):
+    if not transactional and group.is_in(GroupState.COMPLETING_REBALANCE):
         return ErrorCode.rebalance_in_progress
     return None
+
+
+def offset_records(
+    group_id: str, items: list[CommitItem], max_metadata: int, now: int, expire: int | None
+) -> tuple[list[ErrorCode], list[Record], list[tuple[TopicPartition, rec.OffsetValue]]]:
+    """A commit's items as the records to append: an error per item (too much metadata, or
+    none), the records, and the offsets they set once committed."""
+    errors: list[ErrorCode] = []
+    records: list[Record] = []
+    accepted: list[tuple[TopicPartition, rec.OffsetValue]] = []
+    for item in items:
+        metadata = item.metadata or ""
+        if len(metadata) > max_metadata:
+            errors.append(ErrorCode.offset_metadata_too_large)
+            continue
+        value = rec.OffsetValue(item.offset, item.leader_epoch, metadata, now, expire)
+        records.append(
+            (rec.offset_key(group_id, item.topic, item.partition), rec.offset_value(value))
+        )
+        accepted.append(((item.topic, item.partition), value))
+        errors.append(ErrorCode.none)
+    return errors, records, accepted
 
 
 class OffsetCommits:
@@ -107,26 +139,15 @@ class OffsetCommits:
                 p.group_id, p.member_id, p.generation_id, p.api_version
             )
             if consumer
-            else _validate_commit(group, p)
+            else validate_commit(group, p.generation_id, p.member_id, p.group_instance_id)
         )
         if error is not None:
             return all_error(error)
         now = self.state.now()
         expire = now + p.retention_ms if p.retention_ms >= 0 else None
-        errors: list[ErrorCode] = []
-        records: list[Record] = []
-        accepted: list[tuple[TopicPartition, rec.OffsetValue]] = []
-        for item in p.items:
-            metadata = item.metadata or ""
-            if len(metadata) > self.config.offset_metadata_max_bytes:
-                errors.append(ErrorCode.offset_metadata_too_large)
-                continue
-            value = rec.OffsetValue(item.offset, item.leader_epoch, metadata, now, expire)
-            records.append(
-                (rec.offset_key(p.group_id, item.topic, item.partition), rec.offset_value(value))
-            )
-            accepted.append(((item.topic, item.partition), value))
-            errors.append(ErrorCode.none)
+        errors, records, accepted = offset_records(
+            p.group_id, p.items, self.config.offset_metadata_max_bytes, now, expire
+        )
         new_group = group
 
         def committed() -> None:

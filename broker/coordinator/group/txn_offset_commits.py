@@ -5,12 +5,16 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from broker.coordinator.group import records as rec
-from broker.coordinator.group.classic import ClassicGroup, GroupState
+from broker.coordinator.group.classic import ClassicGroup
 from broker.coordinator.group.config import GroupConfig
-from broker.coordinator.group.offset_commits import CommitItem, commit_error
-from broker.coordinator.group.shard_state import ShardState, TopicPartition, validate_member
-from broker.coordinator.runtime import EndMarker, Record, WriteResult, append_error_code
+from broker.coordinator.group.offset_commits import (
+    CommitItem,
+    commit_error,
+    offset_records,
+    validate_commit,
+)
+from broker.coordinator.group.shard_state import ShardState
+from broker.coordinator.runtime import EndMarker, WriteResult, append_error_code
 
 
 @dataclass(slots=True)
@@ -24,22 +28,6 @@ class TxnCommitParams:
     member_id: str
     group_instance_id: str | None
     items: list[CommitItem]
-
-
-def _validate_txn_commit(group: ClassicGroup, p: TxnCommitParams) -> ErrorCode | None:
-    # Kafka's checks for a transactional commit: members are validated when identified,
-    # but the group state is not (old clients send no member id or generation).
-    if group.is_in(GroupState.DEAD):
-        return ErrorCode.coordinator_not_available
-    if p.generation_id < 0 and group.is_in(GroupState.EMPTY):
-        return None
-    if p.generation_id >= 0 or p.member_id or p.group_instance_id is not None:
-        error = validate_member(group, p.member_id, p.group_instance_id)
-        if error is not None:
-            return error
-        if p.generation_id != group.generation:
-            return ErrorCode.illegal_generation
-    return None
 
 
 class TxnOffsetCommits:
@@ -77,25 +65,15 @@ class TxnOffsetCommits:
                 p.group_id, p.member_id, p.generation_id
             )
             if consumer
-            else _validate_txn_commit(group, p)
+            else validate_commit(
+                group, p.generation_id, p.member_id, p.group_instance_id, transactional=True
+            )
         )
         if error is not None:
             return all_error(error)
-        now = self.state.now()
-        errors: list[ErrorCode] = []
-        records: list[Record] = []
-        accepted: list[tuple[TopicPartition, rec.OffsetValue]] = []
-        for item in p.items:
-            metadata = item.metadata or ""
-            if len(metadata) > self.config.offset_metadata_max_bytes:
-                errors.append(ErrorCode.offset_metadata_too_large)
-                continue
-            value = rec.OffsetValue(item.offset, item.leader_epoch, metadata, now)
-            records.append(
-                (rec.offset_key(p.group_id, item.topic, item.partition), rec.offset_value(value))
-            )
-            accepted.append(((item.topic, item.partition), value))
-            errors.append(ErrorCode.none)
+        errors, records, accepted = offset_records(
+            p.group_id, p.items, self.config.offset_metadata_max_bytes, self.state.now(), None
+        )
         if not records:
             return WriteResult(errors)
         new_group = group
