@@ -9,9 +9,15 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 from confluent_kafka import Producer
+from kafka import TopicPartition  # type: ignore[import-untyped]
+from kafka.admin import KafkaAdminClient  # type: ignore[import-untyped]
+
+from tests.faults.replicas import compare_replicas
 
 from .clients import ck_values, create_topic, wait_for
 from .cluster import Cluster
@@ -21,7 +27,6 @@ from .mirror_helpers import (
     mirror_tool,
     node_mirror_states,
     produce_numbered,
-    running,
     wait_caught_up,
     write_mirror_config,
 )
@@ -32,9 +37,14 @@ from .topology_helpers import (
     batches,
     markers,
     producer_ids,
+    running_together,
     topic_id,
 )
 
+TXN_SETTINGS = {
+    "transaction__state__log__replication__factor": "1",
+    "transaction__state__log__num__partitions": "2",
+}
 TOPIC = "orders"
 PARTITIONS = 2
 
@@ -61,14 +71,43 @@ def _values(bootstrap: str, topic: str, n: int) -> list[bytes]:
     return got
 
 
+def _commit_transaction(bootstrap: str, topic: str, n: int) -> None:
+    """``n`` records over every partition in one committed transaction."""
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": "chain-txn"})
+    p.init_transactions(20)
+    p.begin_transaction()
+    for i in range(n):
+        p.produce(topic, key=b"t%d" % i, value=b"t%06d" % i, partition=i % PARTITIONS)
+    p.commit_transaction(20)
+
+
+def _producers(node: Node, topic: str) -> dict[int, list[tuple[int, int, int, int]]]:
+    """Each partition's active producers as kafka-python's DescribeProducers reads them:
+    sorted (producer id, epoch, last sequence, open transaction's first offset)."""
+    admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+    try:
+        states = admin.describe_producers([TopicPartition(topic, p) for p in range(PARTITIONS)])
+    finally:
+        admin.close()
+    return {
+        tp.partition: sorted(
+            (s.producer_id, s.producer_epoch, s.last_sequence, s.current_transaction_start_offset)
+            for s in state.active_producers
+        )
+        for tp, state in states.items()
+    }
+
+
 # --- chain: A -> B -> C --------------------------------------------------------------------
 
 
 def test_chain_mirror_of_a_mirror_then_failover_at_each_hop(tmp_path: Path) -> None:
-    a, b, c = Node(tmp_path / "a"), Node(tmp_path / "b"), Node(tmp_path / "c")
-    with running(a, b, c, clean_stop=True):
+    a = Node(tmp_path / "a", **TXN_SETTINGS)
+    b, c = Node(tmp_path / "b"), Node(tmp_path / "c")
+    with running_together(a, b, c, clean_stop=True):
         create_topic(a.bootstrap, TOPIC, PARTITIONS)
         assert not produce_numbered(a.bootstrap, TOPIC, 300)
+        _commit_transaction(a.bootstrap, TOPIC, 20)  # COMMIT markers travel both hops too
         create_mirror(b, "from-a", write_mirror_config(tmp_path / "ab.properties", a.bootstrap))
         mirror_tool(b, "--add", "--topic", TOPIC, "--mirror", "from-a")
         wait_caught_up(a.bootstrap, b.bootstrap, TOPIC, PARTITIONS, "B to copy A")
@@ -77,6 +116,8 @@ def test_chain_mirror_of_a_mirror_then_failover_at_each_hop(tmp_path: Path) -> N
         mirror_tool(c, "--add", "--topic", TOPIC, "--mirror", "from-b")
         ends = wait_caught_up(b.bootstrap, c.bootstrap, TOPIC, PARTITIONS, "C to copy B")
         assert ends == end_offsets(a.bootstrap, TOPIC, PARTITIONS)
+        # A's producer state is rebuilt from the bytes at each hop
+        assert _producers(a, TOPIC) == _producers(b, TOPIC) == _producers(c, TOPIC)
         # more writes on A travel both hops while both mirrors run
         assert not produce_numbered(a.bootstrap, TOPIC, 200, start=300)
         wait_caught_up(a.bootstrap, c.bootstrap, TOPIC, PARTITIONS, "C to copy A via B", 45)
@@ -107,11 +148,14 @@ def test_chain_mirror_of_a_mirror_then_failover_at_each_hop(tmp_path: Path) -> N
             assert b_markers[0][0] == a_batches[-1].last_offset + 1, (p, b_markers)
         assert end_offsets(b.bootstrap, TOPIC, PARTITIONS) == b_ends
         assert_identical(audit_dirs(b.log_dir, c.log_dir, TOPIC), keys, "B vs C after B failover")
-        # B's producers reuse the producer ids A's had (each cluster allocates from 0): C's
-        # producer state was reset by B's marker, so it stored them like any other batch
-        pids = {
-            n.node_id: sorted(set(producer_ids(n.log_dir, TOPIC, 0))) for n in (a, b, c)
-        }  # noqa: F841 (reported below on failure)
+        # KIP-1279: a mirrored MIRROR_PID_RESET resets the mirror's producer state as the
+        # source's own did. B's new producers reuse ids A's had (each cluster allocates its own
+        # from 0); C holds B's state, none of A's three producers is left behind
+        b_state = _producers(b, TOPIC)
+        assert _producers(c, TOPIC) == b_state != _producers(a, TOPIC)
+        for p in range(PARTITIONS):
+            after = {pid for pid, *_ in b_state[p]}
+            assert after and after < set(producer_ids(a.log_dir, TOPIC, p)), (p, b_state)
 
         # failover at C: C writes its own marker after B's and takes writes
         mirror_tool(c, "--remove", "--topic", TOPIC, "--mirror", "from-b")
@@ -120,14 +164,19 @@ def test_chain_mirror_of_a_mirror_then_failover_at_each_hop(tmp_path: Path) -> N
         for p in range(PARTITIONS):
             c_markers = markers(c.log_dir, TOPIC, p)
             assert c_markers[0] == markers(b.log_dir, TOPIC, p)[0], (p, c_markers)
-            assert len(c_markers) == 2 and c_markers[1][0] > c_markers[0][0], (p, c_markers, pids)
+            assert len(c_markers) == 2 and c_markers[1][0] > c_markers[0][0], (p, c_markers)
             assert c_markers[1][1] != c_markers[0][1], c_markers  # each names its own source
-        # every acknowledged record is readable on C, once: A's 500, B's 102, C's 42
-        got = _values(c.bootstrap, TOPIC, 500 + 102 + 42)
+        # every acknowledged record is readable on C, once: A's 520, B's 102, C's 42
+        got = _values(c.bootstrap, TOPIC, 520 + 102 + 42)
         assert len(set(got)) == len(got)
     # stopped cleanly: the audit job (Spark) reads the segments, A against C
     report = _spark_audit(a.log_dir, c.log_dir, tmp_path / "audit")
-    assert report["verdicts"] == {"IDENTICAL": PARTITIONS, "LAGGING": 0, "DIVERGED": 0, "MISSING": 0}
+    assert report["verdicts"] == {
+        "IDENTICAL": PARTITIONS,
+        "LAGGING": 0,
+        "DIVERGED": 0,
+        "MISSING": 0,
+    }
     for part in report["partitions"]:
         # C's mirrored part ends at B's marker (A never had it): the rest is B's and C's
         assert part["failover_offset"] >= 0 and part["post_failover_batches"] > 0, part
@@ -155,3 +204,138 @@ def _spark_audit(source: Path, destination: Path, out: Path) -> dict:
     )
     assert run.returncode == 0, run.stdout + run.stderr
     return json.loads((out / "report.json").read_text())
+
+
+# --- fan-in: A1 -> B <- A2, a node of B killed meanwhile -------------------------------------
+
+FAN_IN = {"a1": ("a1.orders", "a1.events"), "a2": ("a2.orders", "a2.payments")}
+
+
+def test_fan_in_two_sources_into_three_nodes_one_killed(tmp_path: Path) -> None:
+    sources = {name: Node(tmp_path / name) for name in FAN_IN}
+    b = Cluster(tmp_path / "b")
+    with running_together(*sources.values(), *b.nodes):
+        for name, src in sources.items():
+            for t in FAN_IN[name]:
+                create_topic(src.bootstrap, t, PARTITIONS)
+                assert not produce_numbered(src.bootstrap, t, 150)
+            create_topic(src.bootstrap, f"x.{name}", 1)  # matches neither pattern: stays home
+            config = write_mirror_config(tmp_path / f"{name}.properties", src.bootstrap)
+            # each mirror's admin requests through a different node of B (forwarded)
+            create_mirror(b.node(1 if name == "a1" else 2), f"from-{name}", config, f"{name}.*")
+        for name, src in sources.items():
+            for t in FAN_IN[name]:
+                wait_caught_up(src.bootstrap, b.bootstrap, t, PARTITIONS, f"B to copy {t}", 60)
+        # kill -9 the node of B leading a1.orders-0 while both sources take writes
+        victim = b.node(_leader(b, "a1.orders", 0))
+        writers = [
+            threading.Thread(target=_produce_slowly, args=(src.bootstrap, t, 150, 300))
+            for name, src in sources.items()
+            for t in FAN_IN[name]
+        ]
+        for w in writers:
+            w.start()
+        time.sleep(1.0)
+        victim.kill()
+        for w in writers:
+            w.join(60)
+        assert not any(w.is_alive() for w in writers)
+        for name, src in sources.items():
+            for t in FAN_IN[name]:
+                wait_caught_up(
+                    src.bootstrap, _live_bootstrap(b), t, PARTITIONS, f"{t} with a node down", 60
+                )
+        victim.start(60)
+        for name, src in sources.items():
+            for t in FAN_IN[name]:
+                assert not produce_numbered(src.bootstrap, t, 50, start=450)
+                wait_caught_up(src.bootstrap, b.bootstrap, t, PARTITIONS, f"{t} after restart", 60)
+        assignment = {
+            (t, p): _replicas(b, t, p)
+            for ts in FAN_IN.values()
+            for t in ts
+            for p in range(PARTITIONS)
+        }
+        assert all(len(r) == 3 for r in assignment.values()), assignment
+        log_dirs = {n.node_id: n.log_dir for n in b.nodes}
+        problems: list[str] = []
+
+        def agree() -> bool:
+            problems[:] = compare_replicas(log_dirs, assignment)
+            return not problems
+
+        wait_for(agree, 60, "every replica of B to hold the same batches", detail=lambda: problems)
+        # every replica on every node of B is identical to its own source's log
+        for name, src in sources.items():
+            keys = {(t, p) for t in FAN_IN[name] for p in range(PARTITIONS)}
+            for n in b.nodes:
+                reports = audit_dirs(src.log_dir, n.log_dir, rf"{name}\..*")
+                assert_identical(reports, keys, f"{name} vs B node {n.node_id}")
+            assert not (b.nodes[0].log_dir / f"x.{name}-0").exists()
+        for name in FAN_IN:
+            rows = mirror_tool(b.node(3), "--describe", "--mirror", f"from-{name}").splitlines()
+            table = [r.split() for r in rows[1:] if r.startswith(f"from-{name}")]
+            assert len(table) == 2 * PARTITIONS, rows
+            assert {r[6] for r in table} == {"MIRRORING"} and {r[5] for r in table} == {"0"}, rows
+        for t in ("a1.orders", "a2.payments"):
+            assert len(set(_values(b.bootstrap, t, 500))) == 500
+
+
+def _produce_slowly(bootstrap: str, topic: str, n: int, start: int) -> None:
+    """``n`` numbered records in 10 bursts about 0.3 s apart (writes across the kill)."""
+    for k in range(10):
+        assert not produce_numbered(bootstrap, topic, n // 10, start + k * (n // 10))
+        time.sleep(0.3)
+
+
+def _leader(cluster: Cluster, topic: str, partition: int) -> int:
+    state = cluster.partition_state(topic, partition)
+    assert state is not None, (topic, partition)
+    return state[0]
+
+
+def _replicas(cluster: Cluster, topic: str, partition: int) -> list[int]:
+    state = cluster.partition_state(topic, partition)
+    assert state is not None, (topic, partition)
+    return state[1]
+
+
+def _live_bootstrap(cluster: Cluster) -> str:
+    return ",".join(n.bootstrap for n in cluster.nodes if n.proc and n.proc.poll() is None)
+
+
+# --- fan-out: B <- A -> C ------------------------------------------------------------------
+
+
+def test_fan_out_one_source_two_mirrors(tmp_path: Path) -> None:
+    a, b, c = Node(tmp_path / "a"), Node(tmp_path / "b"), Node(tmp_path / "c")
+    with running_together(a, b, c):
+        create_topic(a.bootstrap, TOPIC, PARTITIONS)
+        assert not produce_numbered(a.bootstrap, TOPIC, 200)
+        for dst in (b, c):
+            props = write_mirror_config(tmp_path / f"{dst.workdir.name}.properties", a.bootstrap)
+            create_mirror(dst, "from-a", props, TOPIC)
+        assert not produce_numbered(a.bootstrap, TOPIC, 200, start=200)
+        for dst in (b, c):
+            wait_caught_up(a.bootstrap, dst.bootstrap, TOPIC, PARTITIONS, "both mirrors", 45)
+        ids = {topic_id(n.bootstrap, TOPIC) for n in (a, b, c)}
+        assert len(ids) == 1, ids
+        keys = {(TOPIC, p) for p in range(PARTITIONS)}
+        for dst in (b, c):
+            assert_identical(audit_dirs(a.log_dir, dst.log_dir, TOPIC), keys, "fan-out")
+            for p in range(PARTITIONS):
+                assert batches(dst.log_dir, TOPIC, p) == batches(a.log_dir, TOPIC, p), p
+        # failover at B alone: C goes on mirroring A, with no marker of B's
+        at_failover = end_offsets(a.bootstrap, TOPIC, PARTITIONS)
+        mirror_tool(b, "--remove", "--topic", TOPIC, "--mirror", "from-a")
+        wait_for(lambda: _writable(b.bootstrap, TOPIC, 1000), 30, "B's topic to take writes")
+        assert not produce_numbered(a.bootstrap, TOPIC, 100, start=400)
+        wait_caught_up(a.bootstrap, c.bootstrap, TOPIC, PARTITIONS, "C after B's failover", 45)
+        assert_identical(audit_dirs(a.log_dir, c.log_dir, TOPIC), keys, "C after B's failover")
+        for p in range(PARTITIONS):
+            assert markers(c.log_dir, TOPIC, p) == [], p
+            assert len(markers(b.log_dir, TOPIC, p)) == 1, p
+        assert len(_values(c.bootstrap, TOPIC, 500)) == 500
+        # B holds what it had at failover, its marker and its own record, not A's later writes
+        after = end_offsets(b.bootstrap, TOPIC, PARTITIONS)
+        assert after == {p: e + 2 for p, e in at_failover.items()}, (after, at_failover)

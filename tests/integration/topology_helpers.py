@@ -9,7 +9,12 @@ from __future__ import annotations
 
 import os
 import re
+import signal
+import subprocess
+import time
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from confluent_kafka import TopicCollection
@@ -22,6 +27,8 @@ from audit.worker import PartitionKey, audit_partition, run_task
 from broker.log.segment import LOG_SUFFIX, iter_headers
 from protocol.records import BatchView, ControlType, iter_records, parse_control_record
 from tests.faults.replicas import Batch, partition_batches
+
+from .node import Node
 
 Reports = dict[PartitionKey, PartitionReport]
 
@@ -102,3 +109,33 @@ def topic_id(bootstrap: str, topic: str) -> str:
     a = AdminClient({"bootstrap.servers": bootstrap})
     desc = a.describe_topics(TopicCollection([topic]))[topic].result(15)
     return str(desc.topic_id)
+
+
+@contextmanager
+def running_together(*nodes: Node, clean_stop: bool = False) -> Iterator[None]:
+    """Launch every node at once and wait for each (a loaded machine starts them in the time of
+    one); on leaving, kill them, or with ``clean_stop`` SIGTERM them all at once (a cluster's
+    last node would wait for a quorum already gone) and wait, killing a node that does not exit
+    in time. Only these processes, by their handles."""
+    try:
+        for n in nodes:
+            n.launch()
+        deadline = time.monotonic() + 90
+        for n in nodes:
+            n.wait_started(max(1.0, deadline - time.monotonic()))
+        yield
+    finally:
+        live = [n for n in nodes if n.proc is not None and n.proc.poll() is None]
+        if clean_stop:
+            for n in live:
+                assert n.proc is not None
+                n.proc.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + 30
+            for n in live:
+                assert n.proc is not None
+                try:
+                    n.proc.wait(max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    n.kill()
+        for n in nodes:
+            n.kill()
