@@ -27,6 +27,7 @@ from .mirror_helpers import (
     mirror_tool,
     node_mirror_states,
     produce_numbered,
+    run_mirror_tool,
     wait_caught_up,
     write_mirror_config,
 )
@@ -226,6 +227,12 @@ def test_fan_in_two_sources_into_three_nodes_one_killed(tmp_path: Path) -> None:
         for name, src in sources.items():
             for t in FAN_IN[name]:
                 wait_caught_up(src.bootstrap, b.bootstrap, t, PARTITIONS, f"B to copy {t}", 60)
+        # A2 has an a1.orders of its own: the second mirror cannot take B's over
+        create_topic(sources["a2"].bootstrap, "a1.orders", 1)
+        rc, _, err = run_mirror_tool(
+            b.node(3), "--add", "--topic", "a1.orders", "--mirror", "from-a2"
+        )
+        assert rc == 1 and "INCONSISTENT_TOPIC_ID" in err and "a1.orders" in err, err
         # kill -9 the node of B leading a1.orders-0 while both sources take writes
         victim = b.node(_leader(b, "a1.orders", 0))
         writers = [
