@@ -346,3 +346,19 @@ def test_fan_out_one_source_two_mirrors(tmp_path: Path) -> None:
         # B holds what it had at failover, its marker and its own record, not A's later writes
         after = end_offsets(b.bootstrap, TOPIC, PARTITIONS)
         assert after == {p: e + 2 for p, e in at_failover.items()}, (after, at_failover)
+        # A is lost; C, ahead of B by A's last 100 records, is pointed at the promoted B: C
+        # fails over from A, then mirrors B. B has no record of mirroring from C, so KIP-1279
+        # has C truncate and copy B from scratch (the --describe note says so)
+        a.kill()
+        mirror_tool(c, "--remove", "--topic", TOPIC, "--mirror", "from-a")
+        create_mirror(c, "from-b", write_mirror_config(tmp_path / "cb.properties", b.bootstrap))
+        mirror_tool(c, "--add", "--topic", TOPIC, "--mirror", "from-b")
+        # end offsets as a consumer reads them (ListOffsets latest) come back on C
+        wait_caught_up(b.bootstrap, c.bootstrap, TOPIC, PARTITIONS, "C to follow B", 45)
+        assert_identical(audit_dirs(b.log_dir, c.log_dir, TOPIC), keys, "C re-pointed at B")
+        for p in range(PARTITIONS):
+            assert batches(c.log_dir, TOPIC, p) == batches(b.log_dir, TOPIC, p), p
+        assert len(_values(c.bootstrap, TOPIC, 402)) == 402  # A's 400 and B's 2
+        states = node_mirror_states(c, "from-b")
+        assert {s for s, _ in states.values()} == {"MIRRORING"}, states
+        assert any("from scratch" in (why or "") for _, why in states.values()), states
