@@ -13,8 +13,8 @@ import threading
 import time
 from pathlib import Path
 
-from confluent_kafka import Producer
-from kafka import TopicPartition  # type: ignore[import-untyped]
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from kafka import TopicPartition as KpTopicPartition  # type: ignore[import-untyped]
 from kafka.admin import KafkaAdminClient  # type: ignore[import-untyped]
 
 from tests.faults.replicas import compare_replicas
@@ -72,6 +72,47 @@ def _values(bootstrap: str, topic: str, n: int) -> list[bytes]:
     return got
 
 
+GROUP = "readers"
+
+
+def _read_and_commit(bootstrap: str, n: int) -> tuple[list[bytes], dict[int, int]]:
+    """Group ``readers`` reads ``n`` records of TOPIC (from its committed offsets, else the
+    start) and commits synchronously: the values and the committed offsets."""
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": GROUP,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    got: list[bytes] = []
+    try:
+        c.subscribe([TOPIC])
+        deadline = time.monotonic() + 30
+        while len(got) < n and time.monotonic() < deadline:
+            for m in c.consume(n - len(got), timeout=0.5):
+                assert not m.error(), m.error()
+                got.append(m.value())
+        assert len(got) == n, (bootstrap, len(got), n)
+        done = c.commit(asynchronous=False) or []
+        return got, {tp.partition: tp.offset for tp in done if tp.offset >= 0}
+    finally:
+        c.close()
+
+
+def _committed(bootstrap: str) -> dict[int, int]:
+    """Group ``readers``'s committed offsets of TOPIC ({} while unknown)."""
+    probe = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP})
+    try:
+        tps = probe.committed([TopicPartition(TOPIC, p) for p in range(PARTITIONS)], timeout=5)
+        return {tp.partition: tp.offset for tp in tps if tp.offset >= 0}
+    except KafkaException:
+        return {}
+    finally:
+        probe.close()
+
+
 def _commit_transaction(bootstrap: str, topic: str, n: int) -> None:
     """``n`` records over every partition in one committed transaction."""
     p = Producer({"bootstrap.servers": bootstrap, "transactional.id": "chain-txn"})
@@ -87,7 +128,7 @@ def _producers(node: Node, topic: str) -> dict[int, list[tuple[int, int, int, in
     sorted (producer id, epoch, last sequence, open transaction's first offset)."""
     admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
     try:
-        states = admin.describe_producers([TopicPartition(topic, p) for p in range(PARTITIONS)])
+        states = admin.describe_producers([KpTopicPartition(topic, p) for p in range(PARTITIONS)])
     finally:
         admin.close()
     return {
@@ -104,7 +145,8 @@ def _producers(node: Node, topic: str) -> dict[int, list[tuple[int, int, int, in
 
 def test_chain_mirror_of_a_mirror_then_failover_at_each_hop(tmp_path: Path) -> None:
     a = Node(tmp_path / "a", **TXN_SETTINGS)
-    b, c = Node(tmp_path / "b"), Node(tmp_path / "c")
+    fast = {"mirror__metadata__refresh__interval__ms": "1000"}  # group offsets synced each 1 s
+    b, c = Node(tmp_path / "b", **fast), Node(tmp_path / "c", **fast)
     with running_together(a, b, c, clean_stop=True):
         create_topic(a.bootstrap, TOPIC, PARTITIONS)
         assert not produce_numbered(a.bootstrap, TOPIC, 300)
@@ -124,6 +166,9 @@ def test_chain_mirror_of_a_mirror_then_failover_at_each_hop(tmp_path: Path) -> N
         wait_caught_up(a.bootstrap, c.bootstrap, TOPIC, PARTITIONS, "C to copy A via B", 45)
         ids = {n: topic_id(n.bootstrap, TOPIC) for n in (a, b, c)}
         assert len(set(ids.values())) == 1, ids
+        # a consumer group's offsets on A are synced to B, and from B's copy to C
+        read_on_a, at_a = _read_and_commit(a.bootstrap, 120)
+        wait_for(lambda: _committed(c.bootstrap) == at_a, 30, "A's group offsets at C via B")
         for p in range(PARTITIONS):
             ab = batches(a.log_dir, TOPIC, p)
             assert ab and batches(b.log_dir, TOPIC, p) == ab == batches(c.log_dir, TOPIC, p), p
@@ -170,6 +215,9 @@ def test_chain_mirror_of_a_mirror_then_failover_at_each_hop(tmp_path: Path) -> N
         # every acknowledged record is readable on C, once: A's 520, B's 102, C's 42
         got = _values(c.bootstrap, TOPIC, 520 + 102 + 42)
         assert len(set(got)) == len(got)
+        # the group moves to C and reads exactly what it had not read on A
+        rest, _ = _read_and_commit(c.bootstrap, len(got) - len(read_on_a))
+        assert sorted(read_on_a + rest) == sorted(got)
     # stopped cleanly: the audit job (Spark) reads the segments, A against C
     report = _spark_audit(a.log_dir, c.log_dir, tmp_path / "audit")
     assert report["verdicts"] == {
