@@ -283,8 +283,9 @@ def test_fan_in_two_sources_into_three_nodes_one_killed(tmp_path: Path) -> None:
         assert rc == 1 and "INCONSISTENT_TOPIC_ID" in err and "a1.orders" in err, err
         # kill -9 the node of B leading a1.orders-0 while both sources take writes
         victim = b.node(_leader(b, "a1.orders", 0))
+        failed: list[str] = []
         writers = [
-            threading.Thread(target=_produce_slowly, args=(src.bootstrap, t, 150, 300))
+            threading.Thread(target=_produce_slowly, args=(src.bootstrap, t, 150, 300, failed))
             for name, src in sources.items()
             for t in FAN_IN[name]
         ]
@@ -295,6 +296,7 @@ def test_fan_in_two_sources_into_three_nodes_one_killed(tmp_path: Path) -> None:
         for w in writers:
             w.join(60)
         assert not any(w.is_alive() for w in writers)
+        assert not failed, failed
         for name, src in sources.items():
             for t in FAN_IN[name]:
                 wait_caught_up(
@@ -344,11 +346,16 @@ def test_fan_in_two_sources_into_three_nodes_one_killed(tmp_path: Path) -> None:
             assert len(set(_values(b.bootstrap, t, 350))) == 350  # 150 + 150 + 50
 
 
-def _produce_slowly(bootstrap: str, topic: str, n: int, start: int) -> None:
-    """``n`` numbered records in 10 bursts about 0.3 s apart (writes across the kill)."""
-    for k in range(10):
-        assert not produce_numbered(bootstrap, topic, n // 10, start + k * (n // 10))
-        time.sleep(0.3)
+def _produce_slowly(bootstrap: str, topic: str, n: int, start: int, failed: list[str]) -> None:
+    """``n`` numbered records in 10 bursts about 0.3 s apart (writes across the kill); what
+    went wrong goes to ``failed`` (a thread's exception would not fail the test)."""
+    try:
+        for k in range(10):
+            errors = produce_numbered(bootstrap, topic, n // 10, start + k * (n // 10))
+            failed.extend(f"{topic}: {e}" for e in errors)
+            time.sleep(0.3)
+    except Exception as e:  # reported by the test thread
+        failed.append(f"{topic}: {e!r}")
 
 
 def _leader(cluster: Cluster, topic: str, partition: int) -> int:
