@@ -514,8 +514,15 @@ class LeaderPartitionState:
 
     def on_local_truncation(self, now_ms: int) -> bool:
         """The leader's own log was cut in place (a mirror's failover or failback truncation,
-        never replication): the HW comes down to the log end with it, then may move again."""
-        self._hw = min(self._hw, self.log.log_end_offset)
+        never replication): the HW comes down to the log end with it, then may move again.
+        The epoch start comes down too: the records it marked are gone, and kept above the
+        HW it would hold ListOffsets at OFFSET_NOT_AVAILABLE and every follower out of the
+        ISR until the refilled log passed it (a destination that failed over, then mirrors
+        a shorter log from scratch, as when a fan-out destination is pointed at the
+        promoted one)."""
+        end = self.log.log_end_offset
+        self._hw = min(self._hw, end)
+        self.epoch_start_offset = min(self.epoch_start_offset, end)
         return self._maybe_increment_hw(now_ms)
 
     def on_append(self, now_ms: int) -> bool:

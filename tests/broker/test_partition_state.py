@@ -287,6 +287,22 @@ def test_expansion_needs_the_current_epoch_start() -> None:
     assert fetch(state, 3, 10).alter_partition is not None
 
 
+def test_a_local_truncation_brings_the_epoch_start_down() -> None:
+    # a mirror leader elected at 10 cuts its log to 2 (KIP-1279 truncation) and refills it
+    # from the source to 6: the epoch start (10) must not stay above the refilled log
+    state = leader((1, 2), hw=4)
+    log = state.log
+    assert isinstance(log, UnitLog)
+    log.truncate_to(2)
+    state.on_local_truncation(0)
+    assert state.epoch_start_offset == 2 and state.high_watermark == 2
+    log.append_as_leader(3, [0, 1, 2, 3])
+    state.on_append(0)
+    assert fetch(state, 2, 6, last_epoch=3).hw_moved and state.high_watermark == 6
+    assert state.epoch_start_offset <= state.high_watermark  # ListOffsets answers
+    assert fetch(state, 3, 6, last_epoch=3).alter_partition is not None  # 3 may rejoin
+
+
 def test_expansion_needs_the_hw() -> None:
     state = leader((1, 2))
     append(state, 5)
