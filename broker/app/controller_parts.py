@@ -125,6 +125,10 @@ def build_controller(
             else None
         ),
         bootstrap=bootstrap_records,
+        # a controller acts on a timer only once the quorum confirms it still leads, and its
+        # own stalls are no broker's silence
+        leadership_confirmed=quorum.leadership_confirmed,
+        stalled_ms=quorum.stall_watch.stalled_now,
     )
     return ControllerParts(
         controller=controller,

@@ -160,6 +160,7 @@ class RaftCore(ElectionHandlers, VoterChangeHandlers):
     ) -> tuple[int | NotLeader, list[Output]]:
         """Append as leader; returns the offset of the last payload (committed once the high
         watermark passes it) or ``NotLeader``."""
+        self._poll(now_ms)  # a leader whose check-quorum ran out resigns rather than appends
         st = self.state
         if not isinstance(st, LeaderState):
             return NotLeader(st.leader_id, st.epoch), self._drain()
@@ -227,6 +228,20 @@ class RaftCore(ElectionHandlers, VoterChangeHandlers):
             self._to_resigned(now_ms, st.successors())
             self._poll(now_ms)
         return self._drain()
+
+    def note_stall(self) -> None:
+        """The shell found that this node did not run for a while (a stalled event loop, a
+        SIGSTOP): fetches that arrive from now on prove leadership only once answered."""
+        st = self.state
+        if isinstance(st, LeaderState):
+            st.note_stall()
+
+    def leader_confirmed(self, now_ms: int) -> bool:
+        """This node leads and a majority fetched from it in this epoch, within the fetch
+        timeout, after any stall (``note_stall``): what a controller checks before it acts
+        on a timer. Call ``tick`` first so that expired timers have acted."""
+        st = self.state
+        return isinstance(st, LeaderState) and st.confirmed(now_ms, self.config.fetch_timeout_ms)
 
     def describe_quorum(self, now_ms: int) -> QuorumDescription | NotLeader:
         """DescribeQuorum's data (Kafka's handleDescribeQuorumRequest): the leader's view of
