@@ -58,7 +58,11 @@ class StallWatch:
             self.stalls += 1
             self.stalled_ms += gap - self.tick_ms
             self.last_end_ms = now
-            log.warning("event loop stalled for %d ms", gap)
+            log.warning(
+                "stall watch: the event loop did not run for %d ms: the quorum leader's "
+                "leadership is confirmed again before it acts on a timer",
+                gap,
+            )
         return self.stalls
 
     def stalled_now(self) -> int:
