@@ -129,6 +129,7 @@ def build_controller(
         # own stalls are no broker's silence
         leadership_confirmed=quorum.leadership_confirmed,
         stalled_ms=quorum.stall_watch.stalled_now,
+        confirm_needs_append=quorum.confirm_needs_append,
     )
     return ControllerParts(
         controller=controller,

@@ -15,8 +15,9 @@ the world:
 One task runs the core's timers (``tick`` no later than ``next_wakeup_ms``); inbound requests and
 responses call into the core directly (everything is on the loop: no locks). Before any of them
 reaches the core, the ``StallWatch`` is asked whether the loop stalled meanwhile; if it did, the
-core hears it first (``note_stall``), so a Fetch that waited in a socket through the stall does
-not confirm a leadership the others may have moved on from (``leadership_confirmed``).
+core hears it first (``note_stall``): a leader then counts as confirmed again only once an entry
+appended after the stall has committed (``leadership_confirmed``), whatever fetches that waited
+in its sockets through the stall say.
 """
 
 from __future__ import annotations
@@ -140,14 +141,21 @@ class QuorumDriver:
             self.core.note_stall()
 
     def leadership_confirmed(self) -> bool:
-        """This node leads the quorum and a majority of voters fetched from it recently, after
-        any stall of this loop (``RaftCore.leader_confirmed``): expired timers act first."""
+        """This node leads the quorum, a majority of voters fetched from it recently and, after
+        a stall of this loop, an entry appended since has committed (``RaftCore.
+        leader_confirmed``): expired timers act first."""
         if self._closed:
             return False
         self._check_stall()
         now = self._now_ms()
         self._process(self.core.tick(now))
         return self.core.leader_confirmed(now)
+
+    def confirm_needs_append(self) -> bool:
+        """Leadership is confirmed again only by committing an entry appended after the last
+        stall, and none has been (``RaftCore.confirm_needs_append``)."""
+        self._check_stall()
+        return self.core.confirm_needs_append()
 
     async def close(self, resign: bool = True) -> None:
         if self._closed:

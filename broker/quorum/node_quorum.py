@@ -140,9 +140,15 @@ class MetadataQuorum:
         return self.driver.stall_watch
 
     def leadership_confirmed(self) -> bool:
-        """This node leads and a majority of voters fetched from it recently, after any stall
-        of its loop: what the active controller checks before it acts on a timer."""
+        """This node leads, a majority of voters fetched from it recently and, after a stall of
+        its loop, an entry appended since has committed: what the active controller checks
+        before it acts on a timer."""
         return self.driver.leadership_confirmed()
+
+    def confirm_needs_append(self) -> bool:
+        """After a stall: only an entry appended since, once committed, confirms leadership
+        again, and none has been appended (the controller then writes a NoOpRecord)."""
+        return self.driver.confirm_needs_append()
 
     @property
     def leader_id(self) -> int:

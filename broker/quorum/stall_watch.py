@@ -59,8 +59,8 @@ class StallWatch:
             self.stalled_ms += gap - self.tick_ms
             self.last_end_ms = now
             log.warning(
-                "stall watch: the event loop did not run for %d ms: the quorum leader's "
-                "leadership is confirmed again before it acts on a timer",
+                "stall watch: the event loop did not run for %d ms: a quorum leader confirms "
+                "its leadership again before it acts on a timer",
                 gap,
             )
         return self.stalls

@@ -277,11 +277,6 @@ class CoreBase:
         self._out.append(Send(dest, self._correlation, req))
 
     def _respond(self, dest: int, correlation_id: int, resp: m.RaftResponse) -> None:
-        st = self.state
-        if isinstance(resp, (m.FetchResponse, m.FetchSnapshotResponse)) and isinstance(
-            st, LeaderState
-        ):
-            st.note_answered(dest)
         self._out.append(Send(dest, correlation_id, resp))
 
     def _election_timeout(self) -> int:

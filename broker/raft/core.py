@@ -231,15 +231,25 @@ class RaftCore(ElectionHandlers, VoterChangeHandlers):
 
     def note_stall(self) -> None:
         """The shell found that this node did not run for a while (a stalled event loop, a
-        SIGSTOP): fetches that arrive from now on prove leadership only once answered."""
+        SIGSTOP): as leader, it counts as confirmed again only once an entry appended from
+        now on has committed (see ``leader_state``)."""
         st = self.state
         if isinstance(st, LeaderState):
-            st.note_stall()
+            st.note_stall(self.log.end_offset)
+
+    def confirm_needs_append(self) -> bool:
+        """A leader that only an entry appended after its last stall can confirm, and none has
+        been appended yet (the controller appends a NoOpRecord then)."""
+        st = self.state
+        return isinstance(st, LeaderState) and self.log.end_offset <= st.stall_offset
 
     def leader_confirmed(self, now_ms: int) -> bool:
-        """This node leads and a majority fetched from it in this epoch, within the fetch
-        timeout, after any stall (``note_stall``): what a controller checks before it acts
-        on a timer. Call ``tick`` first so that expired timers have acted."""
+        """This node leads, an entry of its epoch appended after its last stall (if any) has
+        committed, and a majority fetched from it within the fetch timeout: what a controller
+        checks before it acts on a timer. Call ``tick`` first so that expired timers have
+        acted. It proves that this node was not deposed before its last stall ended; not that
+        no election is under way now (nothing in KRaft does: what a deposed leader appends
+        never commits)."""
         st = self.state
         return isinstance(st, LeaderState) and st.confirmed(now_ms, self.config.fetch_timeout_ms)
 

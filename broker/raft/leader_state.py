@@ -16,12 +16,14 @@ fetch time instead, which bounds that at one window. A fetch counts when it arri
 long-polled one is answered).
 
 Confirmed leadership (for the controller's timer-driven duties): a leader that was not running
-for a while (a stalled event loop, a SIGSTOP) may have been deposed without hearing of it yet,
-and Fetch requests its followers sent before they moved on may still sit unread in its sockets:
-such a fetch arrives "now" but proves nothing about now. After ``note_stall`` a voter's fetch
-counts as evidence only once the leader has answered that voter since the stall (a follower has
-one Fetch in flight, so the one after an answer was sent after the stall). ``confirmed`` holds
-while such fresh fetches from a majority arrived within the window (the fetch timeout).
+for a while (a stalled event loop, a SIGSTOP) may have been deposed without hearing of it yet;
+its timers all expired at once and Fetch requests sent before its followers moved on may still
+sit unread in its sockets, so neither its clock nor a fetch arriving "now" proves anything.
+After ``note_stall`` leadership counts as confirmed again only once an entry appended after the
+stall has committed, as Raft confirms it: a majority fetched past it in this epoch, which none
+of them could do after voting in a later one (a fetch sent before the stall cannot reach past
+the log end of then). So a leader deposed before its stall ended never confirms. Besides (no
+proof, a sign of life) a majority must have fetched within the fetch timeout.
 
 Replica progress for DescribeQuorum (end offset, last fetch, last caught up; observers too):
 see ``progress.py``. Unlike check-quorum, it is updated when a fetch is answered, as Kafka does.
@@ -50,13 +52,11 @@ class ParkedFetch:
 
 class LeaderState:
     __slots__ = (
-        "answered",
         "begin_epoch_deadline",
         "check_quorum_timeout_ms",
         "end_offsets",
         "epoch",
         "epoch_start_offset",
-        "fresh_fetch",
         "high_watermark",
         "last_fetch",
         "local_end",
@@ -64,6 +64,7 @@ class LeaderState:
         "observers",
         "parked",
         "progress",
+        "stall_offset",
         "voters",
     )
 
@@ -91,10 +92,7 @@ class LeaderState:
         self.check_quorum_timeout_ms = int(fetch_timeout_ms * CHECK_QUORUM_FACTOR)
         # each other voter's last Fetch arrival; a new leader gets one full window
         self.last_fetch: dict[int, int] = {v: now_ms for v in voters if v != node_id}
-        # confirmed leadership: the election is evidence enough for a first window; after a
-        # stall only fetches sent after it count (see the module docstring)
-        self.fresh_fetch: dict[int, int] = dict(self.last_fetch)
-        self.answered: set[int] = set(self.last_fetch)  # voters answered since the last stall
+        self.stall_offset = -1  # the log end at the last stall: an entry there must commit
         self.begin_epoch_deadline = now_ms  # send BeginQuorumEpoch at once
         self.parked: list[ParkedFetch] = []
 
@@ -129,8 +127,6 @@ class LeaderState:
         for v in self.voters - voters:
             self.end_offsets.pop(v, None)
             self.last_fetch.pop(v, None)
-            self.fresh_fetch.pop(v, None)
-            self.answered.discard(v)
             gone = self.progress.pop(v, None)
             if gone is not None and v != self.node_id:
                 self.observers.put(v, gone)
@@ -165,25 +161,19 @@ class LeaderState:
     def note_voter_fetch(self, replica_id: int, now_ms: int) -> None:
         if replica_id in self.last_fetch:
             self.last_fetch[replica_id] = now_ms
-            if replica_id in self.answered:
-                self.fresh_fetch[replica_id] = now_ms
 
-    def note_answered(self, replica_id: int) -> None:
-        """A Fetch (or FetchSnapshot) response to ``replica_id`` left: its next fetch is fresh."""
-        if replica_id in self.last_fetch:
-            self.answered.add(replica_id)
-
-    def note_stall(self) -> None:
-        """This node was not running for a while: no fetch seen so far confirms leadership."""
-        self.fresh_fetch.clear()
-        self.answered.clear()
+    def note_stall(self, log_end: int) -> None:
+        """This node was not running for a while: the entry at ``log_end`` (the next one
+        appended) must commit before its leadership counts as confirmed again."""
+        self.stall_offset = log_end
 
     def confirmed(self, now_ms: int, window_ms: int) -> bool:
-        """A majority (itself included while a voter) sent fresh fetches within ``window_ms``."""
+        """Something of this epoch committed (after the last stall, if any), and a majority
+        (itself included while a voter) fetched within ``window_ms``."""
+        if self.high_watermark <= max(self.stall_offset, self.epoch_start_offset):
+            return False
         needed = len(self.voters) // 2 + (0 if self.node_id in self.voters else 1)
-        recent = sum(
-            1 for v, t in self.fresh_fetch.items() if v in self.voters and t >= now_ms - window_ms
-        )
+        recent = sum(1 for t in self.last_fetch.values() if t >= now_ms - window_ms)
         return recent >= needed
 
     @property

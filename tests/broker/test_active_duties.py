@@ -15,24 +15,20 @@ from broker.quorum.stall_watch import StallWatch
 from .test_cluster_control import CLUSTER, TIMEOUT, FakeCore, _beat, _core, _running
 
 
-class _NoFeatures:
-    async def finalize_features(self, levels: Any, bootstrap: Any) -> None:
-        return None
-
-
 def _duties(
     core: FakeCore,
     cc: ClusterControl,
     clock: ManualClock,
     confirmed: Callable[[], bool],
     watch: StallWatch,
+    needs_append: Callable[[], bool] = lambda: False,
 ) -> ActiveControllerDuties:
     def spawn(coro: Coroutine[Any, Any, None]) -> None:
         coro.close()
 
     return ActiveControllerDuties(
         1,
-        _NoFeatures(),  # type: ignore[arg-type]
+        core,  # type: ignore[arg-type]  # lock and commit, for the NoOpRecord
         cc,
         lambda: True,
         {},
@@ -41,6 +37,7 @@ def _duties(
         0.001,
         leadership_confirmed=confirmed,
         stalled_ms=watch.stalled_now,
+        confirm_needs_append=needs_append,
     )
 
 
@@ -135,3 +132,22 @@ def test_leadership_lost_between_two_fencings_stops_the_second() -> None:
     assert _fenced(core) == [1]
     asyncio.run(cc.expire_sessions(10_000))
     assert _fenced(core) == [1, 2, 3]
+
+
+def test_after_a_stall_a_no_op_record_is_written_to_confirm_the_leadership() -> None:
+    core = _core()
+    cc = ClusterControl(core, CLUSTER, TIMEOUT)
+    _running(core, cc, 1, 2, 3)
+    clock = ManualClock(10_000)  # 2 and 3 silent since 0
+    watch = StallWatch(clock.now_ms, threshold_ms=100_000, tick_ms=100)
+
+    def needs_append() -> bool:  # the quorum's answer: until an entry is appended after the stall
+        return _noops(core) == 0
+
+    duties = _duties(core, cc, clock, lambda: False, watch, needs_append)
+    asyncio.run(_rounds(duties))
+    assert _noops(core) == 1 and _fenced(core) == []  # one, not one per round
+
+
+def _noops(core: FakeCore) -> int:
+    return sum(1 for b in core.batches for r in b if type(r).__name__ == "NoOpRecord")

@@ -616,38 +616,27 @@ def test_graceful_resignation_hands_over_to_the_most_caught_up_voter() -> None:
     assert net.now - start < 1000, "the preferred successor should not wait for a fetch timeout"
 
 
-def test_after_a_stall_only_fetches_sent_after_an_answer_confirm_leadership() -> None:
+def test_after_a_stall_only_a_new_entry_committed_confirms_leadership() -> None:
     leader, _ = make_core(1, state=ElectionState(0, voters=VOTERS))
-    elect(leader, 0)  # elected at 2000
-    assert leader.leader_confirmed(2000)  # the election itself: one window
-    fetch(leader, 2500, 2, 1, 1)
-    assert leader.leader_confirmed(4400)  # 2's fetch at 2500, within the 2000 ms fetch timeout
-    assert not leader.leader_confirmed(4600)
+    elect(leader, 0)  # elected at 2000; its LeaderChange entry is at offset 0
+    assert not leader.leader_confirmed(2000)  # nothing of its epoch committed yet
+    fetch(leader, 2500, 2, 1, 1)  # 2 holds the LeaderChange: committed
+    assert leader.leader_confirmed(4500)  # 2's fetch at 2500, within the fetch timeout
+    assert not leader.leader_confirmed(4501)
     fetch(leader, 4600, 3, 1, 1)
-    assert leader.leader_confirmed(4600)
+    assert leader.leader_confirmed(4600) and not leader.confirm_needs_append()
     # the loop stalls: what arrives next may have waited in a socket since before the stall
     leader.note_stall()
-    assert not leader.leader_confirmed(4600)
+    assert not leader.leader_confirmed(4600) and leader.confirm_needs_append()
     out = fetch(leader, 4700, 2, 1, 1)  # arrived after the stall, maybe sent before it
     assert fetch_response(out).error_code == m.NONE  # served as ever
-    assert not leader.leader_confirmed(4700)
-    fetch(leader, 4710, 2, 1, 1)  # sent after 2 heard the answer: 2 follows this leader now
-    assert leader.leader_confirmed(4710)
-    assert leader.is_leader and not leader.leader_confirmed(6711)
-
-
-def test_a_parked_fetch_answered_after_a_stall_makes_the_next_one_fresh() -> None:
-    leader, _ = make_core(1, state=ElectionState(0, voters=VOTERS))
-    elect(leader, 0)
-    fetch(leader, 2100, 2, 1, 1)  # caught up (the LeaderChange entry is at offset 0)
-    leader.note_stall()
-    out = fetch(leader, 2200, 2, 1, 1, wait=500)  # held back: no answer yet
-    assert not sends(out, m.FetchResponse)
-    fetch(leader, 2300, 3, 1, 1, wait=0)  # 3's first after the stall: answered, not evidence
-    assert not leader.leader_confirmed(2300)
-    assert sends(leader.tick(2700), m.FetchResponse)  # 2's long poll ends
-    fetch(leader, 2710, 2, 1, 1)
-    assert leader.leader_confirmed(2710)  # 2 and the leader itself: a majority of three
+    assert not leader.leader_confirmed(4700)  # a fetch proves nothing about now
+    last, _ = leader.append(4720, [b"no-op"])
+    assert last == 1 and not leader.confirm_needs_append()
+    assert not leader.leader_confirmed(4720)
+    fetch(leader, 4730, 2, 2, 1)  # 2 holds it: a majority followed this leader after the stall
+    assert leader.leader_confirmed(4730)
+    assert leader.is_leader and not leader.leader_confirmed(6731)  # nobody fetched since
 
 
 def test_a_leader_whose_check_quorum_ran_out_appends_nothing() -> None:
