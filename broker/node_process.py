@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 
+from . import debug_stall
 from .app import Node, StartupError
 from .config.meta_properties import MetaPropertiesError, read_meta_properties
 from .config.server_config import ConfigError, ServerConfig, load_server_config
@@ -208,6 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # From here SIGTERM/SIGINT stop the node at any point (broker/stop_signals.py).
     signals = StopSignals()
     signals.install()
+    debug_stall.install_from_env()  # tests only: SIGUSR1 stalls the loop when asked for
     try:
         return _start_and_run(args[0], signals)
     except StartupInterrupted as e:

@@ -129,6 +129,11 @@ def build_controller(
             else None
         ),
         bootstrap=bootstrap_records,
+        # a controller acts on a timer only once the quorum confirms it still leads, and its
+        # own stalls are no broker's silence
+        leadership_confirmed=quorum.leadership_confirmed,
+        stalled_ms=quorum.stall_watch.stalled_now,
+        confirm_needs_append=quorum.confirm_needs_append,
     )
     return ControllerParts(
         controller=controller,

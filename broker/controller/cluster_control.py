@@ -27,7 +27,10 @@ session (``became_active``), so a failover does not fence the whole cluster at o
   unfencing it would put it back in ISRs and under leaderships it cannot serve. So too every
   broker already fenced when this controller became active, up to the offset it had then.
 - expire_sessions: an unfenced broker silent for longer than the session timeout is fenced, one
-  broker per commit so each fencing's elections see the previous ones.
+  broker per commit so each fencing's elections see the previous ones, each only while
+  ``may_act`` (the quorum confirms this node still leads). Time this controller's own loop did
+  not run is not the brokers' silence: ``discount`` moves every session's last contact forward by
+  that long (their heartbeats waited unread in its sockets meanwhile).
 
 Fencing, controlled shutdown and unfencing move partition leadership through
 ``partition_change`` (another in-sync replica, or no leader: a one-replica partition goes
@@ -366,10 +369,21 @@ class ClusterControl:
 
     # -- sessions ------------------------------------------------------------------------
 
-    async def expire_sessions(self, now_ms: int) -> None:
-        """Fence every unfenced broker whose session has expired, one commit per broker."""
+    def discount(self, stalled_ms: int, now_ms: int) -> None:
+        """This controller's loop did not run for ``stalled_ms``: that long is no broker's
+        silence (a session's last contact moves forward by it, to ``now_ms`` at most)."""
+        for s in self._sessions.values():
+            s.last_contact_ms = min(now_ms, s.last_contact_ms + stalled_ms)
+
+    async def expire_sessions(
+        self, now_ms: int, may_act: Callable[[], bool] = lambda: True
+    ) -> None:
+        """Fence every unfenced broker whose session has expired, one commit per broker; before
+        each, ``may_act`` (False: this node may no longer lead, act on nothing)."""
         for _ in range(len(self._core.current_image().brokers)):
             async with self._core.lock:
+                if not may_act():
+                    return
                 img = self._core.current_image()
                 stale = next(
                     (b for b in img.brokers.values() if self._expired(b, now_ms)),

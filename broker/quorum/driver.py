@@ -13,7 +13,11 @@ the world:
 - ``SnapshotWanted``: the listener provides the state up to an offset it has applied.
 
 One task runs the core's timers (``tick`` no later than ``next_wakeup_ms``); inbound requests and
-responses call into the core directly (everything is on the loop: no locks).
+responses call into the core directly (everything is on the loop: no locks). Before any of them
+reaches the core, the ``StallWatch`` is asked whether the loop stalled meanwhile; if it did, the
+core hears it first (``note_stall``): a leader then counts as confirmed again only once an entry
+appended after the stall has committed (``leadership_confirmed``), whatever fetches that waited
+in its sockets through the stall say.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from ..raft.core import (
 )
 from ..raft.reconfig import VoterChangeResult
 from . import wire
+from .stall_watch import StallWatch
 
 log = logging.getLogger(__name__)
 
@@ -94,8 +99,12 @@ class QuorumDriver:
         *,
         bootstrap: Mapping[int, tuple[str, int]] | None = None,
         listener_name: str | None = None,
+        stall_watch: StallWatch | None = None,
     ) -> None:
         self.core = core
+        self.stall_watch = stall_watch if stall_watch is not None else StallWatch()
+        self._stalls_seen = self.stall_watch.stalls
+        self._watch_task: asyncio.Task[None] | None = None
         self._endpoints = dict(voter_endpoints)  # static voters
         self._bootstrap = dict(bootstrap or {})  # pseudo id (< 0) -> bootstrap server
         self._listener_name = listener_name
@@ -122,7 +131,33 @@ class QuorumDriver:
 
     def start(self) -> None:
         self._process(self.core.start(self._now_ms()))
-        self._timer = asyncio.get_running_loop().create_task(self._run_timers())
+        loop = asyncio.get_running_loop()
+        self.stall_watch.begin()
+        self._timer = loop.create_task(self._run_timers())
+        self._watch_task = loop.create_task(self.stall_watch.run())
+
+    def _check_stall(self) -> None:
+        """Before the core hears anything: tell it of a stall of the loop since the last look."""
+        if self.stall_watch.observe() != self._stalls_seen:
+            self._stalls_seen = self.stall_watch.stalls
+            self.core.note_stall()
+
+    def leadership_confirmed(self) -> bool:
+        """This node leads the quorum, a majority of voters fetched from it recently and, after
+        a stall of this loop, an entry appended since has committed (``RaftCore.
+        leader_confirmed``): expired timers act first."""
+        if self._closed:
+            return False
+        self._check_stall()
+        now = self._now_ms()
+        self._process(self.core.tick(now))
+        return self.core.leader_confirmed(now)
+
+    def confirm_needs_append(self) -> bool:
+        """Leadership is confirmed again only by committing an entry appended after the last
+        stall, and none has been (``RaftCore.confirm_needs_append``)."""
+        self._check_stall()
+        return self.core.confirm_needs_append()
 
     async def close(self, resign: bool = True) -> None:
         if self._closed:
@@ -133,6 +168,8 @@ class QuorumDriver:
         self._closed = True
         if self._timer is not None:
             self._timer.cancel()
+        if self._watch_task is not None:
+            self._watch_task.cancel()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -160,6 +197,7 @@ class QuorumDriver:
             if self._closed:
                 return
             try:
+                self._check_stall()
                 self._process(self.core.tick(self._now_ms()))
             except Exception:
                 log.exception("quorum: tick failed")
@@ -176,6 +214,7 @@ class QuorumDriver:
     def append_nowait(self, payloads: Sequence[bytes]) -> int:
         """Append as leader (now, before this returns); the last entry's offset.
         ``NotLeaderError`` when this node does not lead."""
+        self._check_stall()
         result, outputs = self.core.append(self._now_ms(), payloads)
         self._process(outputs)
         if isinstance(result, NotLeader):
@@ -230,6 +269,7 @@ class QuorumDriver:
         fut: asyncio.Future[m.RaftResponse] = asyncio.get_running_loop().create_future()
         self._inbound[key] = fut
         try:
+            self._check_stall()
             self._process(self.core.handle(self._now_ms(), sender, key[1], request))
             return await fut
         finally:
@@ -365,6 +405,7 @@ class QuorumDriver:
                 self.core.config.cluster_id,
             )
         if not self._closed:
+            self._check_stall()
             self._process(self.core.handle(self._now_ms(), out.dest, out.correlation_id, response))
 
     def _spawn(self, coro: Awaitable[None]) -> None:

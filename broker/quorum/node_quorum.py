@@ -42,6 +42,7 @@ from ..raft.quorum_state import FileQuorumStateStore
 from ..raft.voter_set import ZERO_UUID, VoterSet
 from .driver import ClientFactory, NotLeaderError, QuorumDriver
 from .metadata_log import MetadataLog
+from .stall_watch import StallWatch
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,7 @@ class MetadataQuorum:
         directory_id: uuid.UUID = ZERO_UUID,
         bootstrap: Mapping[int, tuple[str, int]] | None = None,
         listener: str | None = None,
+        stall_watch: StallWatch | None = None,
     ) -> None:
         self.node_id = node_id
         self.voters = dict(voters)  # static voters; {} when they are in the log (KIP-853)
@@ -98,7 +100,14 @@ class MetadataQuorum:
             bootstrap_ids=tuple(sorted(bootstrap, reverse=True)),
         )
         self.driver = QuorumDriver(
-            core, voters, self, now_ms, client_factory, bootstrap=bootstrap, listener_name=listener
+            core,
+            voters,
+            self,
+            now_ms,
+            client_factory,
+            bootstrap=bootstrap,
+            listener_name=listener,
+            stall_watch=stall_watch,
         )
         self._apply = apply
         self._on_leader_change = on_leader_change
@@ -124,6 +133,22 @@ class MetadataQuorum:
     @property
     def is_leader(self) -> bool:
         return self.driver.core.is_leader
+
+    @property
+    def stall_watch(self) -> StallWatch:
+        """What notices stalls of this node's event loop (the active controller reads it too)."""
+        return self.driver.stall_watch
+
+    def leadership_confirmed(self) -> bool:
+        """This node leads, a majority of voters fetched from it recently and, after a stall of
+        its loop, an entry appended since has committed: what the active controller checks
+        before it acts on a timer."""
+        return self.driver.leadership_confirmed()
+
+    def confirm_needs_append(self) -> bool:
+        """After a stall: only an entry appended since, once committed, confirms leadership
+        again, and none has been appended (the controller then writes a NoOpRecord)."""
+        return self.driver.confirm_needs_append()
 
     @property
     def leader_id(self) -> int:

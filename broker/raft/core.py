@@ -160,6 +160,7 @@ class RaftCore(ElectionHandlers, VoterChangeHandlers):
     ) -> tuple[int | NotLeader, list[Output]]:
         """Append as leader; returns the offset of the last payload (committed once the high
         watermark passes it) or ``NotLeader``."""
+        self._poll(now_ms)  # a leader whose check-quorum ran out resigns rather than appends
         st = self.state
         if not isinstance(st, LeaderState):
             return NotLeader(st.leader_id, st.epoch), self._drain()
@@ -227,6 +228,30 @@ class RaftCore(ElectionHandlers, VoterChangeHandlers):
             self._to_resigned(now_ms, st.successors())
             self._poll(now_ms)
         return self._drain()
+
+    def note_stall(self) -> None:
+        """The shell found that this node did not run for a while (a stalled event loop, a
+        SIGSTOP): as leader, it counts as confirmed again only once an entry appended from
+        now on has committed (see ``leader_state``)."""
+        st = self.state
+        if isinstance(st, LeaderState):
+            st.note_stall(self.log.end_offset)
+
+    def confirm_needs_append(self) -> bool:
+        """A leader that only an entry appended after its last stall can confirm, and none has
+        been appended yet (the controller appends a NoOpRecord then)."""
+        st = self.state
+        return isinstance(st, LeaderState) and self.log.end_offset <= st.stall_offset
+
+    def leader_confirmed(self, now_ms: int) -> bool:
+        """This node leads, an entry of its epoch appended after its last stall (if any) has
+        committed, and a majority fetched from it within the fetch timeout: what a controller
+        checks before it acts on a timer. Call ``tick`` first so that expired timers have
+        acted. It proves that this node was not deposed before its last stall ended; not that
+        no election is under way now (nothing in KRaft does: what a deposed leader appends
+        never commits)."""
+        st = self.state
+        return isinstance(st, LeaderState) and st.confirmed(now_ms, self.config.fetch_timeout_ms)
 
     def describe_quorum(self, now_ms: int) -> QuorumDescription | NotLeader:
         """DescribeQuorum's data (Kafka's handleDescribeQuorumRequest): the leader's view of

@@ -15,6 +15,16 @@ partition can keep a cut-off leader in office for up to two windows; we keep eac
 fetch time instead, which bounds that at one window. A fetch counts when it arrives (not when a
 long-polled one is answered).
 
+Confirmed leadership (for the controller's timer-driven duties): a leader that was not running
+for a while (a stalled event loop, a SIGSTOP) may have been deposed without hearing of it yet;
+its timers all expired at once and Fetch requests sent before its followers moved on may still
+sit unread in its sockets, so neither its clock nor a fetch arriving "now" proves anything.
+After ``note_stall`` leadership counts as confirmed again only once an entry appended after the
+stall has committed, as Raft confirms it: a majority fetched past it in this epoch, which none
+of them could do after voting in a later one (a fetch sent before the stall cannot reach past
+the log end of then). So a leader deposed before its stall ended never confirms. Besides (no
+proof, a sign of life) a majority must have fetched within the fetch timeout.
+
 Replica progress for DescribeQuorum (end offset, last fetch, last caught up; observers too):
 see ``progress.py``. Unlike check-quorum, it is updated when a fetch is answered, as Kafka does.
 """
@@ -54,6 +64,7 @@ class LeaderState:
         "observers",
         "parked",
         "progress",
+        "stall_offset",
         "voters",
     )
 
@@ -81,6 +92,7 @@ class LeaderState:
         self.check_quorum_timeout_ms = int(fetch_timeout_ms * CHECK_QUORUM_FACTOR)
         # each other voter's last Fetch arrival; a new leader gets one full window
         self.last_fetch: dict[int, int] = {v: now_ms for v in voters if v != node_id}
+        self.stall_offset = -1  # the log end at the last stall: an entry there must commit
         self.begin_epoch_deadline = now_ms  # send BeginQuorumEpoch at once
         self.parked: list[ParkedFetch] = []
 
@@ -149,6 +161,20 @@ class LeaderState:
     def note_voter_fetch(self, replica_id: int, now_ms: int) -> None:
         if replica_id in self.last_fetch:
             self.last_fetch[replica_id] = now_ms
+
+    def note_stall(self, log_end: int) -> None:
+        """This node was not running for a while: the entry at ``log_end`` (the next one
+        appended) must commit before its leadership counts as confirmed again."""
+        self.stall_offset = log_end
+
+    def confirmed(self, now_ms: int, window_ms: int) -> bool:
+        """Something of this epoch committed (after the last stall, if any), and a majority
+        (itself included while a voter) fetched within ``window_ms``."""
+        if self.high_watermark <= max(self.stall_offset, self.epoch_start_offset):
+            return False
+        needed = len(self.voters) // 2 + (0 if self.node_id in self.voters else 1)
+        recent = sum(1 for t in self.last_fetch.values() if t >= now_ms - window_ms)
+        return recent >= needed
 
     @property
     def check_quorum_deadline(self) -> int:

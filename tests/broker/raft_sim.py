@@ -11,7 +11,11 @@ event queue, and the faults:
   it grants a vote, becomes candidate or leader, commits, or appends. A crash breaks the node's
   connections: messages sent to it are lost (a request's sender sees the connection fail, as
   with TCP), messages it sent before dying still arrive;
-- clients append unique payloads to whoever leads (the highest epoch).
+- clients append unique payloads to whoever leads (the highest epoch);
+- pauses (a stalled event loop, SIGSTOP): a node does nothing for a while (half the time the
+  leader); what is sent to it waits and arrives, in order, when it runs again, its timers fire
+  then too. On resuming, the shell tells the core first (``note_stall``), and a node that still
+  leads appends an entry, as the controller appends a NoOpRecord to confirm its leadership.
 
 The "state machine" is the list of committed entries; its snapshot is that list serialized.
 After the fault phase the network heals, crashed nodes restart, faults and message loss stop,
@@ -33,7 +37,10 @@ and the run settles. Checked after every event:
   prefix). Only the entries written since the last step are looked at (``TrackedLog``);
 - Leader Completeness, at each election: the new leader's log holds every committed entry;
 - a leader resigns within 1.5 x fetch timeout once no majority can have fetched from it
-  (check-quorum), and no node busy-loops.
+  (check-quorum), and no node busy-loops;
+- a leader that confirms its leadership after a pause (``leader_confirmed``: what the
+  controller checks before it acts on a timer) was not deposed before it ran again: no node
+  was elected in a later epoch by then.
 
 Dynamic quorums (KIP-853, ``Params.dynamic``): the initial voters start from a bootstrap
 snapshot holding the Voters record (``kafka-storage.sh format --initial-controllers``), the
@@ -202,6 +209,9 @@ class Node:
     same_time_ticks: int = 0
     leader_since: int = -1  # while it leads: when it started
     reach: dict[int, int] = field(default_factory=dict)  # voter -> last time it was reachable
+    paused_until: int = -1  # while paused: when it runs again
+    pause_leader_epoch: int = -1  # the epoch it led when it last resumed from a pause
+    resumed_at: int = -1
 
 
 class Simulation(SeededSimulation):
@@ -214,6 +224,7 @@ class Simulation(SeededSimulation):
         params: Params | None = None,
         config: RaftConfig | None = None,
         trace: bool = False,
+        pause_every: int | None = None,
     ) -> None:
         super().__init__(seed, trace)
         self.p = params or Params.from_seed(seed, fault_ms)
@@ -252,11 +263,19 @@ class Simulation(SeededSimulation):
         self.committed: list[m.LogEntry] = []
         self.committed_payloads: set[bytes] = set()
         self.leaders: dict[int, int] = {}
+        self.elected_at: dict[int, int] = {}  # epoch -> when its leader was first seen
         self.payload_counter = 0
         self.heal_at = -1
         self.elected_after_heal = -1
+        # pauses draw from their own generator: the other faults of a seed stay as they were
+        self.pause_rng = random.Random(seed ^ 0x57A11)
+        self.pause_every = self.pause_rng.choice([0, 0, 2500, 1200])
+        if pause_every is not None:
+            self.pause_every = pause_every
         self.stats = {
             "events": 0,
+            "pauses": 0,
+            "confirmed_after_pause": 0,
             "appends": 0,
             "crashes": 0,
             "partitions": 0,
@@ -304,7 +323,20 @@ class Simulation(SeededSimulation):
         )
 
     # event kinds
-    DELIVER, TICK, CRASH, RESTART, PARTITION, HEAL, CLIENT, END_FAULTS, FAILED, RECONFIG = range(10)
+    (
+        DELIVER,
+        TICK,
+        CRASH,
+        RESTART,
+        PARTITION,
+        HEAL,
+        CLIENT,
+        END_FAULTS,
+        FAILED,
+        RECONFIG,
+        PAUSE,
+        RESUME,
+    ) = range(12)
 
     # --- running ----------------------------------------------------------------------------
 
@@ -319,15 +351,38 @@ class Simulation(SeededSimulation):
             self.push(self.rng.randrange(2 * p.partition_every), self.PARTITION, None)
         if p.dynamic and p.reconfig_every:
             self.push(self.rng.randrange(2 * p.reconfig_every), self.RECONFIG, None)
+        if self.pause_every:
+            self.push(self.pause_rng.randrange(2 * self.pause_every), self.PAUSE, None)
         self.push(p.fault_ms, self.END_FAULTS, None)
         self.run_events(p.fault_ms + SETTLE_MS)
         self.final_check()
         return self.stats
 
+    def _held(self, kind: int, payload: object) -> bool:
+        """An event for a paused node waits until it runs again (after its RESUME, which was
+        queued first): True when held."""
+        if kind == self.DELIVER:
+            nid = payload[2]  # type: ignore[index]
+        elif kind in (self.TICK, self.FAILED):
+            nid = payload[0]  # type: ignore[index]
+        else:
+            return False
+        node = self.nodes[nid]
+        if node.paused_until <= self.now:
+            return False
+        self.push(node.paused_until, kind, payload)
+        return True
+
     def dispatch(self, kind: int, payload: Any) -> None:
         self.note_reach()
-        if kind == self.DELIVER:
-            self.deliver(payload)
+        if self._held(kind, payload):
+            return
+        if kind == self.PAUSE:
+            self.pause()
+        elif kind == self.RESUME:
+            self.resume(payload)  # type: ignore[arg-type]
+        elif kind == self.DELIVER:
+            self.deliver(payload)  # type: ignore[arg-type]
         elif kind == self.TICK:
             nid, inc, at = payload
             node = self.nodes[nid]
@@ -450,7 +505,42 @@ class Simulation(SeededSimulation):
             self.crash_node(node, 200 + self.rng.randrange(3000))
         self.push(self.now + 1 + self.rng.randrange(2 * self.p.crash_every), self.CRASH, None)
 
+    def pause(self) -> None:
+        if not self.faults:
+            return
+        running = [n for n in self.nodes.values() if n.up and n.paused_until <= self.now]
+        leader = self.current_leader()
+        if running:
+            if leader is not None and leader in running and self.pause_rng.random() < 0.5:
+                node = leader
+            else:
+                node = self.pause_rng.choice(running)
+            ms = 100 + self.pause_rng.randrange(6000)
+            node.paused_until = self.now + ms
+            self.stats["pauses"] += 1
+            self.log(f"pause n{node.node_id} for {ms} ms")
+            self.push(node.paused_until, self.RESUME, (node.node_id, node.incarnation))
+        self.push(self.now + 1 + self.pause_rng.randrange(2 * self.pause_every), self.PAUSE, None)
+
+    def resume(self, item: tuple[int, int]) -> None:
+        nid, inc = item
+        node = self.nodes[nid]
+        if not node.up or node.incarnation != inc or node.paused_until != self.now:
+            return
+        node.paused_until = -1
+        self.log(f"resume n{nid}")
+        node.core.note_stall()  # the shell's stall watch speaks first
+        node.pause_leader_epoch = node.core.epoch if node.core.is_leader else -1
+        node.resumed_at = self.now
+        if node.core.is_leader and node.core.confirm_needs_append():
+            self.payload_counter += 1
+            _, outputs = node.core.append(self.now, [b"payload-%08d" % self.payload_counter])
+            self.apply_outputs(node, outputs)
+        else:
+            self.apply_outputs(node, node.core.tick(self.now))
+
     def crash_node(self, node: Node, down_ms: int) -> None:
+        node.paused_until = -1
         node.up = False
         node.incarnation += 1
         node.log.crash()
@@ -498,6 +588,10 @@ class Simulation(SeededSimulation):
 
     def end_faults(self) -> None:
         self.router.heal_for_good()
+        for node in self.nodes.values():
+            if node.paused_until > self.now:
+                node.paused_until = self.now
+                self.push(self.now, self.RESUME, (node.node_id, node.incarnation))
         self.heal_at = self.now
         self.log("end of faults: healed, restarting everyone")
         for node in self.nodes.values():
@@ -549,7 +643,11 @@ class Simulation(SeededSimulation):
     # --- clients and the state machine -------------------------------------------------------
 
     def client(self) -> None:
-        leaders = [n for n in self.nodes.values() if n.up and n.core.is_leader]
+        leaders = [
+            n
+            for n in self.nodes.values()
+            if n.up and n.core.is_leader and n.paused_until <= self.now
+        ]
         if leaders and self.faults:
             node = max(leaders, key=lambda n: n.core.epoch)
             payloads = []
@@ -655,7 +753,9 @@ class Simulation(SeededSimulation):
                     self.fail(f"n{node.node_id} has {len(pending)} uncommitted voter changes")
             if core.is_leader:
                 self.note_leader(node, core.epoch)
-                self.check_quorum(node)
+                if node.paused_until <= self.now:
+                    self.check_quorum(node)
+                    self.check_confirmed(node)
             else:
                 node.leader_since = -1
             if core.high_watermark < node.last_hw:
@@ -723,7 +823,24 @@ class Simulation(SeededSimulation):
                     f"where {c} is committed"
                 )
 
+    def check_confirmed(self, node: Node) -> None:
+        """A leader that confirms its leadership after a pause was not deposed before it ran
+        again (its stale timers and the fetches that waited for it must not confirm it)."""
+        epoch = node.core.epoch
+        if node.pause_leader_epoch != epoch or not node.core.leader_confirmed(self.now):
+            return
+        node.pause_leader_epoch = -1  # checked once, at the first confirmation
+        self.stats["confirmed_after_pause"] += 1
+        for later, at in self.elected_at.items():
+            if later > epoch and at <= node.resumed_at:
+                self.fail(
+                    f"n{node.node_id} confirms its leadership of epoch {epoch} after a pause "
+                    f"that ended at {node.resumed_at}, but n{self.leaders[later]} was elected "
+                    f"in epoch {later} at {at}"
+                )
+
     def note_leader(self, node: Node, epoch: int) -> None:
+        self.elected_at.setdefault(epoch, self.now)
         prev = self.leaders.setdefault(epoch, node.node_id)
         if prev != node.node_id:
             self.fail(f"two leaders in epoch {epoch}: n{prev} and n{node.node_id}")

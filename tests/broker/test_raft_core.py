@@ -614,3 +614,37 @@ def test_graceful_resignation_hands_over_to_the_most_caught_up_voter() -> None:
     new = net.leader()
     assert new is not None and new.node_id == successor
     assert net.now - start < 1000, "the preferred successor should not wait for a fetch timeout"
+
+
+def test_after_a_stall_only_a_new_entry_committed_confirms_leadership() -> None:
+    leader, _ = make_core(1, state=ElectionState(0, voters=VOTERS))
+    elect(leader, 0)  # elected at 2000; its LeaderChange entry is at offset 0
+    assert not leader.leader_confirmed(2000)  # nothing of its epoch committed yet
+    fetch(leader, 2500, 2, 1, 1)  # 2 holds the LeaderChange: committed
+    assert leader.leader_confirmed(4500)  # 2's fetch at 2500, within the fetch timeout
+    assert not leader.leader_confirmed(4501)
+    fetch(leader, 4600, 3, 1, 1)
+    assert leader.leader_confirmed(4600) and not leader.confirm_needs_append()
+    # the loop stalls: what arrives next may have waited in a socket since before the stall
+    leader.note_stall()
+    assert not leader.leader_confirmed(4600) and leader.confirm_needs_append()
+    out = fetch(leader, 4700, 2, 1, 1)  # arrived after the stall, maybe sent before it
+    assert fetch_response(out).error_code == m.NONE  # served as ever
+    assert not leader.leader_confirmed(4700)  # a fetch proves nothing about now
+    last, _ = leader.append(4720, [b"no-op"])
+    assert last == 1 and not leader.confirm_needs_append()
+    assert not leader.leader_confirmed(4720)
+    fetch(leader, 4730, 2, 2, 1)  # 2 holds it: a majority followed this leader after the stall
+    assert leader.leader_confirmed(4730)
+    assert leader.is_leader and not leader.leader_confirmed(6731)  # nobody fetched since
+
+
+def test_a_leader_whose_check_quorum_ran_out_appends_nothing() -> None:
+    # a paused leader wakes up with its timers expired: the append comes before any tick, and
+    # must not land in its log (the others may have a new leader by now)
+    leader, _ = make_core(1, state=ElectionState(0, voters=VOTERS))
+    elect(leader, 0)
+    end = leader.log.end_offset
+    result, _ = leader.append(20_000, [b"fence broker 3"])
+    assert isinstance(result, NotLeader)
+    assert leader.log.end_offset == end and leader.state_name == "Resigned"

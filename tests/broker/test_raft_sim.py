@@ -330,3 +330,24 @@ def test_planted_removed_leader_never_campaigns() -> None:
     ):
         caught = first_failing_dynamic_seed(400)
     assert caught is not None
+
+
+def test_planted_confirmation_without_a_new_entry() -> None:
+    """A leader that takes fetches as proof after a pause (not an entry appended since, then
+    committed) confirms a leadership others took while it did not run."""
+    orig = leader_state.LeaderState.confirmed
+
+    def patch(mp: pytest.MonkeyPatch) -> None:
+        def confirmed(self: leader_state.LeaderState, now_ms: int, window_ms: int) -> bool:
+            stall, self.stall_offset = self.stall_offset, -1
+            try:
+                return orig(self, now_ms, window_ms)
+            finally:
+                self.stall_offset = stall
+
+        mp.setattr(leader_state.LeaderState, "confirmed", confirmed)
+
+    with planted(patch):
+        caught = first_failing_seed(400)
+    assert caught is not None
+    assert "confirms its leadership of epoch" in str(caught)
