@@ -16,7 +16,7 @@ from broker.log.manager import LogSchedule
 from broker.log.producer_state_loader import snapshot_producer_state
 from protocol.txn_index import AbortedTxn
 
-from .log_helpers import T0, TOPIC_ID, fill, open_log, small_config
+from .log_helpers import T0, TOPIC_ID, batch, fill, open_log, small_config
 from .test_log_transactions import Writer, attach, committed_read, index_entries
 
 BIG = {"segment.bytes": str(1 << 20)}  # one segment throughout
@@ -239,3 +239,43 @@ def test_recovery_resumes_in_a_segment_whose_index_a_roll_trimmed(tmp_path: Path
     again = open_log(crashed, config, recovery_point=recovery_point)
     assert again.log_end_offset == leo
     assert again.segments[0].index.entries == entries
+
+
+def test_an_epoch_started_below_a_stale_recovery_point_survives_a_kill(tmp_path: Path) -> None:
+    """A follower truncates below its recovery point, takes the new leader's epoch there and
+    rolls; a kill -9 comes before the next recovery checkpoint rewrites the file, which still
+    holds the recovery point from before the truncation. Recovery trusts the segment below it
+    (its index entries reached the disk at the roll), so only the epoch file can know where
+    the new epoch starts: it must say 30, not where recovery resumed (a leader answering
+    OffsetsForLeaderEpoch(1) with a later end would hide a follower's divergent records)."""
+    config = small_config(**BIG)
+    plog = open_log(tmp_path, config)
+    fill(plog, 40, epoch=1)  # 120 records in epoch 1
+    plog.checkpoint_recovery()
+    stale = plog.recovery_point
+    assert plog.truncate_to(30)
+    for i in range(10):  # the new leader's epoch 2 from offset 30
+        plog.append_as_leader(batch(3, ts=T0 + 500 + i, tag=100 + i), 2, now_ms=T0 + 500 + i)
+    plog.roll()  # the rolled segment's flush would come from the background: not yet
+    for i in range(3):
+        plog.append_as_leader(batch(3, ts=T0 + 600 + i, tag=200 + i), 2, now_ms=T0 + 600 + i)
+    assert plog.epoch_cache.entries() == [(1, 0), (2, 30)]
+    crashed = _crash_copy(plog.dir, tmp_path / "crashed")
+    again = open_log(crashed, config, recovery_point=stale)
+    assert again.log_end_offset == plog.log_end_offset
+    assert again.epoch_cache.entries() == [(1, 0), (2, 30)]
+    assert again.epoch_cache.end_offset_for(1, again.log_end_offset) == (1, 30)
+
+
+def test_epochs_above_the_recovery_point_are_still_written_lazily(tmp_path: Path) -> None:
+    """Without a truncation, a new epoch starts above every recovery point on file: recovery
+    reassigns it from the segments, so it waits for the next flush (no write per epoch)."""
+    plog = open_log(tmp_path, small_config(**BIG))
+    fill(plog, 4, epoch=1)
+    plog.checkpoint_recovery()
+    epoch_file = plog.dir / "leader-epoch-checkpoint"
+    before = epoch_file.read_text()
+    plog.append_as_leader(batch(3, ts=T0 + 9), 2, now_ms=T0 + 9)
+    assert epoch_file.read_text() == before
+    plog.checkpoint_recovery()
+    assert epoch_file.read_text() != before

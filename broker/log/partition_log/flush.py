@@ -54,6 +54,7 @@ class FlushMixin(PartitionLogState):
                 break
             seg.flush()
         self._recovery_point = max(self._recovery_point, offset)
+        self.epoch_cache.hold_recovery_point(self._recovery_point)
         self.epoch_cache.flush()
         self._last_flush_ms = self._clock.now_ms()
         if offset >= self._leo:
@@ -111,6 +112,7 @@ class FlushMixin(PartitionLogState):
         self.epoch_cache.flush()
         if plan.up_to > self._recovery_point:
             self._recovery_point = plan.up_to
+            self.epoch_cache.hold_recovery_point(plan.up_to)
             self._last_flush_ms = self._clock.now_ms()
             if plan.up_to >= self._leo:
                 self._unflushed = 0

@@ -107,6 +107,7 @@ class LoadingMixin(PartitionLogState):
         self.epoch_cache.truncate_from_end(self._leo)
         self.epoch_cache.truncate_from_start(self._log_start)
         self._recovery_point = self._leo if clean_shutdown else min(recovery_point, self._leo)
+        self.epoch_cache.hold_recovery_point(max(recovery_point, self._recovery_point))
         hw = self._leo if high_watermark is None else high_watermark
         self._hw = min(max(hw, self._log_start), self._leo)
 
