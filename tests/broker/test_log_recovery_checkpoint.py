@@ -279,3 +279,30 @@ def test_epochs_above_the_recovery_point_are_still_written_lazily(tmp_path: Path
     assert epoch_file.read_text() == before
     plog.checkpoint_recovery()
     assert epoch_file.read_text() != before
+
+
+def test_an_abort_entry_whose_marker_the_kill_lost_is_dropped(tmp_path: Path) -> None:
+    """The .txnindex entry is written when the ABORT marker is appended, the marker itself
+    through the log writer: a kill -9 may leave the entry without its marker. Recovery from a
+    snapshot at the (shorter) log end must still drop it, or the transaction, still open
+    after the restart, would read as aborted and a later marker for it could not be
+    indexed."""
+    config = small_config(**BIG)
+    plog = open_log(tmp_path, config)
+    attach(plog)
+    w = Writer(plog)
+    w.data(7, 3)
+    plog.checkpoint_recovery()  # fsynced, snapshot at 3 (producer 7's transaction open)
+    recovery_point = plog.recovery_point
+    log_size = plog.active_segment.size
+    w.end(7, commit=False)
+    assert index_entries(plog) == [AbortedTxn(7, 0, 3, 4)]
+    crashed = _crash_copy(plog.dir, tmp_path / "crashed")
+    os.truncate(crashed / plog.dir.name / plog.active_segment.log_path.name, log_size)
+    again = open_log(crashed, config, recovery_point=recovery_point)
+    psm = attach(again)
+    assert again.log_end_offset == 3
+    assert index_entries(again) == []
+    assert psm.last_entry(7) is not None and again.last_stable_offset == 0  # still open
+    Writer(again).end(7, commit=False)  # the coordinator's abort again: indexed once
+    assert index_entries(again) == [AbortedTxn(7, 0, 3, 4)]

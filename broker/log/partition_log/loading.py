@@ -10,6 +10,7 @@ from typing import Final
 from ..checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
     PARTITION_METADATA,
+    RECOVERY_POINT_CHECKPOINT,
     CheckpointError,
     create_partition_metadata,
     read_partition_metadata,
@@ -50,7 +51,12 @@ class LoadingMixin(PartitionLogState):
         sync_files: bool = True,
     ) -> None:
         meta_path = self.dir / PARTITION_METADATA
-        stored_id = read_partition_metadata(meta_path)
+        try:
+            stored_id = read_partition_metadata(meta_path)
+        except CheckpointError as exc:
+            # Torn: the topic id is known from the metadata log (or written again below).
+            log.warning("%s: %s; ignoring it", self.name, exc)
+            stored_id = None
         if self._topic_id is None:
             self._topic_id = stored_id
         elif stored_id is None:
@@ -92,6 +98,8 @@ class LoadingMixin(PartitionLogState):
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
         self._recover(recovery_point, clean_shutdown)
+        if recovery_point > self._segments[-1].read_next_offset():
+            recovery_point, clean_shutdown = self._distrust_recovery_point(recovery_point)
         for base in swapped:
             self._mark_txn_index_stale(base)  # its .txnindex was dropped: rebuild from markers
         for seg in self._segments:
@@ -110,6 +118,24 @@ class LoadingMixin(PartitionLogState):
         self.epoch_cache.hold_recovery_point(max(recovery_point, self._recovery_point))
         hw = self._leo if high_watermark is None else high_watermark
         self._hw = min(max(hw, self._log_start), self._leo)
+
+    def _distrust_recovery_point(self, recovery_point: int) -> tuple[int, bool]:
+        """The recovery point says more is durable than the segments hold: a checkpoint file
+        from another state of the log (a crash right after a truncation, files restored
+        from elsewhere, a lost write). Nothing it vouches for is trusted: every segment is
+        validated, its indexes rebuilt, and the producer state and .txnindex entries rebuilt
+        from the log start. Returns the recovery point and clean flag to go on with."""
+        log.warning(
+            "%s: recovery point %d in %s is past the log end %d; recovering every segment",
+            self.name,
+            recovery_point,
+            self.dir.parent / RECOVERY_POINT_CHECKPOINT,
+            self._segments[-1].read_next_offset(),
+        )
+        first = self._segments[0].base_offset
+        self._recover(first, False)
+        self._mark_txn_index_stale(first)
+        return first, False
 
     def _recover(self, recovery_point: int, clean_shutdown: bool) -> None:
         i = 0
