@@ -114,8 +114,23 @@ def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
 # -- leader-epoch-checkpoint (per partition) ----------------------------------------------
 
 
-def write_epoch_checkpoint(path: Path, entries: list[tuple[int, int]]) -> None:
-    write_atomically(path, _format([f"{e} {o}" for e, o in entries]))
+def write_epoch_checkpoint(
+    path: Path, entries: list[tuple[int, int]], *, rename: bool = True
+) -> None:
+    """``rename=False``: write ``path`` itself, fsynced (a temporary file renamed into
+    place later by the caller)."""
+    text = _format([f"{e} {o}" for e, o in entries])
+    if rename:
+        write_atomically(path, text)
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(text.encode())
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def read_epoch_checkpoint(path: Path) -> list[tuple[int, int]]:

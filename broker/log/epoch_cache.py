@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import os
 from pathlib import Path
 from typing import Final
 
@@ -86,6 +87,27 @@ class LeaderEpochCache:
             else:
                 self._unsynced = self._persist
         return changed
+
+    def plan_write(self) -> tuple[list[tuple[int, int]], Path] | None:
+        """For a background flush: the entries to write (if any are unwritten) and the
+        temporary file the flush thread writes them to, fsynced (``FlushPlan.run``);
+        ``install`` renames it into place on the loop afterwards."""
+        if not self._unsynced or not self._path.parent.exists():
+            return None
+        return self.entries(), self._path.with_name(self._path.name + ".background.tmp")
+
+    def install(self, entries: list[tuple[int, int]], tmp: Path) -> None:
+        """Rename the file the flush thread wrote into place; the log was not truncated since
+        ``plan_write`` (entries were only added, so the file holds a prefix of the cache,
+        and what it lacks starts past the planned recovery point)."""
+        try:
+            os.replace(tmp, self._path)
+        except OSError:
+            log.exception("%s: could not install %s", self._path.parent.name, self._path.name)
+            tmp.unlink(missing_ok=True)
+            return
+        if entries == self.entries():
+            self._unsynced = False
 
     def hold_recovery_point(self, offset: int) -> None:
         """The log's recovery point moved to (or was loaded as) ``offset``: a recovery-point
