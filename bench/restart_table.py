@@ -97,7 +97,7 @@ def produce_fast(bootstrap: str, partitions: int, nbytes: int, *, record: int, b
 
 
 def commit_offsets(bootstrap: str, partitions: int, offset: int) -> None:
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": GROUP, "enable.auto.commit": False, **QUIET}
@@ -105,7 +105,16 @@ def commit_offsets(bootstrap: str, partitions: int, offset: int) -> None:
     try:
         for n in range(3):  # a few commits: the offsets partition has more than one record
             tps = [TopicPartition(TOPIC, p, offset + n) for p in range(partitions)]
-            consumer.commit(offsets=tps, asynchronous=False)
+            for attempt in range(60):  # the coordinator may still be loading
+                try:
+                    consumer.commit(offsets=tps, asynchronous=False)
+                    break
+                except KafkaException as exc:
+                    err = exc.args[0]
+                    loading = err.code() == KafkaError.COORDINATOR_LOAD_IN_PROGRESS
+                    if attempt == 59 or not (loading or err.retriable()):
+                        raise
+                    time.sleep(1)
     finally:
         consumer.close()
 
@@ -151,7 +160,7 @@ class Probes:
         from confluent_kafka.admin import AdminClient
 
         admin = AdminClient({"bootstrap.servers": self.bootstrap, **QUIET})
-        md = admin.list_topics(TOPIC, timeout=0.5)
+        md = admin.list_topics(TOPIC, timeout=5)  # 10,000 partitions take a while to answer
         t = md.topics.get(TOPIC)
         return (
             t is not None
@@ -190,7 +199,7 @@ class Probes:
         consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": GROUP, **QUIET})
         try:
             tps = [TopicPartition(TOPIC, p) for p in range(self.partitions)]
-            got = consumer.committed(tps, timeout=1)
+            got = consumer.committed(tps, timeout=5)
         finally:
             consumer.close()
         return all(tp.error is None and tp.offset == self.committed for tp in got)
@@ -336,7 +345,7 @@ def many_row(args: argparse.Namespace, workdir: Path) -> Row:
     try:
         create_topic(node.bootstrap, args.many, 1, timeout=600)
         took = produce_fast(
-            node.bootstrap, args.many, args.many * 64 * 1024, record=1024, batch=16384
+            node.bootstrap, args.many, args.many * args.many_kib * 1024, record=1024, batch=16384
         )
         commit_offsets(node.bootstrap, args.many, 0)
         row = Row(f"{args.many} p, last minute", disk_gib(node.log_dir), took)
@@ -378,6 +387,34 @@ def follower_row(args: argparse.Namespace, workdir: Path) -> Row:
             batch=16384,
         )
         row = Row(f"follower, 3 nodes, {args.table_partitions} p", disk_gib(victim.log_dir), took)
+
+        def isr_count() -> tuple[int, int]:
+            """(partitions the victim replicates, those with it in the ISR), as another
+            node's metadata says."""
+            from confluent_kafka.admin import AdminClient
+
+            admin = AdminClient({"bootstrap.servers": others[0].bootstrap, **QUIET})
+            md = admin.list_topics(timeout=2)
+            mine = [
+                p
+                for t in md.topics.values()
+                for p in t.partitions.values()
+                if victim.node_id in p.replicas
+            ]
+            return len(mine), sum(victim.node_id in p.isrs for p in mine)
+
+        # Restarted only once it is out of every ISR (fenced when its session ran out):
+        # otherwise "back in every ISR" would hold before it even started.
+        out_by = time.monotonic() + 120
+        while time.monotonic() < out_by:
+            try:
+                if isr_count()[1] == 0:
+                    break
+            except Exception:
+                pass
+            time.sleep(0.5)
+        else:
+            row.notes.append("still in some ISR when restarted")
         since = victim.output.stat().st_size
         victim.launch()
         deadline = time.monotonic() + args.timeout
@@ -385,15 +422,8 @@ def follower_row(args: argparse.Namespace, workdir: Path) -> Row:
         probes = Probes(victim.bootstrap, args.table_partitions, 2, deadline, victim.proc.pid)
 
         def in_every_isr() -> bool:
-            from confluent_kafka.admin import AdminClient
-
-            admin = AdminClient({"bootstrap.servers": others[0].bootstrap, **QUIET})
-            md = admin.list_topics(timeout=2)
-            for t in md.topics.values():
-                for p in t.partitions.values():
-                    if victim.node_id in p.replicas and victim.node_id not in p.isrs:
-                        return False
-            return True
+            mine, in_isr = isr_count()
+            return mine > 0 and in_isr == mine
 
         probes.run({"isr": in_every_isr})
         fill(row, probes)
@@ -426,7 +456,7 @@ def render(rows: list[Row], header: bool = True) -> str:
         lines.append(
             f"{r.scenario:<28} {r.disk_gib:>8.2f} {r.write_s:>8.1f} {s(r.metadata_s):>8} "
             f"{s(r.produce_s):>8} {s(r.offsets_s):>8} {s(r.isr_s):>6} {s(r.cpu_s):>6} "
-            f"{r.replayed:>9}"
+            f"{r.replayed:>9}" + (f"  ({'; '.join(r.notes)})" if r.notes else "")
         )
     return "\n".join(lines)
 
@@ -437,6 +467,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--table-sizes", default="1,10,30", help="GiB, cumulative")
     parser.add_argument("--table-partitions", type=int, default=200)
     parser.add_argument("--many", type=int, default=10_000, help="partitions of 'many'")
+    parser.add_argument("--many-kib", type=int, default=4, help="KiB written to each of them")
     parser.add_argument("--follower-mib", type=int, default=1024)
     parser.add_argument("--down-mib", type=int, default=64, help="written while it is down")
 
