@@ -1,6 +1,7 @@
 """Restart time after a kill -9, against the size of the log.
 
-Run with ``python -m bench.restart_bench`` (about two minutes). One node with stock log settings
+Run with ``python -m bench.restart_bench`` (about two minutes); ``--table`` runs issue 31's
+table instead (1/10/30 GiB, 10,000 partitions, a follower on three nodes; see restart_table). One node with stock log settings
 (1 GiB segments, no flush.ms)
 and 16 KiB producer batches (the Java client's default) and 50 ``__consumer_offsets`` partitions. For each of --sizes
 (cumulative MiB of data), it writes up to that size with an idempotent producer into --partitions
@@ -38,6 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.integration.node import Node
+
+from . import restart_table
 
 MiB = 1 << 20
 TOPIC = "restart-bench"
@@ -159,7 +162,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--timeout", type=float, default=90.0)
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     parser.add_argument("--json", type=Path, help="also write the rows to this file")
+    restart_table.add_arguments(parser)
     args = parser.parse_args(argv)
+    if args.table:
+        restart_table.run_table(args)
+        return
     sizes = [int(s) for s in args.sizes.split(",")]
     workdir = Path(tempfile.mkdtemp(prefix="restart-bench-"))
     extra = {}

@@ -12,8 +12,9 @@ Three steps, so the loop never waits for the disk:
    holds no descriptor while it waits: thousands of logs rolling at once must not use up the
    node's), and writes the snapshot to a temporary file, fsynced. A file gone meanwhile (a
    deleted or swapped segment) fails the plan: nothing is claimed durable that was not fsynced;
+   new leader-epoch entries go to a temporary file too;
 3. ``PartitionLog.complete_flush`` (on the loop) moves the recovery point and renames the
-   snapshot into place, unless the log was truncated or closed since step 1: a snapshot of
+   snapshot and the epoch file into place, unless the log was truncated or closed since step 1: a snapshot of
    a history the log no longer has must never be found by a restart.
 """
 
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
-from .checkpoint import PARTITION_METADATA, fsync_dir
+from .checkpoint import PARTITION_METADATA, fsync_dir, write_epoch_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,8 @@ class FlushPlan:
     paths: list[Path] = field(default_factory=list)  # files to fsync
     snapshot: bytes | None = None  # encoded producer state as of ``up_to``
     snapshot_tmp: Path | None = None
+    epochs: list[tuple[int, int]] | None = None  # leader-epoch-checkpoint entries to write
+    epochs_tmp: Path | None = None
     # Waits until the log writer has put every byte below ``up_to`` in the files (None:
     # nothing was pending at planning): a flush never claims bytes still in memory.
     barrier: Callable[[], None] | None = None
@@ -56,6 +59,8 @@ class FlushPlan:
                 fsync_dir(path)
             if self.snapshot is not None and self.snapshot_tmp is not None:
                 _write_synced(self.snapshot_tmp, self.snapshot)
+            if self.epochs is not None and self.epochs_tmp is not None:
+                write_epoch_checkpoint(self.epochs_tmp, self.epochs, rename=False)
             self.ok = True
         except FileNotFoundError as exc:
             log.info("%s: background flush to %d not done: %s", self.name, self.up_to, exc)
@@ -66,6 +71,8 @@ class FlushPlan:
         """The log changed under the plan: drop what it wrote."""
         if self.snapshot_tmp is not None:
             self.snapshot_tmp.unlink(missing_ok=True)
+        if self.epochs_tmp is not None:
+            self.epochs_tmp.unlink(missing_ok=True)
 
 
 # From this many new directories on, one syncfs per file system replaces their fsyncs: on

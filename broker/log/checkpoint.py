@@ -58,8 +58,17 @@ def _format(entries: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _read_text(path: Path) -> str:
+    """The file as text; bytes that are not UTF-8 (a torn or overwritten file) are a
+    CheckpointError naming it, like any other malformed content."""
+    try:
+        return path.read_bytes().decode()
+    except UnicodeDecodeError as exc:
+        raise CheckpointError(f"{path}: not text ({exc.reason} at byte {exc.start})") from None
+
+
 def _parse(path: Path, fields: int) -> list[list[str]]:
-    lines = path.read_text().splitlines()
+    lines = _read_text(path).splitlines()
     if len(lines) < 2:
         raise CheckpointError(f"{path}: needs a version line and a count line")
     try:
@@ -105,8 +114,23 @@ def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
 # -- leader-epoch-checkpoint (per partition) ----------------------------------------------
 
 
-def write_epoch_checkpoint(path: Path, entries: list[tuple[int, int]]) -> None:
-    write_atomically(path, _format([f"{e} {o}" for e, o in entries]))
+def write_epoch_checkpoint(
+    path: Path, entries: list[tuple[int, int]], *, rename: bool = True
+) -> None:
+    """``rename=False``: write ``path`` itself, fsynced (a temporary file renamed into
+    place later by the caller)."""
+    text = _format([f"{e} {o}" for e, o in entries])
+    if rename:
+        write_atomically(path, text)
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(text.encode())
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def read_epoch_checkpoint(path: Path) -> list[tuple[int, int]]:
@@ -156,7 +180,7 @@ def read_partition_metadata(path: Path) -> uuid.UUID | None:
     if not path.exists() or path.stat().st_size == 0:
         return None
     fields: dict[str, str] = {}
-    for line in path.read_text().splitlines():
+    for line in _read_text(path).splitlines():
         if not line.strip():
             continue
         key, sep, value = line.partition(":")

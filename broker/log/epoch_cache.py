@@ -9,12 +9,21 @@ point, and recovery after a crash re-assigns the epochs of those batches from th
 anyway. ``flush`` (when the log moves its recovery point, and at close) writes the file, with
 fsync. A torn or unreadable file is rebuilt from the segments on load. Truncations write at
 once: they are rare, and they remove entries that recovery would not remove by itself.
+
+The premise fails after a truncation: the recovery-point file may still hold the recovery
+point from before it, above the new entry, and a kill -9 then lets recovery trust the
+batches below that stale point without reassigning their epochs (the new epoch would seem to
+start where recovery resumed, and OffsetsForLeaderEpoch would answer a later end offset for
+the previous epoch, hiding a follower's divergence). So an entry starting below the highest
+recovery point the file may hold (``hold_recovery_point``) is written at once too: one write
+per epoch change, only until the log grows past that point again.
 """
 
 from __future__ import annotations
 
 import bisect
 import logging
+import os
 from pathlib import Path
 from typing import Final
 
@@ -34,6 +43,8 @@ class LeaderEpochCache:
         self._epochs: list[int] = []
         self._offsets: list[int] = []
         self._unsynced = False
+        # the highest recovery point a recovery-point file may hold for this log (it only grows)
+        self._held_recovery_point = 0
         if persist and not fresh:  # fresh: a new partition's directory, made just now
             for epoch, offset in read_epoch_checkpoint(self._path):
                 self._assign(epoch, offset)
@@ -71,8 +82,37 @@ class LeaderEpochCache:
         """Record that ``epoch`` starts at ``start_offset``; persists when something changed."""
         changed = self._assign(epoch, start_offset)
         if changed:
-            self._unsynced = self._persist
+            if start_offset < self._held_recovery_point:
+                self._write()  # recovery would not reassign it (see the module docstring)
+            else:
+                self._unsynced = self._persist
         return changed
+
+    def plan_write(self) -> tuple[list[tuple[int, int]], Path] | None:
+        """For a background flush: the entries to write (if any are unwritten) and the
+        temporary file the flush thread writes them to, fsynced (``FlushPlan.run``);
+        ``install`` renames it into place on the loop afterwards."""
+        if not self._unsynced or not self._path.parent.exists():
+            return None
+        return self.entries(), self._path.with_name(self._path.name + ".background.tmp")
+
+    def install(self, entries: list[tuple[int, int]], tmp: Path) -> None:
+        """Rename the file the flush thread wrote into place; the log was not truncated since
+        ``plan_write`` (entries were only added, so the file holds a prefix of the cache,
+        and what it lacks starts past the planned recovery point)."""
+        try:
+            os.replace(tmp, self._path)
+        except OSError:
+            log.exception("%s: could not install %s", self._path.parent.name, self._path.name)
+            tmp.unlink(missing_ok=True)
+            return
+        if entries == self.entries():
+            self._unsynced = False
+
+    def hold_recovery_point(self, offset: int) -> None:
+        """The log's recovery point moved to (or was loaded as) ``offset``: a recovery-point
+        file may say so until it is rewritten, even after a truncation below it."""
+        self._held_recovery_point = max(self._held_recovery_point, offset)
 
     def flush(self) -> None:
         """Write the entries assigned since the last write, durably."""

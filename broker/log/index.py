@@ -210,8 +210,13 @@ class _Index:
         ``end_bulk``."""
 
     def end_bulk(self) -> None:
-        """A rebuild is done: its entries are written in one call."""
-        self.write_pending()
+        """A rebuild is done: its entries are written in one call, or, for a lazy index whose
+        file does not exist yet, left in memory like any appended entry until the segment
+        flushes, rolls or closes (the rebuilt segment lies past the recovery point: a crash
+        before that flush rebuilds them again). A restart of thousands of partitions written
+        since their last flush created two preallocated files per partition here."""
+        if self._on_disk:
+            self.write_pending()
 
     def write_pending(self) -> None:
         """Bring the file up to the entries in memory (not fsynced): for a reader of the file."""

@@ -106,6 +106,8 @@ class LogManager:
         # what each checkpoint file of each dir holds, so an unchanged one is not rewritten
         self._written: dict[tuple[Path, str], dict[TopicPartition, int]] = {}
         self._flusher: ThreadPoolExecutor | None = None  # background flushes, one at a time
+        self._closing = False  # close() has begun: checkpoint files are written inline
+        self._lowered_dirs: set[Path] = set()  # recovery-point files a truncation made stale
         self._unsynced_dirs: list[Path] = []  # new partition dirs, fsynced by the flush thread
         self.log_dirs = [Path(d) for d in log_dirs]
         self.default_config = default_config
@@ -261,11 +263,36 @@ class LogManager:
         self._logs[tp] = plog
         self._dir_of[tp] = log_dir
         plog.on_background_work = self._wants_work
+        plog.on_recovery_point_lowered = self._recovery_point_lowered
         if plog.has_background_work():
             self._busy[tp] = plog
 
     def _wants_work(self, plog: PartitionLog) -> None:
         self._busy[(plog.topic, plog.partition)] = plog
+
+    def _recovery_point_lowered(self, plog: PartitionLog) -> None:
+        """A truncation moved ``plog``'s recovery point back: its dir's recovery-point file is
+        rewritten at once (in the flush thread; one write for all the truncations of one
+        loop iteration), as Kafka's LogManager.truncateTo does. Until then a kill -9 finds the
+        old point there (see LeaderEpochCache for why that stays safe)."""
+        log_dir = self._dir_of.get((plog.topic, plog.partition))
+        if log_dir is None or self._closing:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._checkpoint_dir(log_dir, (RECOVERY_POINT_CHECKPOINT,))
+            return
+        if not self._lowered_dirs:
+            loop.call_soon(self._write_lowered)
+        self._lowered_dirs.add(log_dir)
+
+    def _write_lowered(self) -> None:
+        dirs, self._lowered_dirs = self._lowered_dirs, set()
+        if self._closing:
+            return
+        for log_dir in dirs:
+            self._checkpoint_dir(log_dir, (RECOVERY_POINT_CHECKPOINT,))
 
     def _pick_dir(self) -> Path:
         if len(self.log_dirs) == 1:
@@ -300,6 +327,7 @@ class LogManager:
         if plog is None or log_dir is None:
             return False
         plog.on_background_work = None
+        plog.on_recovery_point_lowered = None
         plog.close_handles()
         doomed = log_dir / f"{plog.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
         os.replace(plog.dir, doomed)
@@ -329,8 +357,35 @@ class LogManager:
                 }
             key = (log_dir, name)
             if self._written.get(key) != offsets:
-                write_offset_checkpoint(log_dir / name, offsets)
                 self._written[key] = offsets
+                self._write_checkpoint(key, offsets)
+
+    def _write_checkpoint(self, key: tuple[Path, str], offsets: dict[TopicPartition, int]) -> None:
+        """Write (and fsync) a checkpoint file in the flush thread when the node's loop runs:
+        after every flush queued before it (a recovery point is written only once its data
+        is durable), and never making the loop wait for the disk. Inline otherwise (tools,
+        tests, the clean shutdown). A failed write is logged and retried at the next
+        checkpoint."""
+        path = key[0] / key[1]
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is None or self._closing:
+            write_offset_checkpoint(path, offsets)
+            return
+        if self._flusher is None:
+            self._flusher = ThreadPoolExecutor(1, thread_name_prefix="log-flush")
+        future = loop.run_in_executor(self._flusher, write_offset_checkpoint, path, offsets)
+
+        def written(f: asyncio.Future[None]) -> None:
+            exc = f.exception()
+            if exc is not None:
+                log.error("could not write %s: %s", path, exc)
+                if self._written.get(key) is offsets:
+                    del self._written[key]  # the next checkpoint writes it again
+
+        future.add_done_callback(written)
 
     def _due(self, duty: str, every_ms: int, now_ms: int) -> bool:
         if now_ms - self._last_run[duty] < every_ms:
@@ -454,6 +509,7 @@ class LogManager:
         """Clean shutdown: flush and close every log, checkpoint, leave the clean marker."""
         if self._closed:
             return
+        self._closing = True
         if self._flusher is not None:
             self._flusher.shutdown(wait=True)  # their completions find the logs closed
         sync_new_dirs(self._unsynced_dirs)

@@ -546,8 +546,11 @@ class LogSegment:
         # Entries for markers the cut removed go; the producer-state replay rebuilds the rest.
         self.txn_index.truncate_to(next_offset)
         self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
-        self.index.trim()
-        self.time_index.trim()
+        for index in (self.index, self.time_index):
+            if index.on_disk:
+                index.trim()
+            else:  # a lazy index keeps its entries in memory until a flush creates its file
+                index.resize(index.entries * index.entry_size)
         return truncated, why
 
     def truncate_to(self, offset: int, now_ms: int) -> int:

@@ -16,7 +16,7 @@ from broker.log.manager import LogSchedule
 from broker.log.producer_state_loader import snapshot_producer_state
 from protocol.txn_index import AbortedTxn
 
-from .log_helpers import T0, TOPIC_ID, fill, open_log, small_config
+from .log_helpers import T0, TOPIC_ID, batch, fill, open_log, small_config
 from .test_log_transactions import Writer, attach, committed_read, index_entries
 
 BIG = {"segment.bytes": str(1 << 20)}  # one segment throughout
@@ -239,3 +239,92 @@ def test_recovery_resumes_in_a_segment_whose_index_a_roll_trimmed(tmp_path: Path
     again = open_log(crashed, config, recovery_point=recovery_point)
     assert again.log_end_offset == leo
     assert again.segments[0].index.entries == entries
+
+
+def test_an_epoch_started_below_a_stale_recovery_point_survives_a_kill(tmp_path: Path) -> None:
+    """A follower truncates below its recovery point, takes the new leader's epoch there and
+    rolls; a kill -9 comes before the next recovery checkpoint rewrites the file, which still
+    holds the recovery point from before the truncation. Recovery trusts the segment below it
+    (its index entries reached the disk at the roll), so only the epoch file can know where
+    the new epoch starts: it must say 30, not where recovery resumed (a leader answering
+    OffsetsForLeaderEpoch(1) with a later end would hide a follower's divergent records)."""
+    config = small_config(**BIG)
+    plog = open_log(tmp_path, config)
+    fill(plog, 40, epoch=1)  # 120 records in epoch 1
+    plog.checkpoint_recovery()
+    stale = plog.recovery_point
+    assert plog.truncate_to(30)
+    for i in range(10):  # the new leader's epoch 2 from offset 30
+        plog.append_as_leader(batch(3, ts=T0 + 500 + i, tag=100 + i), 2, now_ms=T0 + 500 + i)
+    plog.roll()  # the rolled segment's flush would come from the background: not yet
+    for i in range(3):
+        plog.append_as_leader(batch(3, ts=T0 + 600 + i, tag=200 + i), 2, now_ms=T0 + 600 + i)
+    assert plog.epoch_cache.entries() == [(1, 0), (2, 30)]
+    crashed = _crash_copy(plog.dir, tmp_path / "crashed")
+    again = open_log(crashed, config, recovery_point=stale)
+    assert again.log_end_offset == plog.log_end_offset
+    assert again.epoch_cache.entries() == [(1, 0), (2, 30)]
+    assert again.epoch_cache.end_offset_for(1, again.log_end_offset) == (1, 30)
+
+
+def test_epochs_above_the_recovery_point_are_still_written_lazily(tmp_path: Path) -> None:
+    """Without a truncation, a new epoch starts above every recovery point on file: recovery
+    reassigns it from the segments, so it waits for the next flush (no write per epoch)."""
+    plog = open_log(tmp_path, small_config(**BIG))
+    fill(plog, 4, epoch=1)
+    plog.checkpoint_recovery()
+    epoch_file = plog.dir / "leader-epoch-checkpoint"
+    before = epoch_file.read_text()
+    plog.append_as_leader(batch(3, ts=T0 + 9), 2, now_ms=T0 + 9)
+    assert epoch_file.read_text() == before
+    plog.checkpoint_recovery()
+    assert epoch_file.read_text() != before
+
+
+def test_an_abort_entry_whose_marker_the_kill_lost_is_dropped(tmp_path: Path) -> None:
+    """The .txnindex entry is written when the ABORT marker is appended, the marker itself
+    through the log writer: a kill -9 may leave the entry without its marker. Recovery from a
+    snapshot at the (shorter) log end must still drop it, or the transaction, still open
+    after the restart, would read as aborted and a later marker for it could not be
+    indexed."""
+    config = small_config(**BIG)
+    plog = open_log(tmp_path, config)
+    attach(plog)
+    w = Writer(plog)
+    w.data(7, 3)
+    plog.checkpoint_recovery()  # fsynced, snapshot at 3 (producer 7's transaction open)
+    recovery_point = plog.recovery_point
+    log_size = plog.active_segment.size
+    w.end(7, commit=False)
+    assert index_entries(plog) == [AbortedTxn(7, 0, 3, 4)]
+    crashed = _crash_copy(plog.dir, tmp_path / "crashed")
+    os.truncate(crashed / plog.dir.name / plog.active_segment.log_path.name, log_size)
+    again = open_log(crashed, config, recovery_point=recovery_point)
+    psm = attach(again)
+    assert again.log_end_offset == 3
+    assert index_entries(again) == []
+    assert psm.last_entry(7) is not None and again.last_stable_offset == 0  # still open
+    Writer(again).end(7, commit=False)  # the coordinator's abort again: indexed once
+    assert index_entries(again) == [AbortedTxn(7, 0, 3, 4)]
+
+
+def test_recovering_a_segment_without_index_files_creates_none(tmp_path: Path) -> None:
+    """A partition written since its last flush has no index files (they are lazy); its
+    recovery keeps the rebuilt entries in memory until the next flush writes them (a restart
+    of 10,000 such partitions created and preallocated 20,000 files)."""
+    config = small_config(**BIG)
+    plog = open_log(tmp_path, config)
+    fill(plog, 30)
+    seg = plog.active_segment
+    assert not seg.index.path.exists() and not seg.time_index.path.exists()
+    crashed = _crash_copy(plog.dir, tmp_path / "crashed")
+    again = open_log(crashed, config)
+    active = again.active_segment
+    assert again.log_end_offset == plog.log_end_offset
+    assert not active.index.path.exists() and not active.time_index.path.exists()
+    expected = _entries(active)
+    assert expected[0], "the rebuilt offset index has entries"
+    again.flush()
+    assert active.index.path.exists() and active.time_index.path.exists()
+    reread = open_log(_crash_copy(again.dir, tmp_path / "third"), config, clean_shutdown=True)
+    assert _entries(reread.active_segment) == expected

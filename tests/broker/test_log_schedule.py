@@ -132,8 +132,11 @@ async def _drain(mgr: LogManager) -> None:
     for _ in range(200):
         await asyncio.sleep(0.01)
         if not any(plog._flush_in_flight for plog in mgr.all_logs()):
-            return
-    raise AssertionError("the background flush did not complete")
+            break
+    else:
+        raise AssertionError("the background flush did not complete")
+    if mgr._flusher is not None:  # the checkpoint files it queued behind the flush
+        await asyncio.get_running_loop().run_in_executor(mgr._flusher, lambda: None)
 
 
 def test_flushes_and_snapshots_run_off_the_loop(tmp_path: Path, monkeypatch: Any) -> None:
@@ -142,7 +145,7 @@ def test_flushes_and_snapshots_run_off_the_loop(tmp_path: Path, monkeypatch: Any
 
     def fsync(fd: int) -> None:
         name = os.readlink(f"/proc/self/fd/{fd}")
-        if name.endswith((".log", ".index", ".timeindex", ".background.tmp")):
+        if name.endswith((".log", ".index", ".timeindex", ".background.tmp", "checkpoint.tmp")):
             threads.append(threading.current_thread().name + " " + name.rsplit("/", 1)[-1])
         real_fsync(fd)
 
@@ -161,8 +164,11 @@ def test_flushes_and_snapshots_run_off_the_loop(tmp_path: Path, monkeypatch: Any
         assert plog.recovery_point == plog.log_end_offset
         assert plog.producer_state is not None
         assert plog.producer_state.latest_snapshot_offset() == plog.log_end_offset
-        # segments, indexes and the snapshot: the small checkpoint files stay on the loop
+        # segments, indexes, the snapshot, the new epoch entry and the recovery-point file
         assert threads and all(t.startswith("log-flush") for t in threads), threads
+        assert any(t.endswith("recovery-point-offset-checkpoint.tmp") for t in threads)
+        assert any(t.endswith("leader-epoch-checkpoint.background.tmp") for t in threads)
+        assert (plog.dir / "leader-epoch-checkpoint").read_text() == "0\n1\n0 0\n"
         assert read_offset_checkpoint(tmp_path / RECOVERY_POINT_CHECKPOINT) == {
             ("t", 0): plog.log_end_offset
         }
@@ -204,4 +210,54 @@ def test_idle_producers_expire_on_the_check_interval(tmp_path: Path) -> None:
     assert psm.producer_count == 1, "not checked before producer.id.expiration.check.interval.ms"
     mgr.periodic(T0 + 1_200_000)
     assert psm.producer_count == 0, "idle past producer.id.expiration.ms"
+    mgr.close()
+
+
+def test_a_truncation_rewrites_the_recovery_point_file_off_the_loop(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """As Kafka's LogManager.truncateTo: the file must not go on vouching for what a
+    truncation removed (a kill -9 would trust it, see LeaderEpochCache); written in the flush
+    thread, once for all the truncations of a loop iteration."""
+    from broker.log import manager as manager_module
+
+    writes: list[tuple[str, str]] = []
+    real = manager_module.write_offset_checkpoint
+
+    def record(path: Path, offsets: dict[tuple[str, int], int]) -> None:
+        writes.append((threading.current_thread().name, path.name))
+        real(path, offsets)
+
+    monkeypatch.setattr(manager_module, "write_offset_checkpoint", record)
+
+    async def main() -> None:
+        mgr = manager(tmp_path, ManualClock(T0))
+        logs = [mgr.get_or_create("t", p, uuid.uuid4()) for p in range(3)]
+        for plog in logs:
+            fill(plog, 20)
+        mgr.periodic(T0 + 60_000)
+        await _drain(mgr)
+        assert read_offset_checkpoint(tmp_path / RECOVERY_POINT_CHECKPOINT)[("t", 0)] == 40
+        writes.clear()
+        for plog in logs:
+            plog.truncate_to(30)
+        logs[1].truncate_fully_and_start_at(6)
+        await _drain(mgr)
+        assert writes == [("log-flush_0", RECOVERY_POINT_CHECKPOINT)]
+        on_file = read_offset_checkpoint(tmp_path / RECOVERY_POINT_CHECKPOINT)
+        assert on_file == {("t", 0): 30, ("t", 1): 6, ("t", 2): 30}
+        mgr.close()
+
+    asyncio.run(main())
+
+
+def test_a_truncation_without_a_loop_rewrites_the_file_at_once(tmp_path: Path) -> None:
+    mgr = manager(tmp_path, ManualClock(T0))
+    plog = mgr.get_or_create("t", 0, uuid.uuid4())
+    fill(plog, 20)
+    mgr.periodic(T0 + 60_000)
+    assert read_offset_checkpoint(tmp_path / RECOVERY_POINT_CHECKPOINT) == {("t", 0): 40}
+    plog.truncate_to(40)  # nothing cut: nothing written
+    plog.truncate_to(10)
+    assert read_offset_checkpoint(tmp_path / RECOVERY_POINT_CHECKPOINT) == {("t", 0): 10}
     mgr.close()

@@ -143,6 +143,9 @@ class TxnLogMachine(RuleBasedStateMachine):
         self.hw = 0
         self.log_start = 0
         self.raw = False
+        # What recovery-point-offset-checkpoint holds: written by the recovery checkpoint and
+        # a clean close only, so after a truncation it may lie above the log's own point.
+        self.file_recovery_point = 0
 
     def teardown(self) -> None:
         self.plog.close_handles()
@@ -306,6 +309,12 @@ class TxnLogMachine(RuleBasedStateMachine):
     def flush(self) -> None:
         self.plog.flush()
 
+    @rule()
+    def recovery_checkpoint(self) -> None:
+        """The periodic recovery checkpoint: fsync and snapshot, then the file is written."""
+        self.plog.checkpoint_recovery()
+        self.file_recovery_point = self.plog.recovery_point
+
     @rule(frac=st.floats(0, 1))
     def truncate(self, frac: float) -> None:
         """A follower truncating to the leader's epoch end."""
@@ -340,6 +349,7 @@ class TxnLogMachine(RuleBasedStateMachine):
     def reopen_clean(self) -> None:
         snapshot_producer_state(self.plog)  # what the broker does at shutdown
         self.plog.close()
+        self.file_recovery_point = self.plog.recovery_point
         self.plog = open_log(
             self.base,
             self.config,
@@ -388,7 +398,7 @@ class TxnLogMachine(RuleBasedStateMachine):
             self.base,
             self.config,
             clean_shutdown=False,
-            recovery_point=recovery_point,
+            recovery_point=self.file_recovery_point,
             log_start_offset=self.log_start,
             high_watermark=self.hw,
         )

@@ -54,6 +54,7 @@ class FlushMixin(PartitionLogState):
                 break
             seg.flush()
         self._recovery_point = max(self._recovery_point, offset)
+        self.epoch_cache.hold_recovery_point(self._recovery_point)
         self.epoch_cache.flush()
         self._last_flush_ms = self._clock.now_ms()
         if offset >= self._leo:
@@ -95,6 +96,9 @@ class FlushMixin(PartitionLogState):
                 plan.snapshot_tmp = psm.snapshot_tmp_path(end)
         if end <= self._recovery_point and plan.snapshot is None:
             return None
+        epochs = self.epoch_cache.plan_write()
+        if epochs is not None:
+            plan.epochs, plan.epochs_tmp = epochs
         if self._last_job is not None:
             # The flush thread first waits until the writer has put ``end`` in the file.
             plan.barrier = self._writer.barrier()
@@ -108,9 +112,11 @@ class FlushMixin(PartitionLogState):
         if not plan.ok or self._closed or plan.generation != self._generation:
             plan.discard()
             return
-        self.epoch_cache.flush()
+        if plan.epochs is not None and plan.epochs_tmp is not None:
+            self.epoch_cache.install(plan.epochs, plan.epochs_tmp)
         if plan.up_to > self._recovery_point:
             self._recovery_point = plan.up_to
+            self.epoch_cache.hold_recovery_point(plan.up_to)
             self._last_flush_ms = self._clock.now_ms()
             if plan.up_to >= self._leo:
                 self._unflushed = 0

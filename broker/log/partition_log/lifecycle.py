@@ -145,6 +145,7 @@ class PartitionLog(
         self.epoch_cache = fresh.epoch_cache
         self._pending_deletes = []  # files in the old directory, which goes as a whole
         self._recovery_point = self._leo  # the copy was fsynced
+        self.epoch_cache.hold_recovery_point(self._leo)
         self._unflushed = 0
         self._roll_flush_offset = None
         self._generation += 1  # a background flush planned in the old directory is void

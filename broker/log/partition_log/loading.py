@@ -5,11 +5,13 @@ loaded, leftovers of a crash or a cleaner swap cleared, and the unflushed tail r
 
 from __future__ import annotations
 
+import os
 from typing import Final
 
 from ..checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
     PARTITION_METADATA,
+    RECOVERY_POINT_CHECKPOINT,
     CheckpointError,
     create_partition_metadata,
     read_partition_metadata,
@@ -18,7 +20,7 @@ from ..checkpoint import (
 from ..epoch_cache import LeaderEpochCache
 from ..errors import CorruptIndexError
 from ..segment import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
-from ..segment_swap import complete_swaps
+from ..segment_swap import SWAP_SUFFIX, complete_swaps
 from .state import PartitionLogState, log
 
 _LEFTOVER_SUFFIXES: Final = (DELETED_SUFFIX, ".cleaned", ".swap", ".tmp")
@@ -50,7 +52,12 @@ class LoadingMixin(PartitionLogState):
         sync_files: bool = True,
     ) -> None:
         meta_path = self.dir / PARTITION_METADATA
-        stored_id = read_partition_metadata(meta_path)
+        try:
+            stored_id = read_partition_metadata(meta_path)
+        except CheckpointError as exc:
+            # Torn: the topic id is known from the metadata log (or written again below).
+            log.warning("%s: %s; ignoring it", self.name, exc)
+            stored_id = None
         if self._topic_id is None:
             self._topic_id = stored_id
         elif stored_id is None:
@@ -60,22 +67,31 @@ class LoadingMixin(PartitionLogState):
                 f"{self.dir}: partition.metadata has topic id {stored_id}, "
                 f"expected {self._topic_id}"
             )
-        # A committed cleaner swap is finished first; every other leftover goes.
-        swapped = complete_swaps(self.dir)
-        for path in self.dir.iterdir():
-            if path.name.endswith(_LEFTOVER_SUFFIXES):
-                path.unlink(missing_ok=True)
+        # One listing of the directory serves every question below (a restart of thousands
+        # of partitions paid for six listings each). A committed cleaner swap is finished
+        # first; every other leftover goes.
+        names = os.listdir(self.dir)
+        swapped: list[int] = []
+        if any(n.endswith(LOG_SUFFIX + SWAP_SUFFIX) for n in names):
+            swapped = complete_swaps(self.dir)
+            names = os.listdir(self.dir)
+        kept = []
+        for name in names:
+            if name.endswith(_LEFTOVER_SUFFIXES):
+                (self.dir / name).unlink(missing_ok=True)
+            else:
+                kept.append(name)
         bases = sorted(
-            int(p.name[: -len(LOG_SUFFIX)])
-            for p in self.dir.glob("*" + LOG_SUFFIX)
-            if p.name[: -len(LOG_SUFFIX)].isdigit()
+            int(n[: -len(LOG_SUFFIX)])
+            for n in kept
+            if n.endswith(LOG_SUFFIX) and n[: -len(LOG_SUFFIX)].isdigit()
         )
         known = set(bases)
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-            for p in self.dir.glob("*" + suffix):
-                stem = p.name[: -len(suffix)]
-                if stem.isdigit() and int(stem) not in known:
-                    p.unlink()  # orphan index: its log is gone
+        for name in kept:
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+                stem = name[: -len(suffix)]
+                if name.endswith(suffix) and stem.isdigit() and int(stem) not in known:
+                    (self.dir / name).unlink()  # orphan index: its log is gone
         try:
             self.epoch_cache = LeaderEpochCache(self.dir)
         except CheckpointError as e:
@@ -92,6 +108,8 @@ class LoadingMixin(PartitionLogState):
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
         self._recover(recovery_point, clean_shutdown)
+        if recovery_point > self._segments[-1].read_next_offset():
+            recovery_point, clean_shutdown = self._distrust_recovery_point(recovery_point)
         for base in swapped:
             self._mark_txn_index_stale(base)  # its .txnindex was dropped: rebuild from markers
         for seg in self._segments:
@@ -107,8 +125,27 @@ class LoadingMixin(PartitionLogState):
         self.epoch_cache.truncate_from_end(self._leo)
         self.epoch_cache.truncate_from_start(self._log_start)
         self._recovery_point = self._leo if clean_shutdown else min(recovery_point, self._leo)
+        self.epoch_cache.hold_recovery_point(max(recovery_point, self._recovery_point))
         hw = self._leo if high_watermark is None else high_watermark
         self._hw = min(max(hw, self._log_start), self._leo)
+
+    def _distrust_recovery_point(self, recovery_point: int) -> tuple[int, bool]:
+        """The recovery point says more is durable than the segments hold: a checkpoint file
+        from another state of the log (a crash right after a truncation, files restored
+        from elsewhere, a lost write). Nothing it vouches for is trusted: every segment is
+        validated, its indexes rebuilt, and the producer state and .txnindex entries rebuilt
+        from the log start. Returns the recovery point and clean flag to go on with."""
+        log.warning(
+            "%s: recovery point %d in %s is past the log end %d; recovering every segment",
+            self.name,
+            recovery_point,
+            self.dir.parent / RECOVERY_POINT_CHECKPOINT,
+            self._segments[-1].read_next_offset(),
+        )
+        first = self._segments[0].base_offset
+        self._recover(first, False)
+        self._mark_txn_index_stale(first)
+        return first, False
 
     def _recover(self, recovery_point: int, clean_shutdown: bool) -> None:
         i = 0

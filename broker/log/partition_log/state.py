@@ -45,6 +45,7 @@ class PartitionLogState:
 
     # Typed with Self so that LogManager's hook, which takes a ``PartitionLog``, fits.
     on_background_work: Callable[[Self], None] | None
+    on_recovery_point_lowered: Callable[[Self], None] | None
 
     def __init__(
         self,
@@ -83,6 +84,9 @@ class PartitionLogState:
         # flush, files to purge, a flush.ms deadline, a new log start to checkpoint): the
         # maintenance tick visits only such logs, never every log.
         self.on_background_work = None
+        # LogManager's hook, called when a truncation moved the recovery point back: the
+        # recovery-point file must not go on vouching for what is no longer there.
+        self.on_recovery_point_lowered = None
         self._generation = 0  # truncations so far: a background flush planned before one is void
         self._flush_in_flight = False
         # Appends go through the writer (see log_writer): with a threaded one the log end
@@ -95,6 +99,11 @@ class PartitionLogState:
         # Called on the loop when writes completed (the partition advances its HW and wakes
         # acks=1 produces and fetchers waiting for them).
         self.on_written: Callable[[], None] | None = None
+
+    def _recovery_point_moved_back(self: Self) -> None:
+        hook = self.on_recovery_point_lowered
+        if hook is not None:
+            hook(self)
 
     def _want_background(self: Self) -> None:
         hook = self.on_background_work

@@ -32,6 +32,7 @@ class TruncationMixin(ProducerReplayMixin):
         self.epoch_cache.truncate_from_end(self._leo)
         self._log_start = min(self._log_start, self._leo)
         self._hw = min(self._hw, self._leo)
+        lowered = self._leo < self._recovery_point
         self._recovery_point = min(self._recovery_point, self._leo)
         self._unflushed = 0
         self._generation += 1
@@ -42,11 +43,14 @@ class TruncationMixin(ProducerReplayMixin):
             # Kafka's truncateAndReload: the newest snapshot at or below the new end, then the
             # batches after it. The .txnindex entries below the cut are still right.
             self._reload_producer_state(psm, rebuild_txn_index=False)
+        if lowered:
+            self._recovery_point_moved_back()
         return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete all data; the log restarts empty at ``offset``."""
         self.drain_writes()
+        lowered = offset < self._recovery_point
         now = self._clock.now_ms()
         for seg in self._segments:
             seg.delete()
@@ -60,3 +64,5 @@ class TruncationMixin(ProducerReplayMixin):
         self._generation += 1
         if self.producer_state is not None:
             self.producer_state.truncate_fully_and_start_at(offset)
+        if lowered:
+            self._recovery_point_moved_back()
