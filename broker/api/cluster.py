@@ -70,9 +70,9 @@ class ClusterApi:
         on_controller_listener = ctx.listener in self.s.controller_listeners
         error, message = ErrorCode.none, None
         brokers: list[dict[str, Any]] = []
-        # Clients see a random alive broker as "the controller" (they cannot reach a KRaft
-        # controller; any broker forwards); tools asking for controller endpoints (KIP-919)
-        # get the voters and the active controller.
+        # Clients see this broker as "the controller" (`controller_for_clients`: they cannot
+        # reach a KRaft controller; any broker forwards); tools asking for controller endpoints
+        # (KIP-919) get the voters and the active controller.
         controller_id = -1
         if endpoint_type == CONTROLLER_ENDPOINTS and on_controller_listener:
             brokers = [
@@ -99,7 +99,7 @@ class ClusterApi:
         else:
             rows = broker_rows(self.s, self.s.image(), ctx.listener)
             brokers = [{**b, "broker_id": b["node_id"], "is_fenced": False} for b in rows]
-            controller_id = controller_for_clients(rows)
+            controller_id = controller_for_clients(rows, self.s.node_id)
         cls = REGISTRY.spec(DESCRIBE_CLUSTER).response_type(ctx.api_version)
         return build(
             cls,

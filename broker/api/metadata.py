@@ -51,12 +51,15 @@ def broker_rows(s: Services, img: MetadataImage, listener: str) -> list[dict[str
     return rows
 
 
-def controller_for_clients(rows: list[dict[str, Any]]) -> int:
-    """The ``controller_id`` a Metadata or DescribeCluster answer gives clients: a random
-    broker of ``rows`` (alive ones, `broker_rows`), as Kafka's KRaft brokers answer (clients
-    cannot reach the KRaft controller; any broker forwards their admin requests). Always the
-    answering node, say, and an admin client keeps sending to it after it died, until its next
-    metadata refresh. -1: none."""
+def controller_for_clients(rows: list[dict[str, Any]], node_id: int) -> int:
+    """The ``controller_id`` a Metadata or DescribeCluster answer gives clients (they cannot
+    reach a KRaft controller; any broker forwards their admin requests): the answering node,
+    alive since it answers, while it is listed; else a random listed broker; -1: none.
+    Kafka's KRaft brokers name a random alive broker, but "alive" there is "not yet fenced":
+    a killed node stays listed for a session, and librdkafka's admin client sends CreateTopics
+    to it and fails with _DESTROY_BROKER once the next refresh drops it, with no retry."""
+    if any(r["node_id"] == node_id for r in rows):
+        return node_id
     return random.choice(rows)["node_id"] if rows else -1
 
 
@@ -206,7 +209,7 @@ class MetadataApi:
                 "throttle_time": 0,
                 "brokers": brokers,
                 "cluster_id": s.cluster_id,
-                "controller_id": controller_for_clients(brokers),
+                "controller_id": controller_for_clients(brokers, s.node_id),
                 "topics": topics,
                 "cluster_authorized_operations": cluster_ops,
             },

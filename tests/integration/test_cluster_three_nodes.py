@@ -86,11 +86,6 @@ def test_three_nodes_are_one_cluster(cluster: Cluster) -> None:
     assert by_partition(got) == by_partition(recs)
     got_kp = kp_read_all(n3.bootstrap, "spread", 30, len(recs), timeout=30)
     assert by_partition(got_kp) == by_partition(recs)
-    # Metadata's controller_id is a random alive broker (Kafka's KRaft brokers): not always
-    # the node asked, which an admin client would keep waiting on after that node died
-    one = admin(n1.bootstrap)
-    named = {one.list_topics(timeout=10).controller_id for _ in range(30)}
-    assert named <= {1, 2, 3} and len(named) > 1, named
 
 
 def quorum_tool(*args: str) -> str:
