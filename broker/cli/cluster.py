@@ -17,8 +17,8 @@ from typing import Final, TextIO
 
 from broker.cli.admin import code, code_name, optional_config
 from broker.cli.cluster_admin import ClusterAdmin, addresses
-from broker.cli.kafka_args import KafkaParser, parse
-from broker.cli.tool_exit import run_to_exit
+from broker.cli.kafka_args import KafkaParser
+from broker.cli.tool_exit import parse_and_run
 
 DESCRIBE_CLUSTER, UNREGISTER_BROKER = 60, 64
 TOOL: Final = "kafka-cluster"
@@ -121,10 +121,7 @@ async def _run(args: argparse.Namespace, out: TextIO) -> None:
 def main(
     argv: Sequence[str] | None = None, out: TextIO = sys.stdout, err: TextIO = sys.stderr
 ) -> int:
-    args = parse(_parser(), sys.argv[1:] if argv is None else argv, out, err)
-    if isinstance(args, int):
-        return args
-    return run_to_exit(lambda: _run(args, out), err, (Terse,))
+    return parse_and_run(_parser(), _run, argv, out, err, (Terse,))
 
 
 if __name__ == "__main__":

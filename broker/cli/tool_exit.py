@@ -1,11 +1,13 @@
 """How an admin tool ends: an exit code and at most one line on stderr, never a traceback."""
 
+import argparse
 import asyncio
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TextIO
 
 from .admin import CommandError, UsageError
+from .kafka_args import parse
 
 
 def run_to_exit(
@@ -27,3 +29,19 @@ def run_to_exit(
     except Exception as e:  # no traceback for the operator: what failed, in one line
         print(f"{type(e).__name__}: {e}", file=err)
         return 1
+
+
+def parse_and_run(
+    parser: argparse.ArgumentParser,
+    run: Callable[[argparse.Namespace, TextIO], Coroutine[Any, Any, object]],
+    argv: Sequence[str] | None,
+    out: TextIO,
+    err: TextIO,
+    expected: tuple[type[Exception], ...] = (),
+) -> int:
+    """A tool's whole ``main``: Kafka's flag parsing (its exit code on a bad flag or --help),
+    then `run_to_exit` of ``run(args, out)``."""
+    args = parse(parser, sys.argv[1:] if argv is None else argv, out, err)
+    if isinstance(args, int):
+        return args
+    return run_to_exit(lambda: run(args, out), err, expected)

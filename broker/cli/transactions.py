@@ -23,8 +23,8 @@ from typing import Any, Final, TextIO
 
 from broker.cli.admin import CommandError, Session, UsageError, code, optional_config, version
 from broker.cli.cluster_admin import addresses
-from broker.cli.kafka_args import KafkaParser, parse
-from broker.cli.tool_exit import run_to_exit
+from broker.cli.kafka_args import KafkaParser
+from broker.cli.tool_exit import parse_and_run
 
 METADATA, FIND_COORDINATOR, WRITE_TXN_MARKERS = 3, 10, 27
 DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
@@ -515,10 +515,7 @@ async def _run(args: argparse.Namespace, out: TextIO) -> None:
 def main(
     argv: Sequence[str] | None = None, out: TextIO = sys.stdout, err: TextIO = sys.stderr
 ) -> int:
-    args = parse(_parser(), sys.argv[1:] if argv is None else argv, out, err)
-    if isinstance(args, int):
-        return args
-    return run_to_exit(lambda: _run(args, out), err, (Failed,))
+    return parse_and_run(_parser(), _run, argv, out, err, (Failed,))
 
 
 if __name__ == "__main__":
