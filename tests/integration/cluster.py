@@ -6,6 +6,7 @@ still points at each node's controller listener), ``log.dirs`` goes under the te
 and every node is formatted with one cluster id.
 """
 
+import json
 import re
 import signal
 import subprocess
@@ -143,3 +144,26 @@ class Cluster:
     def kill(self) -> None:
         for n in self.nodes:
             n.kill()
+
+
+def metadata_records(node: Node) -> list[dict[str, Any]]:
+    """Every committed-or-not metadata record ``node`` holds, in offset order
+    (kafka-dump-log.sh's metadata decoder)."""
+    segments = sorted((node.log_dir / "__cluster_metadata-0").glob("*.log"))
+    p = subprocess.run(
+        [
+            str(ROOT / "bin" / "kafka-dump-log.sh"),
+            "--cluster-metadata-decoder",
+            "--files",
+            ",".join(map(str, segments)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 0, p.stderr
+    return [
+        json.loads(line.split(" payload: ", 1)[1])
+        for line in p.stdout.splitlines()
+        if " payload: " in line
+    ]

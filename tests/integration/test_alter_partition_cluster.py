@@ -14,8 +14,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import itertools
-import json
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,8 +29,7 @@ from broker.replication.alter_partition_sender import AlterPartitionSender, Regi
 from broker.replication.isr import AlterPartitionRequest
 
 from .clients import admin, wait_for
-from .cluster import Cluster
-from .node import ROOT
+from .cluster import Cluster, metadata_records
 
 TOPIC = "isr-wire"
 
@@ -44,28 +41,6 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         yield c
     finally:
         c.stop()
-
-
-def _metadata_records(cluster: Cluster) -> list[dict[str, Any]]:
-    """Every committed-or-not metadata record node 1 holds, in offset order."""
-    segments = sorted((cluster.nodes[0].log_dir / "__cluster_metadata-0").glob("*.log"))
-    p = subprocess.run(
-        [
-            str(ROOT / "bin" / "kafka-dump-log.sh"),
-            "--cluster-metadata-decoder",
-            "--files",
-            ",".join(map(str, segments)),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert p.returncode == 0, p.stderr
-    return [
-        json.loads(line.split(" payload: ", 1)[1])
-        for line in p.stdout.splitlines()
-        if " payload: " in line
-    ]
 
 
 def _kafka_uuid(text: str) -> uuid.UUID:
@@ -132,7 +107,7 @@ def test_alter_partition_shrinks_and_expands_the_isr(cluster: Cluster) -> None:
     a = admin(cluster.bootstrap)
     a.create_topics([NewTopic(TOPIC, 1, 3)], operation_timeout=10)[TOPIC].result(15)
     wait_for(lambda: _stock_isr(cluster.bootstrap) == {1, 2, 3}, 20, "an ISR of three")
-    p = Partition(_metadata_records(cluster))
+    p = Partition(metadata_records(cluster.nodes[0]))
     assert sorted(p.replicas) == [1, 2, 3] and p.leader in p.replicas
     leader = p.leader
     stay, drop = (r for r in p.replicas if r != leader)
@@ -207,7 +182,7 @@ def test_alter_partition_shrinks_and_expands_the_isr(cluster: Cluster) -> None:
             await channel.close()
 
     asyncio.run(go())
-    after = Partition(_metadata_records(cluster))
+    after = Partition(metadata_records(cluster.nodes[0]))
     isrs = [c["isr"] for c in after.changes if "isr" in c]
     assert isrs[0] == [leader, stay] and sorted(isrs[1]) == [1, 2, 3], after.changes
     assert (after.leader, after.leader_epoch) == (leader, p.leader_epoch)

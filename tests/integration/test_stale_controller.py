@@ -8,14 +8,11 @@ FenceBrokerRecord for any broker but the paused one in the metadata log (read wi
 
 from __future__ import annotations
 
-import json
 import re
 import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
@@ -24,8 +21,8 @@ from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 from tests.waits import wait_value
 
 from .clients import admin, ck_produce, make_records
-from .cluster import Cluster
-from .node import ROOT, Node
+from .cluster import Cluster, metadata_records
+from .node import Node
 
 TOPIC = "stale"
 PAUSE_S = 15.0
@@ -61,29 +58,8 @@ def _agreed_leader(nodes: list[Node]) -> tuple[int, int] | None:
     return found if found is not None and found[0] >= 0 else None
 
 
-def _metadata_records(node: Node) -> list[dict[str, Any]]:
-    segments = sorted((node.log_dir / "__cluster_metadata-0").glob("*.log"))
-    p = subprocess.run(
-        [
-            str(ROOT / "bin" / "kafka-dump-log.sh"),
-            "--cluster-metadata-decoder",
-            "--files",
-            ",".join(map(str, segments)),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert p.returncode == 0, p.stderr
-    return [
-        json.loads(line.split(" payload: ", 1)[1])
-        for line in p.stdout.splitlines()
-        if " payload: " in line
-    ]
-
-
 def _fenced_ids(node: Node) -> list[int]:
-    return [r["data"]["id"] for r in _metadata_records(node) if r["type"] == "FENCE_BROKER_RECORD"]
+    return [r["data"]["id"] for r in metadata_records(node) if r["type"] == "FENCE_BROKER_RECORD"]
 
 
 def _created(bootstrap: str) -> bool:
